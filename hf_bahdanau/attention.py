@@ -1,0 +1,283 @@
+"""Attention maths of d2l's chapters "Attention Scoring Functions", "Bahdanau Attention",
+"Multi-Head Attention" and "Self-Attention and Positional Encoding".
+
+Every module keeps the weights of its last call in ``.attention_weights``. Shapes follow d2l:
+queries ``(batch, num_queries, query_size)``, keys ``(batch, num_kv, key_size)``, values
+``(batch, num_kv, value_size)``. This file imports nothing but torch: it is copied beside the models'
+code into saved model folders for ``trust_remote_code``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+def _attention_mask(X: torch.Tensor, valid_lens: torch.Tensor) -> torch.Tensor:
+    """A boolean mask broadcastable to ``X`` ``(batch, queries, keys)``: True where attention may look."""
+    batch, num_queries, num_keys = X.shape
+    if valid_lens.shape[0] != batch:
+        raise ValueError(
+            f"valid_lens has batch size {valid_lens.shape[0]} (shape {tuple(valid_lens.shape)}) but the scores "
+            f"have batch size {batch} (shape {tuple(X.shape)})"
+        )
+    if valid_lens.dtype == torch.bool:
+        if valid_lens.dim() == 2 and valid_lens.shape[1] == num_keys:  # (batch, keys)
+            return valid_lens[:, None, :]
+        if (
+            valid_lens.dim() == 3
+            and valid_lens.shape[1] in (1, num_queries)
+            and valid_lens.shape[2] == num_keys
+        ):
+            return valid_lens
+        raise ValueError(
+            f"boolean mask of shape {tuple(valid_lens.shape)} does not fit scores of shape {tuple(X.shape)}: "
+            "expected (batch, keys) or (batch, queries, keys)"
+        )
+    if valid_lens.dim() == 1:  # (batch,): one length per sequence
+        lens = valid_lens[:, None, None]
+    elif valid_lens.dim() == 2 and valid_lens.shape[1] == num_queries:  # (batch, queries): one per query
+        lens = valid_lens[:, :, None]
+    else:
+        raise ValueError(
+            f"valid_lens of shape {tuple(valid_lens.shape)} does not fit scores of shape {tuple(X.shape)}: "
+            "expected (batch,) or (batch, queries)"
+        )
+    positions = torch.arange(num_keys, device=X.device)  # (keys,)
+    return positions < lens.to(X.device)  # (batch, 1 | queries, keys)
+
+
+def masked_softmax(X: torch.Tensor, valid_lens: torch.Tensor | None = None) -> torch.Tensor:
+    """Softmax over the last axis of ``X`` ``(batch, queries, keys)``, ignoring masked keys.
+
+    ``valid_lens`` is ``None``, lengths ``(batch,)`` or ``(batch, queries)`` (keys at positions >= the length
+    are masked, as in d2l), or a boolean mask ``(batch, keys)`` / ``(batch, queries, keys)`` (True = keep).
+    Masked keys get exactly zero weight and a row with no valid key is all zeros (never NaN), in any dtype.
+    """
+    if valid_lens is None:
+        return F.softmax(X, dim=-1)
+    mask = _attention_mask(X, valid_lens)
+    scores = X.masked_fill(~mask, torch.finfo(X.dtype).min)
+    return F.softmax(scores, dim=-1).masked_fill(~mask, 0.0)
+
+
+def _check_keys_values(queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor) -> None:
+    if not (queries.dim() == keys.dim() == values.dim() == 3):
+        raise ValueError(
+            f"queries, keys and values must be 3-D (batch, length, size); got {tuple(queries.shape)}, "
+            f"{tuple(keys.shape)} and {tuple(values.shape)}"
+        )
+    if not (queries.shape[0] == keys.shape[0] == values.shape[0]):
+        raise ValueError(
+            f"batch sizes differ: queries {tuple(queries.shape)}, keys {tuple(keys.shape)}, "
+            f"values {tuple(values.shape)}"
+        )
+    if keys.shape[1] != values.shape[1]:
+        raise ValueError(
+            f"keys and values must have the same length: keys {tuple(keys.shape)}, values {tuple(values.shape)}"
+        )
+
+
+def _check_size(name: str, tensor: torch.Tensor, expected: int) -> None:
+    if tensor.shape[-1] != expected:
+        raise ValueError(f"{name} of shape {tuple(tensor.shape)} should have last dimension {expected}")
+
+
+class ScoredAttention(nn.Module):
+    """Attention pooling with a scoring function: ``softmax(score(q, k)) @ v`` (d2l's common skeleton).
+
+    Subclasses define ``score``; ``project_keys`` lets a decoder transform the keys once per source and pass
+    them back as ``projected_keys`` at every step.
+    """
+
+    def __init__(self, dropout: float = 0.0) -> None:
+        super().__init__()
+        self.dropout = nn.Dropout(dropout)
+        self.attention_weights: torch.Tensor | None = None
+
+    def project_keys(self, keys: torch.Tensor) -> torch.Tensor:
+        """The part of the score that depends on the keys alone (identity by default)."""
+        return keys
+
+    def score(self, queries: torch.Tensor, projected_keys: torch.Tensor) -> torch.Tensor:
+        """Scores ``(batch, queries, keys)``."""
+        raise NotImplementedError
+
+    def forward(
+        self,
+        queries: torch.Tensor,
+        keys: torch.Tensor,
+        values: torch.Tensor,
+        valid_lens: torch.Tensor | None = None,
+        projected_keys: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Context vectors ``(batch, queries, value_size)``; weights ``(batch, queries, keys)`` are kept."""
+        _check_keys_values(queries, keys, values)
+        if projected_keys is None:
+            projected_keys = self.project_keys(keys)
+        scores = self.score(queries, projected_keys)  # (batch, queries, keys)
+        self.attention_weights = masked_softmax(scores, valid_lens)
+        return torch.bmm(self.dropout(self.attention_weights), values)
+
+
+class DotProductAttention(ScoredAttention):
+    """Scaled dot-product scoring ``q . k / sqrt(d)``; queries and keys share the size ``d``."""
+
+    def score(self, queries: torch.Tensor, projected_keys: torch.Tensor) -> torch.Tensor:
+        if queries.shape[-1] != projected_keys.shape[-1]:
+            raise ValueError(
+                f"dot-product attention needs queries and keys of one size: queries {tuple(queries.shape)}, "
+                f"keys {tuple(projected_keys.shape)}"
+            )
+        return torch.bmm(queries, projected_keys.transpose(1, 2)) / math.sqrt(queries.shape[-1])
+
+
+class AdditiveAttention(ScoredAttention):
+    """Bahdanau (MLP) scoring ``w_v . tanh(W_q q + W_k k)``, no biases, as in d2l."""
+
+    def __init__(self, key_size: int, query_size: int, num_hiddens: int, dropout: float = 0.0) -> None:
+        super().__init__(dropout)
+        self.W_k = nn.Linear(key_size, num_hiddens, bias=False)
+        self.W_q = nn.Linear(query_size, num_hiddens, bias=False)
+        self.w_v = nn.Linear(num_hiddens, 1, bias=False)
+
+    def project_keys(self, keys: torch.Tensor) -> torch.Tensor:
+        _check_size("keys", keys, self.W_k.in_features)
+        return self.W_k(keys)  # (batch, keys, num_hiddens)
+
+    def score(self, queries: torch.Tensor, projected_keys: torch.Tensor) -> torch.Tensor:
+        _check_size("queries", queries, self.W_q.in_features)
+        # (batch, queries, 1, num_hiddens) + (batch, 1, keys, num_hiddens) -> (batch, queries, keys, num_hiddens)
+        features = torch.tanh(self.W_q(queries).unsqueeze(2) + projected_keys.unsqueeze(1))
+        return self.w_v(features).squeeze(-1)  # (batch, queries, keys)
+
+
+class BilinearAttention(ScoredAttention):
+    """Luong's "general" scoring ``q^T W k``."""
+
+    def __init__(self, key_size: int, query_size: int, dropout: float = 0.0) -> None:
+        super().__init__(dropout)
+        self.W = nn.Linear(key_size, query_size, bias=False)
+
+    def project_keys(self, keys: torch.Tensor) -> torch.Tensor:
+        _check_size("keys", keys, self.W.in_features)
+        return self.W(keys)  # (batch, keys, query_size)
+
+    def score(self, queries: torch.Tensor, projected_keys: torch.Tensor) -> torch.Tensor:
+        _check_size("queries", queries, self.W.out_features)
+        return torch.bmm(queries, projected_keys.transpose(1, 2))  # (batch, queries, keys)
+
+
+class MultiHeadAttention(nn.Module):
+    """d2l's multi-head attention: ``num_heads`` scaled dot-product heads over learned projections.
+
+    With ``need_weights=False`` it runs ``torch.nn.functional.scaled_dot_product_attention`` (fused kernels)
+    and keeps no weights; otherwise it computes and keeps the weights ``(batch * num_heads, queries, keys)``
+    in ``self.attention.attention_weights``, exactly as d2l.
+    """
+
+    def __init__(
+        self,
+        key_size: int,
+        query_size: int,
+        value_size: int,
+        num_hiddens: int,
+        num_heads: int,
+        dropout: float = 0.0,
+        bias: bool = False,
+    ) -> None:
+        super().__init__()
+        if num_hiddens % num_heads != 0:
+            raise ValueError(f"num_hiddens ({num_hiddens}) must be divisible by num_heads ({num_heads})")
+        self.num_heads = num_heads
+        self.attention = DotProductAttention(dropout)
+        self.W_q = nn.Linear(query_size, num_hiddens, bias=bias)
+        self.W_k = nn.Linear(key_size, num_hiddens, bias=bias)
+        self.W_v = nn.Linear(value_size, num_hiddens, bias=bias)
+        self.W_o = nn.Linear(num_hiddens, num_hiddens, bias=bias)
+
+    @property
+    def attention_weights(self) -> torch.Tensor | None:
+        return self.attention.attention_weights
+
+    def _split_heads(self, X: torch.Tensor) -> torch.Tensor:
+        """(batch, length, num_hiddens) -> (batch, num_heads, length, num_hiddens / num_heads)."""
+        return X.reshape(X.shape[0], X.shape[1], self.num_heads, -1).transpose(1, 2)
+
+    def forward(
+        self,
+        queries: torch.Tensor,
+        keys: torch.Tensor,
+        values: torch.Tensor,
+        valid_lens: torch.Tensor | None = None,
+        need_weights: bool = True,
+    ) -> torch.Tensor:
+        """Output ``(batch, queries, num_hiddens)``."""
+        _check_keys_values(queries, keys, values)
+        _check_size("queries", queries, self.W_q.in_features)
+        _check_size("keys", keys, self.W_k.in_features)
+        _check_size("values", values, self.W_v.in_features)
+        batch, num_queries, _ = queries.shape
+        q, k, v = (
+            self._split_heads(self.W_q(queries)),
+            self._split_heads(self.W_k(keys)),
+            self._split_heads(self.W_v(values)),
+        )
+        mask = None
+        if valid_lens is not None:
+            scores_shape = queries.new_empty(batch, num_queries, keys.shape[1])
+            mask = _attention_mask(scores_shape, valid_lens)  # (batch, 1 | queries, keys)
+        if need_weights:
+            heads = batch * self.num_heads
+            flat_mask = None if mask is None else mask.repeat_interleave(self.num_heads, dim=0)
+            out = self.attention(
+                q.reshape(heads, num_queries, -1),
+                k.reshape(heads, k.shape[2], -1),
+                v.reshape(heads, v.shape[2], -1),
+                flat_mask,
+            )  # (batch * num_heads, queries, head_size)
+            out = out.reshape(batch, self.num_heads, num_queries, -1)
+        else:
+            self.attention.attention_weights = None
+            sdpa_mask = None if mask is None else mask[:, None]  # (batch, 1, 1 | queries, keys)
+            dropout_p = self.attention.dropout.p if self.training else 0.0
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=sdpa_mask, dropout_p=dropout_p)
+            if mask is not None:  # a query with no valid key attends to nothing, as masked_softmax does
+                out = out.masked_fill(~mask.any(-1)[:, None, :, None], 0.0)
+        return self.W_o(out.transpose(1, 2).reshape(batch, num_queries, -1))
+
+
+class PositionalEncoding(nn.Module):
+    """Sinusoidal encoding ``P[i, 2j] = sin(i / 10000^(2j/d))``, ``P[i, 2j+1] = cos(...)``, added then dropped out."""
+
+    def __init__(self, num_hiddens: int, dropout: float = 0.0, max_len: int = 1000) -> None:
+        super().__init__()
+        self.dropout = nn.Dropout(dropout)
+        position = torch.arange(max_len, dtype=torch.float32).reshape(-1, 1)  # (max_len, 1)
+        inverse_freq = torch.pow(10000, torch.arange(0, num_hiddens, 2, dtype=torch.float32) / num_hiddens)
+        angles = position / inverse_freq  # (max_len, ceil(num_hiddens / 2))
+        P = torch.zeros(1, max_len, num_hiddens)
+        P[:, :, 0::2] = torch.sin(angles)
+        P[:, :, 1::2] = torch.cos(angles[:, : num_hiddens // 2])
+        self.register_buffer("P", P, persistent=False)
+
+    def forward(self, X: torch.Tensor) -> torch.Tensor:
+        """``X`` ``(batch, length, num_hiddens)`` -> same shape."""
+        if X.shape[1] > self.P.shape[1]:
+            raise ValueError(f"sequence length {X.shape[1]} exceeds the encoding's max_len {self.P.shape[1]}")
+        _check_size("X", X, self.P.shape[2])
+        return self.dropout(X + self.P[:, : X.shape[1]].to(X.dtype))
+
+
+__all__ = [
+    "AdditiveAttention",
+    "BilinearAttention",
+    "DotProductAttention",
+    "MultiHeadAttention",
+    "PositionalEncoding",
+    "ScoredAttention",
+    "masked_softmax",
+]

@@ -1,0 +1,41 @@
+"""Shared fixtures: the shared corpora beside the repo, skipped cleanly when absent."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+_DEFAULT_DATA_DIR = REPO_ROOT.parent / "shared" / "data"
+
+# Tests never download: point named corpora at the shared copy and keep the Hub offline.
+os.environ.setdefault("HF_BAHDANAU_DATA_DIR", str(_DEFAULT_DATA_DIR))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+
+
+@pytest.fixture(scope="session")
+def data_dir() -> Path:
+    """The shared data folder (`$HF_BAHDANAU_DATA_DIR`); skips the test when it is absent."""
+    path = Path(os.environ["HF_BAHDANAU_DATA_DIR"])
+    if not path.is_dir():
+        pytest.skip(f"shared data not found at {path}")
+    return path
+
+
+@pytest.fixture(scope="session")
+def multi30k_dir(data_dir: Path) -> Path:
+    path = data_dir / "multi30k"
+    if not path.is_dir():
+        pytest.skip(f"{path} not found")
+    return path
+
+
+@pytest.fixture(scope="session")
+def tatoeba_tsv(data_dir: Path) -> Path:
+    path = data_dir / "tatoeba-fra-eng" / "fra-eng.tsv"
+    if not path.is_file():
+        pytest.skip(f"{path} not found")
+    return path

@@ -1,0 +1,257 @@
+"""Attention building blocks against d2l's code (copied below as the reference) and the chapters' printed values."""
+
+import math
+
+import pytest
+import torch
+from torch import nn
+
+from hf_bahdanau.attention import (
+    AdditiveAttention,
+    BilinearAttention,
+    DotProductAttention,
+    MultiHeadAttention,
+    PositionalEncoding,
+    masked_softmax,
+)
+
+# ---- d2l reference (Dive into Deep Learning, PyTorch edition) -------------------------------------------
+
+
+def d2l_sequence_mask(X, valid_len, value=0):
+    maxlen = X.size(1)
+    mask = torch.arange(maxlen, dtype=torch.float32, device=X.device)[None, :] < valid_len[:, None]
+    X[~mask] = value
+    return X
+
+
+def d2l_masked_softmax(X, valid_lens):
+    if valid_lens is None:
+        return nn.functional.softmax(X, dim=-1)
+    shape = X.shape
+    if valid_lens.dim() == 1:
+        valid_lens = torch.repeat_interleave(valid_lens, shape[1])
+    else:
+        valid_lens = valid_lens.reshape(-1)
+    X = d2l_sequence_mask(X.reshape(-1, shape[-1]), valid_lens, value=-1e6)
+    return nn.functional.softmax(X.reshape(shape), dim=-1)
+
+
+def d2l_additive(W_k, W_q, w_v, queries, keys, values, valid_lens):
+    queries, keys = W_q(queries), W_k(keys)
+    features = torch.tanh(queries.unsqueeze(2) + keys.unsqueeze(1))
+    scores = w_v(features).squeeze(-1)
+    return torch.bmm(d2l_masked_softmax(scores, valid_lens), values)
+
+
+def d2l_transpose_qkv(X, num_heads):
+    X = X.reshape(X.shape[0], X.shape[1], num_heads, -1).permute(0, 2, 1, 3)
+    return X.reshape(-1, X.shape[2], X.shape[3])
+
+
+def d2l_transpose_output(X, num_heads):
+    X = X.reshape(-1, num_heads, X.shape[1], X.shape[2]).permute(0, 2, 1, 3)
+    return X.reshape(X.shape[0], X.shape[1], -1)
+
+
+def d2l_multihead(mha, queries, keys, values, valid_lens):
+    h = mha.num_heads
+    q, k, v = (
+        d2l_transpose_qkv(W(x), h) for W, x in ((mha.W_q, queries), (mha.W_k, keys), (mha.W_v, values))
+    )
+    valid_lens = torch.repeat_interleave(valid_lens, repeats=h, dim=0)
+    scores = torch.bmm(q, k.transpose(1, 2)) / math.sqrt(q.shape[-1])
+    out = torch.bmm(d2l_masked_softmax(scores, valid_lens), v)
+    return mha.W_o(d2l_transpose_output(out, h))
+
+
+# ---- masked_softmax ---------------------------------------------------------------------------------------
+
+
+def test_masked_softmax_1d_lengths_match_d2l_and_zero_past_length():
+    X = torch.rand(2, 2, 4)
+    out = masked_softmax(X, torch.tensor([2, 3]))
+    torch.testing.assert_close(out, d2l_masked_softmax(X.clone(), torch.tensor([2, 3])))
+    torch.testing.assert_close(out.sum(-1), torch.ones(2, 2))
+    assert torch.all(out[0, :, 2:] == 0) and torch.all(out[1, :, 3:] == 0)
+    assert torch.all(out[0, :, :2] > 0)
+
+
+def test_masked_softmax_2d_lengths_per_query():
+    X = torch.rand(2, 2, 4)
+    lens = torch.tensor([[1, 3], [2, 4]])
+    out = masked_softmax(X, lens)
+    torch.testing.assert_close(out, d2l_masked_softmax(X.clone(), lens))
+    assert out[0, 0, 0] == 1 and torch.all(out[0, 0, 1:] == 0)
+    assert torch.all(out[1, 1] > 0)
+
+
+def test_masked_softmax_boolean_mask_equals_lengths():
+    X = torch.randn(3, 5, 6)
+    lens = torch.tensor([6, 2, 4])
+    mask = torch.arange(6)[None, :] < lens[:, None]  # (batch, keys)
+    torch.testing.assert_close(masked_softmax(X, mask), masked_softmax(X, lens))
+    torch.testing.assert_close(masked_softmax(X, mask[:, None].expand(3, 5, 6)), masked_softmax(X, lens))
+
+
+def test_masked_softmax_no_mask_is_softmax():
+    X = torch.randn(2, 3, 4)
+    torch.testing.assert_close(masked_softmax(X), torch.softmax(X, -1))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_masked_softmax_empty_row_is_zero_not_nan(dtype):
+    X = (torch.randn(2, 3, 5) * 10).to(dtype)
+    out = masked_softmax(X, torch.tensor([0, 3]))
+    assert out.dtype == dtype
+    assert not torch.isnan(out).any()
+    assert torch.all(out[0] == 0)
+    torch.testing.assert_close(out[1].float().sum(-1), torch.ones(3), atol=1e-2, rtol=0)
+    assert torch.all(out[1, :, 3:] == 0)
+
+
+def test_masked_softmax_gradients_skip_masked_positions():
+    X = torch.randn(2, 2, 4, requires_grad=True)
+    out = masked_softmax(X, torch.tensor([2, 3]))
+    (out * torch.randn_like(out)).sum().backward()
+    assert torch.all(X.grad[0, :, 2:] == 0) and torch.all(X.grad[1, :, 3:] == 0)
+    assert X.grad[0, :, :2].abs().sum() > 0
+
+
+def test_masked_softmax_rejects_wrong_batch_size():
+    with pytest.raises(ValueError, match=r"batch size 3.*batch size 2"):
+        masked_softmax(torch.rand(2, 2, 4), torch.tensor([1, 2, 3]))
+    with pytest.raises(ValueError, match=r"\(2, 3\)"):
+        masked_softmax(torch.rand(2, 2, 4), torch.tensor([[1, 2, 3], [1, 2, 3]]))
+
+
+# ---- scoring functions ------------------------------------------------------------------------------------
+
+
+def chapter_inputs():
+    keys = torch.ones(2, 10, 2)
+    values = torch.arange(40, dtype=torch.float32).reshape(1, 10, 4).repeat(2, 1, 1)
+    return keys, values, torch.tensor([2, 6])
+
+
+def test_dot_product_attention_reproduces_chapter():
+    keys, values, valid_lens = chapter_inputs()
+    queries = torch.normal(0, 1, (2, 1, 2))
+    attention = DotProductAttention(dropout=0.5).eval()
+    out = attention(queries, keys, values, valid_lens)
+    torch.testing.assert_close(out, torch.tensor([[[2.0, 3.0, 4.0, 5.0]], [[10.0, 11.0, 12.0, 13.0]]]))
+    weights = attention.attention_weights
+    torch.testing.assert_close(weights[0, 0, :2], torch.full((2,), 0.5))
+    torch.testing.assert_close(weights[1, 0, :6], torch.full((6,), 1 / 6))
+    assert torch.all(weights[0, 0, 2:] == 0) and torch.all(weights[1, 0, 6:] == 0)
+
+
+def test_additive_attention_reproduces_chapter_and_d2l():
+    keys, values, valid_lens = chapter_inputs()
+    queries = torch.normal(0, 1, (2, 1, 20))
+    attention = AdditiveAttention(key_size=2, query_size=20, num_hiddens=8, dropout=0.1).eval()
+    out = attention(queries, keys, values, valid_lens)
+    # all keys equal -> uniform weights over the valid keys, as the chapter prints
+    torch.testing.assert_close(out, torch.tensor([[[2.0, 3.0, 4.0, 5.0]], [[10.0, 11.0, 12.0, 13.0]]]))
+    keys = torch.randn(2, 10, 2)
+    expected = d2l_additive(attention.W_k, attention.W_q, attention.w_v, queries, keys, values, valid_lens)
+    torch.testing.assert_close(attention(queries, keys, values, valid_lens), expected)
+
+
+def test_projected_keys_are_reused():
+    attention = AdditiveAttention(key_size=6, query_size=5, num_hiddens=7).eval()
+    queries, keys, values = torch.randn(3, 2, 5), torch.randn(3, 4, 6), torch.randn(3, 4, 3)
+    lens = torch.tensor([4, 1, 2])
+    projected = attention.project_keys(keys)
+    torch.testing.assert_close(
+        attention(queries, keys, values, lens, projected_keys=projected),
+        attention(queries, keys, values, lens),
+    )
+    # a wrong projection changes the result: the projection is really used
+    assert not torch.allclose(
+        attention(queries, keys, values, lens, projected_keys=projected + 1),
+        attention(queries, keys, values, lens),
+    )
+
+
+def test_bilinear_attention_scores_q_W_k():
+    attention = BilinearAttention(key_size=3, query_size=4).eval()
+    queries, keys, values = torch.randn(2, 5, 4), torch.randn(2, 6, 3), torch.randn(2, 6, 2)
+    out = attention(queries, keys, values)
+    scores = torch.einsum("bqi,ij,bkj->bqk", queries, attention.W.weight, keys)
+    torch.testing.assert_close(attention.attention_weights, torch.softmax(scores, -1))
+    torch.testing.assert_close(out, torch.softmax(scores, -1) @ values)
+
+
+@pytest.mark.parametrize(
+    "attention", [DotProductAttention(), AdditiveAttention(4, 4, 8), BilinearAttention(4, 4)], ids=type
+)
+def test_gradients_flow_through_scoring(attention):
+    queries, keys, values = (torch.randn(2, 3, 4, requires_grad=True) for _ in range(3))
+    attention(queries, keys, values, torch.tensor([2, 3])).sum().backward()
+    for tensor in (queries, keys, values, *attention.parameters()):
+        assert tensor.grad is not None and tensor.grad.abs().sum() > 0
+
+
+def test_shape_mismatches_name_both_shapes():
+    attention = DotProductAttention()
+    with pytest.raises(ValueError, match=r"\(2, 10, 2\).*\(2, 9, 4\)"):
+        attention(torch.randn(2, 1, 2), torch.randn(2, 10, 2), torch.randn(2, 9, 4))
+    with pytest.raises(ValueError, match=r"\(2, 1, 3\).*\(2, 10, 2\)"):
+        attention(torch.randn(2, 1, 3), torch.randn(2, 10, 2), torch.randn(2, 10, 4))
+    with pytest.raises(ValueError, match=r"queries of shape \(2, 1, 3\) should have last dimension 20"):
+        AdditiveAttention(2, 20, 8)(torch.randn(2, 1, 3), torch.ones(2, 10, 2), torch.ones(2, 10, 4))
+    with pytest.raises(ValueError, match=r"batch size 3"):
+        attention(torch.randn(2, 1, 2), torch.randn(2, 10, 2), torch.randn(2, 10, 4), torch.tensor([1, 2, 3]))
+
+
+# ---- multi-head attention ----------------------------------------------------------------------------------
+
+
+def test_multihead_shape_and_d2l_equivalence():
+    num_hiddens, num_heads = 100, 5
+    mha = MultiHeadAttention(num_hiddens, num_hiddens, num_hiddens, num_hiddens, num_heads, 0.5).eval()
+    X, Y = torch.ones(2, 4, num_hiddens), torch.ones(2, 6, num_hiddens)
+    valid_lens = torch.tensor([3, 2])
+    assert mha(X, Y, Y, valid_lens).shape == (2, 4, 100)  # the chapter's printed shape
+    X, Y = torch.randn(2, 4, num_hiddens), torch.randn(2, 6, num_hiddens)
+    expected = d2l_multihead(mha, X, Y, Y, valid_lens)
+    torch.testing.assert_close(mha(X, Y, Y, valid_lens), expected)
+    assert mha.attention_weights.shape == (2 * num_heads, 4, 6)
+    torch.testing.assert_close(mha(X, Y, Y, valid_lens, need_weights=False), expected, atol=1e-5, rtol=1e-5)
+    assert mha.attention_weights is None
+
+
+def test_multihead_fused_path_handles_empty_rows_and_gradients():
+    mha = MultiHeadAttention(8, 6, 5, 12, 3).eval()
+    q, k, v = torch.randn(2, 3, 6, requires_grad=True), torch.randn(2, 4, 8), torch.randn(2, 4, 5)
+    mask = torch.tensor([[True, True, False, False], [False, False, False, False]])
+    eager, fused = mha(q, k, v, mask), mha(q, k, v, mask, need_weights=False)
+    torch.testing.assert_close(fused, eager, atol=1e-5, rtol=1e-5)
+    assert not torch.isnan(fused).any()
+    fused.sum().backward()
+    assert q.grad.abs().sum() > 0
+
+
+def test_multihead_rejects_indivisible_heads():
+    with pytest.raises(ValueError, match=r"num_hiddens \(10\).*num_heads \(3\)"):
+        MultiHeadAttention(4, 4, 4, 10, 3)
+
+
+# ---- positional encoding -----------------------------------------------------------------------------------
+
+
+def test_positional_encoding_formula_and_buffer():
+    d, max_len = 32, 60
+    pe = PositionalEncoding(d, dropout=0.0, max_len=max_len)
+    assert "P" not in pe.state_dict()
+    out = pe(torch.zeros(1, max_len, d))
+    i, j = 7, 5
+    torch.testing.assert_close(out[0, i, 2 * j], torch.tensor(math.sin(i / 10000 ** (2 * j / d))))
+    torch.testing.assert_close(out[0, i, 2 * j + 1], torch.tensor(math.cos(i / 10000 ** (2 * j / d))))
+    assert pe.to(torch.float64).P.dtype == torch.float64
+
+
+def test_positional_encoding_rejects_too_long_input():
+    with pytest.raises(ValueError, match="sequence length 11 exceeds the encoding's max_len 10"):
+        PositionalEncoding(8, max_len=10)(torch.zeros(1, 11, 8))

@@ -1,0 +1,511 @@
+"""BahdanauForConditionalGeneration: d2l equivalence, padding, decoding, generation, saving and remote code."""
+
+import itertools
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+from torch import nn
+from transformers import AutoConfig, AutoModelForSeq2SeqLM, GenerationConfig
+
+from hf_bahdanau import BahdanauConfig, BahdanauForConditionalGeneration
+from hf_bahdanau.attention import masked_softmax
+
+VOCAB = 40
+
+
+def make_model(seed: int = 0, **overrides) -> BahdanauForConditionalGeneration:
+    torch.manual_seed(seed)
+    settings = dict(vocab_size=VOCAB, embedding_size=12, hidden_size=16, dropout=0.0)
+    settings.update(overrides)
+    return BahdanauForConditionalGeneration(BahdanauConfig(**settings)).eval()
+
+
+def greedy_config(**kwargs) -> GenerationConfig:
+    """A generation config with the model's special tokens and nothing else (greedy unless overridden)."""
+    settings = dict(decoder_start_token_id=1, eos_token_id=2, pad_token_id=0, num_beams=1, do_sample=False)
+    return GenerationConfig(**{**settings, **kwargs})
+
+
+def random_ids(*shape, seed=0):
+    return torch.randint(3, VOCAB, shape, generator=torch.Generator().manual_seed(seed))
+
+
+# ---- d2l reference, as in the book's "Bahdanau Attention" section (time-major, valid_lens masking) ----------
+
+
+class D2lAdditiveAttention(nn.Module):
+    def __init__(self, num_hiddens):
+        super().__init__()
+        self.W_k = nn.Linear(num_hiddens, num_hiddens, bias=False)
+        self.W_q = nn.Linear(num_hiddens, num_hiddens, bias=False)
+        self.w_v = nn.Linear(num_hiddens, 1, bias=False)
+
+    def forward(self, queries, keys, values, valid_lens):
+        queries, keys = self.W_q(queries), self.W_k(keys)
+        features = torch.tanh(queries.unsqueeze(2) + keys.unsqueeze(1))
+        scores = self.w_v(features).squeeze(-1)
+        return torch.bmm(masked_softmax(scores, valid_lens), values)
+
+
+class D2lSeq2Seq(nn.Module):
+    def __init__(self, vocab_size, embed_size, num_hiddens, num_layers):
+        super().__init__()
+        self.enc_embedding = nn.Embedding(vocab_size, embed_size)
+        self.enc_rnn = nn.GRU(embed_size, num_hiddens, num_layers)
+        self.attention = D2lAdditiveAttention(num_hiddens)
+        self.dec_embedding = nn.Embedding(vocab_size, embed_size)
+        self.dec_rnn = nn.GRU(embed_size + num_hiddens, num_hiddens, num_layers)
+        self.dense = nn.Linear(num_hiddens, vocab_size)
+
+    def forward(self, src, tgt, enc_valid_lens):
+        enc_outputs, hidden_state = self.enc_rnn(self.enc_embedding(src.t()))
+        enc_outputs = enc_outputs.permute(1, 0, 2)
+        outputs = []
+        for x in self.dec_embedding(tgt).permute(1, 0, 2):
+            query = torch.unsqueeze(hidden_state[-1], dim=1)
+            context = self.attention(query, enc_outputs, enc_outputs, enc_valid_lens)
+            x = torch.cat((context, torch.unsqueeze(x, dim=1)), dim=-1)
+            out, hidden_state = self.dec_rnn(x.permute(1, 0, 2), hidden_state)
+            outputs.append(out)
+        return self.dense(torch.cat(outputs, dim=0)).permute(1, 0, 2)
+
+
+def test_default_model_is_the_d2l_model():
+    model = make_model(embedding_size=10, hidden_size=14)
+    reference = D2lSeq2Seq(VOCAB, 10, 14, 2).eval()
+    pairs = {
+        "enc_embedding": model.encoder.embed_tokens,
+        "enc_rnn": model.encoder.rnn,
+        "attention": model.decoder.attention,
+        "dec_embedding": model.decoder.embed_tokens,
+        "dec_rnn": model.decoder.rnn,
+        "dense": model.lm_head,
+    }
+    for name, module in pairs.items():
+        getattr(reference, name).load_state_dict(module.state_dict())
+    src, tgt = random_ids(3, 7), random_ids(3, 5, seed=1)
+    expected = reference(src, tgt, torch.tensor([7, 7, 7]))
+    torch.testing.assert_close(model(input_ids=src, decoder_input_ids=tgt).logits, expected)
+
+
+# ---- configuration ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "settings, message",
+    [
+        (dict(rnn_type="rnn"), "rnn_type"),
+        (dict(attention_type="cosine"), "attention_type"),
+        (dict(attention_type="dot", bidirectional_encoder=True), "dot"),
+        (dict(tie_word_embeddings=True, embedding_size=8, hidden_size=16), "embedding_size"),
+        (dict(tie_encoder_decoder_embeddings=True), "tie_word_embeddings"),
+        (dict(vocab_size=2), "eos_token_id=2 is outside"),
+        (dict(dropout=1.5), "dropout"),
+    ],
+)
+def test_invalid_config_combinations_raise(settings, message):
+    with pytest.raises(ValueError, match=message):
+        BahdanauConfig(**settings)
+
+
+def test_config_documents_every_field():
+    doc = BahdanauConfig.__doc__
+    for name in BahdanauConfig.__dataclass_fields__:
+        if name in vars(BahdanauConfig).get("__annotations__", {}) and name != "is_encoder_decoder":
+            assert name in doc, f"{name} is not documented"
+
+
+# ---- forward ------------------------------------------------------------------------------------------------
+
+
+def test_loss_ignores_minus_100_and_shifts_labels():
+    model = make_model()
+    src = random_ids(2, 6)
+    labels = random_ids(2, 5, seed=3)
+    labels[1, 3:] = -100
+    out = model(input_ids=src, labels=labels)
+    decoder_input_ids = torch.cat([torch.ones(2, 1, dtype=torch.long), labels[:, :-1]], dim=1).clamp(min=0)
+    torch.testing.assert_close(model(input_ids=src, decoder_input_ids=decoder_input_ids).logits, out.logits)
+    keep = labels != -100
+    expected = nn.functional.cross_entropy(out.logits[keep], labels[keep])
+    torch.testing.assert_close(out.loss, expected)
+    summed = model(input_ids=src, labels=labels, num_items_in_batch=keep.sum()).loss
+    torch.testing.assert_close(summed, expected)
+    halved = model(input_ids=src, labels=labels, num_items_in_batch=2 * keep.sum()).loss
+    torch.testing.assert_close(halved, expected / 2)
+
+
+def test_label_smoothing_comes_from_config():
+    model = make_model(label_smoothing=0.1)
+    src, labels = random_ids(2, 6), random_ids(2, 5, seed=3)
+    logits = model(input_ids=src, labels=labels).logits
+    expected = nn.functional.cross_entropy(logits.reshape(-1, VOCAB), labels.reshape(-1), label_smoothing=0.1)
+    torch.testing.assert_close(model(input_ids=src, labels=labels).loss, expected)
+
+
+def test_cross_attentions_shape_and_masking():
+    model = make_model()
+    src = random_ids(2, 6)
+    mask = torch.ones(2, 6, dtype=torch.long)
+    mask[1, 4:] = 0
+    out = model(
+        input_ids=src, attention_mask=mask, decoder_input_ids=random_ids(2, 3), output_attentions=True
+    )
+    (weights,) = out.cross_attentions
+    assert weights.shape == (2, 1, 3, 6)
+    torch.testing.assert_close(weights.sum(-1), torch.ones(2, 1, 3))
+    assert torch.all(weights[1, :, :, 4:] == 0)
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        dict(),
+        dict(rnn_type="lstm", bidirectional_encoder=True),
+        dict(attention_type="general", encoder_layers=3),
+    ],
+    ids=["gru", "bi-lstm", "general-3-layers"],
+)
+@pytest.mark.parametrize("side", ["right", "left"])
+def test_padding_on_either_side_equals_no_padding(settings, side):
+    model = make_model(**settings)
+    sentences = [random_ids(1, n, seed=n) for n in (7, 4, 2)]
+    tgt = random_ids(3, 4, seed=9)
+    width = 7
+    batch = torch.zeros(3, width, dtype=torch.long)
+    mask = torch.zeros(3, width, dtype=torch.long)
+    for row, ids in enumerate(sentences):
+        n = ids.shape[1]
+        cols = slice(0, n) if side == "right" else slice(width - n, width)
+        batch[row, cols], mask[row, cols] = ids[0], 1
+    padded = model(input_ids=batch, attention_mask=mask, decoder_input_ids=tgt).logits
+    for row, ids in enumerate(sentences):
+        alone = model(input_ids=ids, decoder_input_ids=tgt[row : row + 1]).logits
+        torch.testing.assert_close(padded[row : row + 1], alone, atol=1e-5, rtol=1e-5)
+
+
+# ---- decoding -----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("rnn_type", ["gru", "lstm"])
+def test_step_by_step_decoding_equals_teacher_forcing(rnn_type):
+    model = make_model(rnn_type=rnn_type, bidirectional_encoder=True)
+    src, tgt = random_ids(2, 6), random_ids(2, 5, seed=2)
+    mask = torch.tensor([[1] * 6, [1] * 3 + [0] * 3])
+    teacher_forced = model(input_ids=src, attention_mask=mask, decoder_input_ids=tgt).logits
+    encoder_outputs = model.get_encoder()(src, mask)
+    state, steps = None, []
+    for t in range(tgt.shape[1]):
+        out = model(
+            encoder_outputs=encoder_outputs,
+            attention_mask=mask,
+            decoder_input_ids=tgt[:, t : t + 1],
+            past_key_values=state,
+            use_cache=True,
+        )
+        state = out.past_key_values
+        steps.append(out.logits)
+    assert state.get_seq_length() == tgt.shape[1]
+    torch.testing.assert_close(torch.cat(steps, dim=1), teacher_forced)
+
+
+def manual_greedy(model, src, max_new_tokens):
+    tokens = torch.ones(src.shape[0], 1, dtype=torch.long)
+    for _ in range(max_new_tokens):
+        logits = model(input_ids=src, decoder_input_ids=tokens).logits[:, -1]
+        tokens = torch.cat([tokens, logits.argmax(-1, keepdim=True)], dim=1)
+        if bool((tokens[:, 1:] == 2).any(1).all()):
+            break
+    return tokens
+
+
+def test_greedy_generate_matches_manual_argmax_and_one_beam():
+    model = make_model()
+    src = random_ids(1, 6)
+    greedy = model.generate(src, generation_config=greedy_config(max_new_tokens=8))
+    expected = manual_greedy(model, src, 8)
+    torch.testing.assert_close(greedy[:, : expected.shape[1]], expected)
+    one_beam = model.generate(src, generation_config=greedy_config(max_new_tokens=8), num_beams=1)
+    torch.testing.assert_close(one_beam, greedy)
+
+
+def sequence_log_prob(model, src, sequence):
+    tokens = torch.tensor([[1, *sequence]])
+    log_probs = model(input_ids=src, decoder_input_ids=tokens[:, :-1]).logits.log_softmax(-1)
+    return log_probs[0].gather(-1, tokens[0, 1:, None]).sum().item()
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_beam_search_as_wide_as_the_vocabulary_finds_the_exhaustive_best(seed):
+    vocab, length = 6, 3
+    model = make_model(seed=seed, vocab_size=vocab, embedding_size=4, hidden_size=4)
+    src = torch.tensor([[3, 4, 5]])
+    candidates = []  # every hypothesis: ends in </s> (id 2), or stops at the length limit
+    for n in range(1, length + 1):
+        for body in itertools.product([t for t in range(vocab) if t != 2], repeat=n - 1):
+            candidates.append((*body, 2))
+            if n == length:
+                candidates.extend((*body, t) for t in range(vocab) if t != 2)
+    best = max(candidates, key=lambda seq: sequence_log_prob(model, src, seq))
+    out = model.generate(
+        src,
+        generation_config=greedy_config(max_new_tokens=length),
+        num_beams=vocab,
+        length_penalty=0.0,
+        early_stopping="never",
+        return_dict_in_generate=True,
+        output_scores=True,
+    )
+    found = tuple(out.sequences[0, 1:].tolist())
+    found = found[: found.index(2) + 1] if 2 in found else found
+    assert found == best
+    assert out.sequences_scores[0].item() == pytest.approx(sequence_log_prob(model, src, best), abs=1e-4)
+
+
+def test_beam_options_and_return_sequences():
+    model = make_model()
+    src = random_ids(2, 5)
+    out = model.generate(
+        src,
+        generation_config=greedy_config(max_new_tokens=6),
+        num_beams=4,
+        num_return_sequences=3,
+        length_penalty=1.2,
+        early_stopping=True,
+        no_repeat_ngram_size=2,
+        return_dict_in_generate=True,
+        output_scores=True,
+    )
+    assert out.sequences.shape[0] == 6
+    scores = out.sequences_scores.reshape(2, 3)
+    assert torch.all(scores[:, :-1] >= scores[:, 1:])  # best first
+    for row in out.sequences.tolist():
+        bigrams = [tuple(row[i : i + 2]) for i in range(len(row) - 1) if 0 not in row[i : i + 2]]
+        assert len(bigrams) == len(set(bigrams))
+
+
+@pytest.mark.parametrize("num_beams", [1, 3])
+def test_padded_batch_translates_each_sentence_as_alone(num_beams):
+    model = make_model(bidirectional_encoder=True)
+    sentences = [random_ids(1, n, seed=n) for n in (6, 3, 1)]
+    batch = torch.zeros(3, 6, dtype=torch.long)
+    mask = torch.zeros(3, 6, dtype=torch.long)
+    for row, ids in enumerate(sentences):
+        batch[row, : ids.shape[1]], mask[row, : ids.shape[1]] = ids[0], 1
+    config = greedy_config(max_new_tokens=7, num_beams=num_beams)
+    together = model.generate(batch, attention_mask=mask, generation_config=config)
+    for row, ids in enumerate(sentences):
+        alone = model.generate(ids, generation_config=config)[0]
+        assert together[row, : alone.shape[0]].tolist() == alone.tolist()
+        assert torch.all(together[row, alone.shape[0] :] == 0)
+
+
+def test_seeded_sampling_is_reproducible_and_varies():
+    model = make_model()
+    src = random_ids(4, 5)
+    config = greedy_config(max_new_tokens=8, do_sample=True, top_k=10, top_p=0.95, temperature=1.5)
+    torch.manual_seed(7)
+    first = model.generate(src, generation_config=config)
+    torch.manual_seed(7)
+    again = model.generate(src, generation_config=config)
+    torch.manual_seed(8)
+    other = model.generate(src, generation_config=config)
+    assert torch.equal(first, again)
+    assert not torch.equal(first, other)
+
+
+def test_generate_returns_attention_of_every_step():
+    model = make_model()
+    src = random_ids(2, 5)
+    out = model.generate(
+        src,
+        generation_config=greedy_config(max_new_tokens=4, min_new_tokens=4),
+        return_dict_in_generate=True,
+        output_attentions=True,
+    )
+    assert len(out.cross_attentions) == 4
+    for step in out.cross_attentions:
+        (weights,) = step
+        assert weights.shape == (2, 1, 1, 5)
+        torch.testing.assert_close(weights.sum(-1), torch.ones(2, 1, 1))
+
+
+def test_generation_defaults_live_in_generation_config():
+    model = make_model()
+    assert model.generation_config.num_beams == 4 and model.generation_config.max_length == 128
+    assert "num_beams" not in model.config.to_dict()
+
+
+def test_tiny_model_learns_to_copy():
+    model = make_model(seed=1, vocab_size=12, embedding_size=16, hidden_size=32, bidirectional_encoder=True)
+    model.train()
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+    generator = torch.Generator().manual_seed(0)
+    losses = []
+    for _ in range(150):
+        src = torch.randint(3, 12, (32, 5), generator=generator)
+        labels = torch.cat([src, torch.full((32, 1), 2)], dim=1)
+        loss = model(input_ids=src, labels=labels).loss
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    model.eval()
+    assert sum(losses[-10:]) / 10 < 0.3 * sum(losses[:10]) / 10
+    src = torch.randint(3, 12, (16, 5), generator=generator)
+    out = model.generate(src, generation_config=greedy_config(max_new_tokens=7))
+    assert (out[:, 1:6] == src).float().mean() > 0.9
+
+
+# ---- saving, loading, Auto classes, remote code ------------------------------------------------------------
+
+
+def test_save_and_load_round_trip_with_safetensors(tmp_path):
+    model = make_model(rnn_type="lstm", bidirectional_encoder=True)
+    model.save_pretrained(tmp_path)
+    assert (tmp_path / "model.safetensors").is_file() and (tmp_path / "generation_config.json").is_file()
+    loaded = BahdanauForConditionalGeneration.from_pretrained(tmp_path).eval()
+    for name, tensor in model.state_dict().items():
+        assert torch.equal(tensor, loaded.state_dict()[name]), name
+    src = random_ids(2, 6)
+    assert torch.equal(model.generate(src, max_new_tokens=6), loaded.generate(src, max_new_tokens=6))
+
+
+def test_auto_classes_load_in_process(tmp_path):
+    model = make_model()
+    model.save_pretrained(tmp_path)
+    assert type(AutoConfig.from_pretrained(tmp_path)) is BahdanauConfig
+    loaded = AutoModelForSeq2SeqLM.from_pretrained(tmp_path)
+    assert type(loaded) is BahdanauForConditionalGeneration
+    assert isinstance(
+        AutoModelForSeq2SeqLM.from_config(BahdanauConfig(vocab_size=10)), BahdanauForConditionalGeneration
+    )
+
+
+def test_remote_code_loads_without_the_package(tmp_path):
+    model = make_model()
+    model.save_pretrained(tmp_path / "model")
+    src = random_ids(2, 6)
+    expected = model.generate(src, max_new_tokens=6).tolist()
+    config = (tmp_path / "model" / "config.json").read_text()
+    assert '"auto_map"' in config and "modeling_bahdanau.BahdanauForConditionalGeneration" in config
+    script = textwrap.dedent(
+        f"""
+        import sys
+        sys.modules["hf_bahdanau"] = None  # as if the package were not installed
+        import torch
+        from transformers import AutoModelForSeq2SeqLM
+        model = AutoModelForSeq2SeqLM.from_pretrained({str(tmp_path / "model")!r}, trust_remote_code=True)
+        assert type(model).__module__.startswith("transformers_modules"), type(model).__module__
+        print(model.generate(torch.tensor({src.tolist()}), max_new_tokens=6).tolist())
+        """
+    )
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf_home"), "PYTHONPATH": ""}
+    result = subprocess.run(
+        [sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.strip().splitlines()[-1] == str(expected)
+
+
+# ---- embeddings, dtypes, devices ---------------------------------------------------------------------------
+
+
+def test_tied_embeddings_share_storage_and_stay_tied_after_resize():
+    model = make_model(tie_word_embeddings=True, tie_encoder_decoder_embeddings=True, embedding_size=16)
+    assert model.lm_head.weight is model.decoder.embed_tokens.weight
+    assert model.encoder.embed_tokens.weight is model.decoder.embed_tokens.weight
+    model.resize_token_embeddings(VOCAB + 5)
+    assert model.config.vocab_size == VOCAB + 5
+    assert model.lm_head.weight is model.decoder.embed_tokens.weight
+    assert model.encoder.embed_tokens.weight is model.decoder.embed_tokens.weight
+    assert model.lm_head.weight.shape == (VOCAB + 5, 16) and model.lm_head.bias.shape == (VOCAB + 5,)
+    out = model(input_ids=torch.tensor([[VOCAB + 4, 3]]), decoder_input_ids=torch.tensor([[1, VOCAB + 3]]))
+    assert out.logits.shape == (1, 2, VOCAB + 5)
+
+
+def test_untied_resize_resizes_encoder_too():
+    model = make_model()
+    model.resize_token_embeddings(VOCAB + 3)
+    assert model.encoder.embed_tokens.num_embeddings == VOCAB + 3
+    assert model.lm_head.out_features == VOCAB + 3
+    assert model.lm_head.weight is not model.decoder.embed_tokens.weight
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.bfloat16])
+def test_model_to_dtype(dtype):
+    model = make_model()
+    src, tgt = random_ids(2, 5), random_ids(2, 4)
+    reference = model(input_ids=src, decoder_input_ids=tgt).logits
+    converted = model.to(dtype)
+    logits = converted(input_ids=src, decoder_input_ids=tgt).logits
+    assert logits.dtype == dtype
+    torch.testing.assert_close(
+        logits.float(), reference, atol=0.1 if dtype == torch.bfloat16 else 1e-5, rtol=0.05
+    )
+    assert converted.generate(src, max_new_tokens=4).shape[0] == 2
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_cuda_bf16_training_and_greedy_matches_fp32():
+    model = make_model(hidden_size=32, embedding_size=32).cuda()
+    src, labels = random_ids(8, 7).cuda(), random_ids(8, 6, seed=1).cuda()
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    model.train()
+    for _ in range(3):
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = model(input_ids=src, labels=labels).loss
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        assert torch.isfinite(loss)
+    model.eval()
+    config = greedy_config(max_new_tokens=6)
+    fp32 = model.generate(src, generation_config=config)
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        bf16 = model.generate(src, generation_config=config)
+    assert (fp32 == bf16).float().mean() > 0.9
+
+
+# ---- bad input ---------------------------------------------------------------------------------------------
+
+
+def test_bad_inputs_raise_clear_errors(tmp_path):
+    model = make_model()
+    with pytest.raises(ValueError, match="non-empty"):
+        model(
+            input_ids=torch.zeros(1, 0, dtype=torch.long),
+            decoder_input_ids=torch.ones(1, 1, dtype=torch.long),
+        )
+    with pytest.raises(
+        ValueError, match=r"attention_mask has shape \(2, 4\) but input_ids has shape \(2, 5\)"
+    ):
+        model(input_ids=random_ids(2, 5), attention_mask=torch.ones(2, 4), decoder_input_ids=random_ids(2, 2))
+    with pytest.raises(
+        ValueError, match=rf"input_ids holds ids in \[3, {VOCAB + 7}\], outside the vocabulary"
+    ):
+        model(input_ids=torch.tensor([[3, VOCAB + 7]]), decoder_input_ids=torch.ones(1, 1, dtype=torch.long))
+    with pytest.raises(ValueError, match="decoder_input_ids holds ids"):
+        model(input_ids=torch.tensor([[3, 4]]), decoder_input_ids=torch.tensor([[1, -5]]))
+    with pytest.raises(ValueError, match=r"source sequence\(s\) \[1\] have no token"):
+        model(
+            input_ids=random_ids(2, 3),
+            attention_mask=torch.tensor([[1, 1, 0], [0, 0, 0]]),
+            decoder_input_ids=random_ids(2, 2),
+        )
+
+
+def test_checkpoint_that_does_not_fit_its_config_or_is_corrupt(tmp_path):
+    model = make_model()
+    model.save_pretrained(tmp_path)
+    with pytest.raises(ValueError, match="does not match the config"):
+        BahdanauForConditionalGeneration.from_pretrained(tmp_path, vocab_size=VOCAB + 10)
+    weights = tmp_path / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:50])
+    with pytest.raises(ValueError, match="corrupt or truncated"):
+        BahdanauForConditionalGeneration.from_pretrained(tmp_path)

@@ -1,0 +1,89 @@
+import matplotlib.image
+import numpy as np
+import pytest
+import torch
+from matplotlib.figure import Figure
+
+from hf_bahdanau.visualization import plot_curves, plot_training_curves, show_heatmaps
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def test_show_heatmaps_grid_and_png(tmp_path):
+    matrices = torch.softmax(torch.randn(2, 3, 4, 5), dim=-1)
+    path = tmp_path / "sub" / "heatmaps.png"
+    fig = show_heatmaps(matrices, "keys", "queries", titles=["a", "b", "c"], path=path)
+    assert isinstance(fig, Figure)
+    assert len(fig.axes) == 2 * 3 + 1  # panels + colorbar
+    panels = fig.axes[:6]
+    assert [ax.get_title() for ax in panels] == ["a", "b", "c"] * 2
+    assert [ax.get_xlabel() for ax in panels] == ["", "", "", "keys", "keys", "keys"]
+    assert [ax.get_ylabel() for ax in panels] == ["queries", "", "", "queries", "", ""]
+    np.testing.assert_allclose(panels[4].images[0].get_array(), matrices[1, 1].numpy())
+    assert len({ax.images[0].get_clim() for ax in panels}) == 1  # one colour scale for the shared colorbar
+    assert path.read_bytes()[:8] == PNG_MAGIC
+    image = matplotlib.image.imread(path)
+    assert image.ndim == 3 and image.shape[0] > 50 and image.shape[1] > 50
+
+
+def test_show_heatmaps_promotes_2d_and_sets_token_labels():
+    matrix = np.eye(3)
+    fig = show_heatmaps(
+        matrix, "source", "target", xticklabels=["le", "chat", "<eos>"], yticklabels=["the", "cat", "<eos>"]
+    )
+    ax, _colorbar = fig.axes
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["le", "chat", "<eos>"]
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["the", "cat", "<eos>"]
+    np.testing.assert_array_equal(ax.images[0].get_array(), matrix)
+
+
+@pytest.mark.parametrize("shape", [(4,), (2, 3, 4), (1, 1, 1, 2, 2)])
+def test_show_heatmaps_rejects_bad_ndim(shape):
+    with pytest.raises(ValueError, match=str(shape).replace("(", r"\(").replace(")", r"\)")):
+        show_heatmaps(np.zeros(shape), "x", "y")
+
+
+def test_show_heatmaps_rejects_bad_titles_and_labels():
+    with pytest.raises(ValueError, match="titles"):
+        show_heatmaps(np.zeros((1, 2, 3, 3)), "x", "y", titles=["only one"])
+    with pytest.raises(ValueError, match="xticklabels"):
+        show_heatmaps(np.zeros((3, 3)), "x", "y", xticklabels=["a", "b"])
+
+
+LOG_HISTORY = [
+    {"loss": 5.0, "grad_norm": 1.0, "learning_rate": 1e-3, "epoch": 0.5, "step": 10},
+    {"loss": 4.0, "grad_norm": 1.0, "learning_rate": 1e-3, "epoch": 1.0, "step": 20},
+    {"eval_loss": 4.5, "eval_bleu": 2.0, "epoch": 1.0, "step": 20},
+    {"loss": 3.0, "grad_norm": 1.0, "learning_rate": 1e-3, "epoch": 1.5, "step": 30},
+    {"loss": 2.5, "grad_norm": 1.0, "learning_rate": 1e-3, "epoch": 2.0, "step": 40},
+    {"eval_loss": 3.5, "eval_bleu": 7.5, "epoch": 2.0, "step": 40},
+    {"train_runtime": 1.0, "train_loss": 3.6, "epoch": 2.0, "step": 40},
+]
+
+
+def test_plot_training_curves(tmp_path):
+    path = tmp_path / "curves.png"
+    fig = plot_training_curves(LOG_HISTORY, path)
+    loss_ax, bleu_ax = fig.axes
+    lines = {line.get_label(): line for line in loss_ax.get_lines()}
+    assert list(lines["loss"].get_xdata()) == [10, 20, 30, 40]
+    assert list(lines["loss"].get_ydata()) == [5.0, 4.0, 3.0, 2.5]
+    assert list(lines["eval_loss"].get_ydata()) == [4.5, 3.5]
+    assert list(bleu_ax.get_lines()[0].get_ydata()) == [2.0, 7.5]
+    assert path.read_bytes()[:8] == PNG_MAGIC
+
+
+def test_plot_training_curves_without_metric_and_empty():
+    fig = plot_training_curves([{"loss": 1.0, "step": 1}, {"loss": 0.5, "step": 2}])
+    assert len(fig.axes) == 1
+    with pytest.raises(ValueError, match="loss"):
+        plot_training_curves([{"train_runtime": 1.0}])
+
+
+def test_plot_curves(tmp_path):
+    path = tmp_path / "c.png"
+    fig = plot_curves([1, 2, 3], {"a": [3, 2, 1]}, "epoch", "loss", path=path, points={"p": ([1], [2])})
+    ax = fig.axes[0]
+    assert {line.get_label() for line in ax.get_lines()} == {"a", "p"}
+    assert ax.get_xlabel() == "epoch" and ax.get_ylabel() == "loss"
+    assert matplotlib.image.imread(path).size > 0
