@@ -1,0 +1,468 @@
+"""Parallel corpora as `datasets.DatasetDict` in the Hub translation format, and their tokenization.
+
+`load_parallel_corpus` reads a Multi30k-style folder, a Tatoeba-style TSV, JSON lines / CSV files, a named
+corpus (`multi30k`, `tatoeba-fra-eng`) or a Hub dataset, and returns train/validation/test splits whose
+rows look like `{"translation": {"en": "...", "fr": "..."}}`. `tokenize_corpus` turns such splits into
+`input_ids`/`attention_mask`/`labels` for a seq2seq model and reports how many pairs were truncated.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import hashlib
+import json
+import logging
+import os
+import random
+import re
+import shutil
+import urllib.request
+import zipfile
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import datasets
+from transformers import PreTrainedTokenizerBase
+
+logger = logging.getLogger(__name__)
+
+DATA_DIR_ENV = "HF_BAHDANAU_DATA_DIR"
+CACHE_DIR_ENV = "HF_BAHDANAU_CACHE"
+SPLITS = ("train", "validation", "test")
+_SPLIT_ALIASES = {
+    "train": "train",
+    "val": "validation",
+    "valid": "validation",
+    "dev": "validation",
+    "validation": "validation",
+}
+# manythings.org / Tatoeba file names use ISO 639-3 codes ("fra-eng"); English is always column 0 there.
+_ISO3_TO_ISO1 = {
+    "eng": "en",
+    "fra": "fr",
+    "deu": "de",
+    "spa": "es",
+    "ita": "it",
+    "por": "pt",
+    "nld": "nl",
+    "rus": "ru",
+    "tur": "tr",
+    "jpn": "ja",
+    "cmn": "zh",
+}
+_D2L_SPACE_BEFORE = re.compile(r"(?<=[^ ])([,.!?])")
+
+
+def normalize_d2l(text: str) -> str:
+    """d2l's `preprocess_nmt` for one sentence: no-break spaces -> space, lowercase, space before `,.!?`."""
+    text = text.replace("\u202f", " ").replace("\xa0", " ").lower()
+    return _D2L_SPACE_BEFORE.sub(r" \1", text)
+
+
+# --------------------------------------------------------------------------------------------------------
+# Named corpora: shared data folder first, else a one-time download into a cache folder.
+# --------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _RemoteFile:
+    url: str
+    # sha256 of the downloaded file. None = not pinned yet: these were written on a machine without internet,
+    # so no checksum could be computed. The downloader verifies pinned sums and logs the sum it computed,
+    # so a maintainer can pin it here after a first trusted download.
+    sha256: str | None = None
+
+
+_MULTI30K_URL = "https://github.com/multi30k/dataset/raw/master/data/task1/raw/{name}"
+_NAMED_CORPORA: dict[str, dict[str, _RemoteFile]] = {
+    "multi30k": {
+        f"{split}.{lang}.gz": _RemoteFile(_MULTI30K_URL.format(name=f"{split}.{lang}.gz"))
+        for split in ("train", "val", "test_2016_flickr")
+        for lang in ("en", "de", "fr")
+    },
+    # d2l's copy of the manythings.org/Tatoeba English-French pairs; `fra-eng/fra.txt` inside the zip.
+    "tatoeba-fra-eng": {"fra-eng.zip": _RemoteFile("http://d2l-data.s3-accelerate.amazonaws.com/fra-eng.zip")},
+}
+_NAMED_CORPUS_FILE = {"tatoeba-fra-eng": "fra-eng.tsv"}  # corpora that are one file in their folder
+
+
+def _cache_root() -> Path:
+    return Path(os.environ.get(CACHE_DIR_ENV, Path.home() / ".cache" / "hf_bahdanau"))
+
+
+def _download(url: str, target: Path) -> None:
+    """Fetch `url` into `target` (written atomically through a `.part` file)."""
+    part = target.with_name(target.name + ".part")
+    with urllib.request.urlopen(url, timeout=60) as response, open(part, "wb") as out:
+        shutil.copyfileobj(response, out)
+    part.replace(target)
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def resolve_corpus(name: str) -> Path:
+    """Local folder of a named corpus: `$HF_BAHDANAU_DATA_DIR/<name>` if present, else a cached download."""
+    if name not in _NAMED_CORPORA:
+        raise ValueError(f"unknown corpus {name!r}; named corpora: {sorted(_NAMED_CORPORA)}")
+    data_dir = os.environ.get(DATA_DIR_ENV)
+    if data_dir and (Path(data_dir) / name).exists():
+        return Path(data_dir) / name
+    folder = _cache_root() / name
+    folder.mkdir(parents=True, exist_ok=True)
+    for file_name, remote in _NAMED_CORPORA[name].items():
+        target = folder / file_name
+        if target.exists():
+            continue
+        logger.info("downloading %s to %s", remote.url, target)
+        try:
+            _download(remote.url, target)
+        except OSError as err:
+            raise RuntimeError(
+                f"could not download corpus {name!r} from {remote.url} ({err}). On an offline machine, "
+                f"put the corpus in a folder <DIR>/{name} and set {DATA_DIR_ENV}=<DIR>."
+            ) from err
+        digest = _sha256(target)
+        if remote.sha256 is not None and digest != remote.sha256:
+            target.unlink()
+            raise RuntimeError(f"checksum mismatch for {remote.url}: got {digest}, expected {remote.sha256}")
+        logger.info("sha256 of %s: %s", target, digest)
+    if name == "tatoeba-fra-eng" and not (folder / "fra-eng.tsv").exists():
+        with zipfile.ZipFile(folder / "fra-eng.zip") as archive:
+            (folder / "fra-eng.tsv").write_bytes(archive.read("fra-eng/fra.txt"))
+    return folder
+
+
+# --------------------------------------------------------------------------------------------------------
+# Readers: each returns {split: [(src, tgt), ...]}; the split names are those of SPLITS or "all".
+# --------------------------------------------------------------------------------------------------------
+
+Pairs = list[tuple[str, str]]
+_FILE_SUFFIXES = (".tsv", ".txt", ".jsonl", ".json", ".csv", ".gz")
+
+
+def _read_lines(path: Path) -> Iterator[str]:
+    """Lines of a UTF-8 (optionally gzipped) text file, without line ends; bad bytes name file and line."""
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rb") as f:
+        for number, raw in enumerate(f, start=1):
+            try:
+                yield raw.decode("utf-8").rstrip("\r\n")
+            except UnicodeDecodeError as err:
+                raise ValueError(f"{path}: line {number} is not valid UTF-8 ({err})") from err
+
+
+def _read_folder(folder: Path, src_lang: str, tgt_lang: str, test_split: str) -> dict[str, Pairs]:
+    files: dict[str, dict[str, Path]] = {}  # split file stem -> lang -> path
+    for path in sorted(folder.iterdir()):
+        name = path.name[: -len(".gz")] if path.name.endswith(".gz") else path.name
+        stem, dot, lang = name.rpartition(".")
+        if dot and path.is_file():
+            files.setdefault(stem, {})[lang] = path
+    split_of = {stem: _SPLIT_ALIASES.get(stem) for stem in files}
+    if test_split not in files:
+        raise FileNotFoundError(
+            f"no test split {test_split!r} in {folder}; file stems found: {sorted(files)} (set test_split=)"
+        )
+    split_of[test_split] = "test"
+    languages = sorted({lang for stem, langs in files.items() if split_of[stem] for lang in langs})
+    result: dict[str, Pairs] = {}
+    for stem, split in split_of.items():
+        if split is None:
+            continue
+        for lang in (src_lang, tgt_lang):
+            if lang not in files[stem]:
+                raise FileNotFoundError(f"no {stem}.{lang}[.gz] in {folder}; languages available: {languages}")
+        src_path, tgt_path = files[stem][src_lang], files[stem][tgt_lang]
+        src, tgt = list(_read_lines(src_path)), list(_read_lines(tgt_path))
+        if len(src) != len(tgt):
+            raise ValueError(
+                f"parallel files differ in length: {src_path} has {len(src)} lines, {tgt_path} has {len(tgt)}"
+            )
+        result[split] = list(zip(src, tgt, strict=True))
+    return result
+
+
+def _tsv_columns(path: Path, src_lang: str, tgt_lang: str) -> tuple[str, str]:
+    """Default column languages of a TSV: `fra-eng.tsv` (manythings) is English first, else (src, tgt)."""
+    match = re.fullmatch(r"([a-z]{3})-([a-z]{3})", path.name.split(".")[0])
+    if match and "eng" in match.groups():
+        other = match.group(1) if match.group(2) == "eng" else match.group(2)
+        return "en", _ISO3_TO_ISO1.get(other, other)
+    return src_lang, tgt_lang
+
+
+def _read_tsv(path: Path, src_lang: str, tgt_lang: str, columns: Sequence[str] | None) -> dict[str, Pairs]:
+    columns = tuple(columns) if columns else _tsv_columns(path, src_lang, tgt_lang)
+    for lang in (src_lang, tgt_lang):
+        if lang not in columns:
+            raise ValueError(f"language {lang!r} not in {path}; its columns are {list(columns)} (set columns=)")
+    i, j = columns.index(src_lang), columns.index(tgt_lang)
+    pairs: Pairs = []
+    for number, line in enumerate(_read_lines(path), start=1):
+        if not line.strip():
+            continue
+        fields = line.split("\t")  # a manythings attribution column after the last language is ignored
+        if len(fields) < len(columns):
+            raise ValueError(f"{path}: line {number} has {len(fields)} tab-separated fields, expected {len(columns)}")
+        pairs.append((fields[i], fields[j]))
+    return {"all": pairs}
+
+
+def _pair_from_row(row: dict[str, Any], src_lang: str, tgt_lang: str, where: str) -> tuple[str, str]:
+    fields = row.get("translation", row)
+    if not isinstance(fields, dict) or src_lang not in fields or tgt_lang not in fields:
+        available = sorted(fields) if isinstance(fields, dict) else []
+        raise ValueError(f"{where}: needs languages {src_lang!r} and {tgt_lang!r}; languages available: {available}")
+    return str(fields[src_lang] or ""), str(fields[tgt_lang] or "")
+
+
+def _read_records(path: Path, src_lang: str, tgt_lang: str) -> dict[str, Pairs]:
+    """JSON lines (translation format or one key a language) or CSV with one column a language."""
+    lines = _read_lines(path)
+    if path.suffix.lower() == ".csv":
+        rows: Iterator[dict[str, Any]] = csv.DictReader(lines)
+        return {"all": [_pair_from_row(r, src_lang, tgt_lang, f"{path}: row {n}") for n, r in enumerate(rows, 2)]}
+    pairs: Pairs = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise ValueError(f"{path}: line {number} is not valid JSON ({err})") from err
+        pairs.append(_pair_from_row(row, src_lang, tgt_lang, f"{path}: line {number}"))
+    return {"all": pairs}
+
+
+def _read_hub(name: str, src_lang: str, tgt_lang: str, hub_config: str | None) -> dict[str, Pairs]:
+    """Splits of a Hub dataset; a train split alone is returned as "all" (to be split)."""
+    loaded = datasets.load_dataset(name, hub_config)
+    result: dict[str, Pairs] = {}
+    for split_name, split in loaded.items():
+        key = "test" if split_name == "test" else _SPLIT_ALIASES.get(split_name)
+        if key is None:
+            logger.warning("ignoring split %r of %s", split_name, name)
+            continue
+        result[key] = [_pair_from_row(row, src_lang, tgt_lang, f"{name} ({split_name})") for row in split]
+    return {"all": result["train"]} if list(result) == ["train"] else result
+
+
+def _read_source(
+    source: str | os.PathLike[str],
+    src_lang: str,
+    tgt_lang: str,
+    test_split: str,
+    columns: Sequence[str] | None,
+    hub_config: str | None,
+) -> dict[str, Pairs]:
+    path = Path(source)
+    if not path.exists() and str(source) in _NAMED_CORPORA:
+        path = resolve_corpus(str(source)) / _NAMED_CORPUS_FILE.get(str(source), "")
+    if path.is_dir():
+        return _read_folder(path, src_lang, tgt_lang, test_split)
+    if path.is_file():
+        suffixes = [s.lower() for s in path.suffixes if s.lower() != ".gz"]
+        if suffixes and suffixes[-1] in (".jsonl", ".json", ".csv"):
+            return _read_records(path, src_lang, tgt_lang)
+        return _read_tsv(path, src_lang, tgt_lang, columns)
+    if not isinstance(source, str) or re.match(r"[~./\\]", source) or path.suffix.lower() in _FILE_SUFFIXES:
+        raise FileNotFoundError(f"no such file or folder: {source}")  # a path, not a Hub name
+    return _read_hub(str(source), src_lang, tgt_lang, hub_config)
+
+
+def _grouped_split(pairs: Pairs, ratios: Sequence[float], seed: int) -> dict[str, Pairs]:
+    """Seeded train/validation/test split in which all pairs sharing a source sentence land together."""
+    if len(ratios) != 3 or min(ratios) < 0 or abs(sum(ratios) - 1.0) > 1e-6:
+        raise ValueError(f"split_ratios must be three non-negative numbers summing to 1, got {tuple(ratios)}")
+    sources = list(dict.fromkeys(src for src, _ in pairs))
+    random.Random(seed).shuffle(sources)
+    n_train = round(ratios[0] * len(sources))
+    n_val = round(ratios[1] * len(sources))
+    split_of = {src: "train" for src in sources[:n_train]}
+    split_of.update({src: "validation" for src in sources[n_train : n_train + n_val]})
+    split_of.update({src: "test" for src in sources[n_train + n_val :]})
+    result: dict[str, Pairs] = {split: [] for split in SPLITS}
+    for pair in pairs:
+        result[split_of[pair[0]]].append(pair)
+    return result
+
+
+def load_parallel_corpus(
+    source: str | os.PathLike[str],
+    src_lang: str,
+    tgt_lang: str,
+    *,
+    test_split: str = "test_2016_flickr",
+    columns: Sequence[str] | None = None,
+    max_pairs: int | None = None,
+    max_length: int | None = None,
+    drop_empty: bool = True,
+    normalize: bool = False,
+    split_ratios: Sequence[float] = (0.9, 0.05, 0.05),
+    seed: int = 0,
+    hub_config: str | None = None,
+) -> datasets.DatasetDict:
+    """Load a parallel corpus as train/validation/test splits of `{"translation": {src_lang: .., ..}}`.
+
+    Args:
+        source: one of
+            - a folder of `{split}.{lang}[.gz]` files, line N of each language aligned (Multi30k layout):
+              `train` -> train, `val`/`valid`/`dev` -> validation, the file stem `test_split` -> test;
+            - a TSV file of pairs, one pair a line. `columns` names the language of each column; by default
+              a manythings/Tatoeba name `xxx-eng.tsv` means English first (`fra-eng.tsv`: ("en", "fr")),
+              any other name means `(src_lang, tgt_lang)`. Extra columns (attribution) are ignored;
+            - a `.jsonl`/`.json` (JSON lines) or `.csv` file whose rows are in the translation format or
+              have one field per language;
+            - a corpus name, `multi30k` or `tatoeba-fra-eng`: read from `$HF_BAHDANAU_DATA_DIR/<name>`
+              when that exists, else downloaded once into `$HF_BAHDANAU_CACHE` (`~/.cache/hf_bahdanau`);
+            - otherwise a Hub dataset name for `datasets.load_dataset(source, hub_config)`.
+            Sources without splits (TSV, JSON lines, CSV, single-split Hub sets) are split with
+            `split_ratios` by a `seed`-ed shuffle of the distinct source sentences, so every copy of one
+            source sentence lands in the same split.
+        src_lang, tgt_lang: language codes, as in the file names, columns or fields.
+        max_pairs: keep at most this many pairs per split (the first ones, after filtering and splitting).
+        max_length: drop pairs with more than this many whitespace-separated words on either side.
+        drop_empty: drop pairs in which either side is empty or whitespace only.
+        normalize: apply d2l's normalisation (`normalize_d2l`) to both sides; lines are always stripped.
+        seed: seed of the split of unsplit sources.
+
+    Raises:
+        FileNotFoundError: a missing file, split or language file (the available ones are listed).
+        ValueError: a missing language, parallel files of different lengths, undecodable bytes (file and
+            line), malformed lines, or no pair left after filtering.
+    """
+    raw = _read_source(source, src_lang, tgt_lang, test_split, columns, hub_config)
+    raw = {split: _clean_pairs(pairs, max_length, drop_empty, normalize) for split, pairs in raw.items()}
+    if "all" in raw:
+        raw.update(_grouped_split(raw.pop("all"), split_ratios, seed))
+    features = datasets.Features({"translation": datasets.Translation(languages=[src_lang, tgt_lang])})
+    splits = {}
+    for split in SPLITS:
+        pairs = raw.get(split, [])[:max_pairs]
+        if split in raw and not pairs:
+            logger.warning("split %r of %s is empty after filtering; left out", split, source)
+        if pairs:
+            rows = [{src_lang: src, tgt_lang: tgt} for src, tgt in pairs]
+            splits[split] = datasets.Dataset.from_dict({"translation": rows}, features=features)
+    if "train" not in splits:
+        raise ValueError(f"no training pair left in {source} ({src_lang}-{tgt_lang}) after filtering")
+    logger.info("%s %s-%s: %s", source, src_lang, tgt_lang, {name: len(ds) for name, ds in splits.items()})
+    return datasets.DatasetDict(splits)
+
+
+def _clean_pairs(pairs: Pairs, max_length: int | None, drop_empty: bool, normalize: bool) -> Pairs:
+    """Strip (and optionally normalise) both sides; drop empty and over-long pairs."""
+    kept: Pairs = []
+    for src, tgt in pairs:
+        src, tgt = src.strip(), tgt.strip()
+        if normalize:
+            src, tgt = normalize_d2l(src), normalize_d2l(tgt)
+        if drop_empty and not (src and tgt):
+            continue
+        if max_length is not None and max(len(src.split()), len(tgt.split())) > max_length:
+            continue
+        kept.append((src, tgt))
+    return kept
+
+
+# --------------------------------------------------------------------------------------------------------
+# Tokenization of the splits for a seq2seq model.
+# --------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TruncationStats:
+    """How many pairs of one split had their source, target or either side truncated."""
+
+    pairs: int
+    truncated_source: int
+    truncated_target: int
+    truncated_pairs: int
+
+    @property
+    def rate(self) -> float:
+        return self.truncated_pairs / self.pairs if self.pairs else 0.0
+
+
+def _truncate(ids: list[int], max_length: int) -> tuple[list[int], bool]:
+    """Cut `ids` to `max_length`, keeping its last (end-of-sequence) token."""
+    if len(ids) <= max_length:
+        return ids, False
+    return ids[: max_length - 1] + ids[-1:], True
+
+
+def tokenize_corpus(
+    corpus: datasets.DatasetDict,
+    tokenizer: PreTrainedTokenizerBase,
+    src_lang: str,
+    tgt_lang: str,
+    *,
+    max_source_length: int = 128,
+    max_target_length: int = 128,
+    num_proc: int | None = None,
+) -> tuple[datasets.DatasetDict, dict[str, TruncationStats]]:
+    """Tokenize translation-format splits into `input_ids`, `attention_mask`, `labels` for `src -> tgt`.
+
+    Sequences longer than the maximum lengths are cut but keep their final `</s>` (the tokenizer must append
+    it, as `train_tokenizer`'s does). Returns the tokenized splits (other columns removed; `Dataset.map` is
+    batched and cached by `datasets` when the splits come from cache files) and per-split truncation counts,
+    which are also logged.
+    """
+    if min(max_source_length, max_target_length) < 2:
+        raise ValueError("max_source_length and max_target_length must be at least 2 (one token and </s>)")
+
+    def encode(batch: dict[str, list[Any]]) -> dict[str, list[Any]]:
+        src = [row[src_lang] for row in batch["translation"]]
+        tgt = [row[tgt_lang] for row in batch["translation"]]
+        enc = tokenizer(src, text_target=tgt)
+        out: dict[str, list[Any]] = {"input_ids": [], "labels": [], "src_cut": [], "tgt_cut": []}
+        for src_ids, tgt_ids in zip(enc["input_ids"], enc["labels"], strict=True):
+            src_ids, src_cut = _truncate(src_ids, max_source_length)
+            tgt_ids, tgt_cut = _truncate(tgt_ids, max_target_length)
+            out["input_ids"].append(src_ids)
+            out["labels"].append(tgt_ids)
+            out["src_cut"].append(src_cut)
+            out["tgt_cut"].append(tgt_cut)
+        out["attention_mask"] = [[1] * len(ids) for ids in out["input_ids"]]
+        return out
+
+    tokenized, stats = {}, {}
+    for split, dataset in corpus.items():
+        if "translation" not in dataset.column_names:
+            raise ValueError(f"split {split!r} has no 'translation' column; columns: {dataset.column_names}")
+        mapped = dataset.map(
+            encode,
+            batched=True,
+            num_proc=num_proc,
+            remove_columns=dataset.column_names,
+            desc=f"tokenize {split}",
+        )
+        src_cut, tgt_cut = mapped["src_cut"], mapped["tgt_cut"]
+        stats[split] = TruncationStats(
+            pairs=len(mapped),
+            truncated_source=sum(src_cut),
+            truncated_target=sum(tgt_cut),
+            truncated_pairs=sum(s or t for s, t in zip(src_cut, tgt_cut, strict=True)),
+        )
+        tokenized[split] = mapped.remove_columns(["src_cut", "tgt_cut"])
+        logger.info(
+            "%s %s->%s: %d of %d pairs truncated (%.2f%%; source %d, target %d)",
+            split,
+            src_lang,
+            tgt_lang,
+            stats[split].truncated_pairs,
+            stats[split].pairs,
+            100 * stats[split].rate,
+            stats[split].truncated_source,
+            stats[split].truncated_target,
+        )
+    return datasets.DatasetDict(tokenized), stats

@@ -1,0 +1,77 @@
+"""Translation metrics: d2l's sentence BLEU, and corpus sacreBLEU/chrF for `Seq2SeqTrainer`.
+
+`load_metric` loads the `evaluate` module `metric_module/sacrebleu_chrf.py` shipped with this package;
+`evaluate` copies it into its modules cache, `$HF_MODULES_CACHE` (default `~/.cache/huggingface/modules`).
+"""
+
+from __future__ import annotations
+
+import collections
+import math
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import evaluate
+import numpy as np
+from transformers import EvalPrediction, PreTrainedTokenizerBase
+
+METRIC_MODULE = Path(__file__).resolve().parent / "metric_module" / "sacrebleu_chrf.py"
+
+
+def bleu(pred_seq: str, label_seq: str, k: int) -> float:
+    """d2l's BLEU of one prediction: brevity penalty times n-gram precisions weighted by 0.5 ** n, n = 1..k.
+
+    Tokens are whitespace-separated words. An empty prediction scores 0.
+    """
+    pred_tokens, label_tokens = pred_seq.split(), label_seq.split()
+    len_pred, len_label = len(pred_tokens), len(label_tokens)
+    if len_pred == 0:
+        return 0.0
+    score = math.exp(min(0.0, 1 - len_label / len_pred))
+    for n in range(1, min(k, len_pred) + 1):
+        label_ngrams = collections.Counter(tuple(label_tokens[i : i + n]) for i in range(len_label - n + 1))
+        num_matches = 0
+        for i in range(len_pred - n + 1):
+            ngram = tuple(pred_tokens[i : i + n])
+            if label_ngrams[ngram] > 0:
+                num_matches += 1
+                label_ngrams[ngram] -= 1
+        score *= math.pow(num_matches / (len_pred - n + 1), math.pow(0.5, n))
+    return score
+
+
+def load_metric(cache_dir: str | Path | None = None, **kwargs: Any) -> evaluate.EvaluationModule:
+    """The sacreBLEU + chrF `evaluate` metric of this package (works offline).
+
+    `cache_dir` is where `evaluate` keeps metric data; it defaults to in-memory computation
+    (`keep_in_memory=True`) so nothing is written there. Other keyword arguments go to `evaluate.load`.
+    """
+    kwargs.setdefault("keep_in_memory", True)
+    return evaluate.load(str(METRIC_MODULE), cache_dir=None if cache_dir is None else str(cache_dir), **kwargs)
+
+
+def make_compute_metrics(
+    tokenizer: PreTrainedTokenizerBase, metric: evaluate.EvaluationModule | None = None
+) -> Callable[[EvalPrediction], dict[str, float]]:
+    """A `Seq2SeqTrainer(compute_metrics=...)` function giving corpus `bleu`, `chrf` and mean `gen_len`.
+
+    It expects generated token ids (`predict_with_generate=True`); -100 padding in predictions and labels is
+    replaced by the pad id, and special tokens are skipped when decoding. `gen_len` counts non-pad tokens.
+    """
+    if metric is None:
+        metric = load_metric()
+
+    def compute_metrics(eval_pred: EvalPrediction) -> dict[str, float]:
+        predictions, labels = eval_pred.predictions, eval_pred.label_ids
+        if isinstance(predictions, tuple):  # (generated ids, ...) from some models
+            predictions = predictions[0]
+        predictions = np.where(predictions == -100, tokenizer.pad_token_id, predictions)  # (batch, gen_len)
+        labels = np.where(labels == -100, tokenizer.pad_token_id, labels)  # (batch, label_len)
+        pred_texts = tokenizer.batch_decode(predictions, skip_special_tokens=True)
+        label_texts = tokenizer.batch_decode(labels, skip_special_tokens=True)
+        scores = metric.compute(predictions=pred_texts, references=[[text] for text in label_texts])
+        gen_len = float(np.mean(np.count_nonzero(predictions != tokenizer.pad_token_id, axis=-1)))
+        return {"bleu": scores["bleu"], "chrf": scores["chrf"], "gen_len": gen_len}
+
+    return compute_metrics

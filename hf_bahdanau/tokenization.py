@@ -1,0 +1,147 @@
+"""One joint tokenizer for both sides of a translation corpus, trained with the `tokenizers` library.
+
+`train_tokenizer` returns a `transformers.PreTrainedTokenizerFast` (the `TokenizersBackend` of transformers 5)
+that appends `</s>` to every sequence, so `tokenizer(src, text_target=tgt)` gives `input_ids`,
+`attention_mask` and `labels` ready for a seq2seq model, and that `AutoTokenizer.from_pretrained` reads
+back after `save_pretrained` without this package.
+
+Special token ids are fixed for every model type: pad = 0, bos = 1, eos = 2, unk = 3.
+
+- `model="bpe"` / `"unigram"`: subwords over NFC-normalised text with a Metaspace pre-tokenizer, so
+  `decode(encode(x), skip_special_tokens=True) == x` for NFC text without leading/trailing whitespace and
+  whose characters were seen in training (unseen characters become `<unk>`). Tokens `<pad> <s> </s> <unk>`.
+- `model="word"`: d2l's word vocabulary: `normalize_d2l` (built into the tokenizer), whitespace split,
+  words seen at least `min_freq` times. Tokens `<pad> <bos> <eos> <unk>` (d2l's reserved tokens);
+  decoding joins words with single spaces.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Iterator, Sequence
+
+import datasets
+from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+from transformers import PreTrainedTokenizerFast
+
+logger = logging.getLogger(__name__)
+
+MODELS = ("bpe", "unigram", "word")
+SUBWORD_SPECIALS = ("<pad>", "<s>", "</s>", "<unk>")
+WORD_SPECIALS = ("<pad>", "<bos>", "<eos>", "<unk>")  # d2l's reserved tokens, in our fixed id order
+
+
+def _sentences(
+    corpus: datasets.Dataset | datasets.DatasetDict | Iterable[str], languages: Sequence[str] | None
+) -> Iterator[str]:
+    """Training text: the chosen languages of a translation-format dataset (train split), or the strings."""
+    if isinstance(corpus, datasets.DatasetDict):
+        if "train" not in corpus:
+            raise ValueError(f"a DatasetDict needs a 'train' split to train a tokenizer; it has {list(corpus)}")
+        corpus = corpus["train"]
+    if not isinstance(corpus, datasets.Dataset):
+        if isinstance(corpus, str):
+            raise TypeError("corpus must be an iterable of sentences, not one string")
+        yield from corpus
+        return
+    if "translation" not in corpus.column_names:
+        raise ValueError(f"dataset has no 'translation' column; columns: {corpus.column_names}")
+    for batch in corpus.iter(batch_size=1000):
+        for row in batch["translation"]:
+            missing = set(languages or ()) - set(row)
+            if missing:
+                raise ValueError(f"languages {sorted(missing)} not in the corpus; available: {sorted(row)}")
+            yield from (row[lang] for lang in (languages or row))
+
+
+def _word_normalizer() -> normalizers.Normalizer:
+    """`hf_bahdanau.data.normalize_d2l` as a `tokenizers` normaliser."""
+    return normalizers.Sequence(
+        [
+            normalizers.Replace("\u202f", " "),
+            normalizers.Replace("\xa0", " "),
+            normalizers.Lowercase(),
+            normalizers.Replace(Regex(r"(?<=[^ ])(?=[,.!?])"), " "),
+        ]
+    )
+
+
+def _build(model: str, vocab_size: int | None, min_freq: int, lowercase: bool) -> tuple[Tokenizer, trainers.Trainer]:
+    if model == "word":
+        tokenizer = Tokenizer(models.WordLevel(unk_token=WORD_SPECIALS[3]))
+        tokenizer.normalizer = _word_normalizer()
+        tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+        trainer = trainers.WordLevelTrainer(
+            vocab_size=vocab_size or 1 << 30, min_frequency=min_freq, special_tokens=list(WORD_SPECIALS)
+        )
+        return tokenizer, trainer
+    if vocab_size is None:
+        raise ValueError(f"model={model!r} needs a vocab_size")
+    steps = [normalizers.NFC(), normalizers.Strip()] + ([normalizers.Lowercase()] if lowercase else [])
+    if model == "bpe":
+        tokenizer = Tokenizer(models.BPE(unk_token=SUBWORD_SPECIALS[3]))
+        trainer = trainers.BpeTrainer(
+            vocab_size=vocab_size, min_frequency=min_freq, special_tokens=list(SUBWORD_SPECIALS)
+        )
+    else:
+        tokenizer = Tokenizer(models.Unigram())
+        trainer = trainers.UnigramTrainer(
+            vocab_size=vocab_size, special_tokens=list(SUBWORD_SPECIALS), unk_token=SUBWORD_SPECIALS[3]
+        )
+    tokenizer.normalizer = normalizers.Sequence(steps)
+    tokenizer.pre_tokenizer = pre_tokenizers.Metaspace(prepend_scheme="always")
+    tokenizer.decoder = decoders.Metaspace(prepend_scheme="always")
+    return tokenizer, trainer
+
+
+def train_tokenizer(
+    corpus: datasets.Dataset | datasets.DatasetDict | Iterable[str],
+    vocab_size: int | None = 8000,
+    *,
+    model: str = "bpe",
+    min_freq: int = 2,
+    languages: Sequence[str] | None = None,
+    lowercase: bool = False,
+    model_max_length: int = 512,
+) -> PreTrainedTokenizerFast:
+    """Train one joint tokenizer on `corpus` and wrap it for `transformers`.
+
+    Args:
+        corpus: a translation-format `Dataset`, a `DatasetDict` (its train split is used), or sentences.
+        vocab_size: size of the vocabulary including the 4 special tokens (for `"word"`: a maximum; None = all
+            words seen `min_freq` times).
+        model: `"bpe"`, `"unigram"` or `"word"` (see the module docstring).
+        min_freq: minimum frequency of a BPE merge or a word (unused by unigram).
+        languages: languages of a translation-format corpus to train on (default: all present).
+        lowercase: lowercase subword text (the word model always lowercases, like d2l).
+        model_max_length: the longest sequence the model takes, stored in the tokenizer config.
+    """
+    if model not in MODELS:
+        raise ValueError(f"unknown tokenizer model {model!r}; choose one of {MODELS}")
+    if vocab_size is not None and vocab_size <= len(SUBWORD_SPECIALS):
+        raise ValueError(f"vocab_size must exceed the {len(SUBWORD_SPECIALS)} special tokens, got {vocab_size}")
+    tokenizer, trainer = _build(model, vocab_size, min_freq, lowercase)
+    tokenizer.train_from_iterator(_sentences(corpus, languages), trainer=trainer)
+    pad, bos, eos, unk = WORD_SPECIALS if model == "word" else SUBWORD_SPECIALS
+    ids = [tokenizer.token_to_id(token) for token in (pad, bos, eos, unk)]
+    if ids != [0, 1, 2, 3]:
+        raise RuntimeError(f"special tokens got ids {ids}, expected [0, 1, 2, 3]")  # a tokenizers change
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single=f"$A {eos}", pair=f"$A {eos} $B:1 {eos}:1", special_tokens=[(eos, 2)]
+    )
+    if vocab_size is not None and model != "word" and tokenizer.get_vocab_size() != vocab_size:
+        logger.warning(
+            "trained %d tokens, not the %d asked: the corpus is too small",
+            tokenizer.get_vocab_size(),
+            vocab_size,
+        )
+    logger.info("trained a %s tokenizer of %d tokens", model, tokenizer.get_vocab_size())
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer,
+        pad_token=pad,
+        bos_token=bos,
+        eos_token=eos,
+        unk_token=unk,
+        model_max_length=model_max_length,
+        clean_up_tokenization_spaces=False,
+    )

@@ -1,0 +1,204 @@
+"""Tests of hf_bahdanau.data: readers, splits, filters, errors, named corpora and tokenization of splits."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+
+import datasets
+import pytest
+
+from hf_bahdanau import data
+from hf_bahdanau.data import load_parallel_corpus, normalize_d2l, tokenize_corpus
+from hf_bahdanau.tokenization import train_tokenizer
+
+
+def _write_folder(folder, files: dict[str, list[str]]) -> None:
+    folder.mkdir(exist_ok=True)
+    for name, lines in files.items():
+        text = "".join(line + "\n" for line in lines).encode("utf-8")
+        (folder / name).write_bytes(gzip.compress(text) if name.endswith(".gz") else text)
+
+
+def _pairs(split, src: str, tgt: str) -> list[tuple[str, str]]:
+    return [(row[src], row[tgt]) for row in split["translation"]]
+
+
+def test_multi30k_folder_splits_and_alignment(multi30k_dir):
+    corpus = load_parallel_corpus(multi30k_dir, "de", "en")
+    assert {name: len(split) for name, split in corpus.items()} == {
+        "train": 29000,
+        "validation": 1014,
+        "test": 1000,
+    }
+    with gzip.open(multi30k_dir / "test_2016_flickr.de.gz", "rt", encoding="utf-8") as f:
+        last_de = f.read().splitlines()[-1].strip()
+    assert corpus["test"][-1]["translation"]["de"] == last_de
+    assert set(corpus["train"][0]["translation"]) == {"de", "en"}
+
+
+def test_named_corpus_reads_data_dir(multi30k_dir, monkeypatch):
+    monkeypatch.setenv(data.DATA_DIR_ENV, str(multi30k_dir.parent))
+    monkeypatch.setattr(data, "_download", _no_network)
+    by_name = load_parallel_corpus("multi30k", "en", "fr", max_pairs=5)
+    by_path = load_parallel_corpus(multi30k_dir, "en", "fr", max_pairs=5)
+    assert by_name["validation"]["translation"] == by_path["validation"]["translation"]
+
+
+def _no_network(url, target):
+    raise OSError(f"network is off in tests ({url})")
+
+
+def test_named_corpus_offline_error(tmp_path, monkeypatch):
+    monkeypatch.setenv(data.DATA_DIR_ENV, str(tmp_path / "empty"))
+    monkeypatch.setenv(data.CACHE_DIR_ENV, str(tmp_path / "cache"))
+    monkeypatch.setattr(data, "_download", _no_network)
+    with pytest.raises(RuntimeError, match="HF_BAHDANAU_DATA_DIR") as err:
+        load_parallel_corpus("tatoeba-fra-eng", "en", "fr")
+    assert "fra-eng.zip" in str(err.value)
+
+
+def test_download_verifies_pinned_checksum(tmp_path, monkeypatch):
+    payload = b"train\n"
+    good = data._RemoteFile("https://example.invalid/a", hashlib.sha256(payload).hexdigest())
+    bad = data._RemoteFile("https://example.invalid/b", "0" * 64)
+    monkeypatch.setenv(data.CACHE_DIR_ENV, str(tmp_path))
+    monkeypatch.setattr(data, "_download", lambda url, target: target.write_bytes(payload))
+    monkeypatch.setitem(data._NAMED_CORPORA, "fake", {"a.txt": good})
+    assert (data.resolve_corpus("fake") / "a.txt").read_bytes() == payload
+    monkeypatch.setitem(data._NAMED_CORPORA, "fake", {"b.txt": bad})
+    with pytest.raises(RuntimeError, match="checksum mismatch"):
+        data.resolve_corpus("fake")
+    assert not (tmp_path / "fake" / "b.txt").exists()
+
+
+def test_tatoeba_split_is_grouped_seeded_and_complete(tatoeba_tsv):
+    corpus = load_parallel_corpus(tatoeba_tsv, "en", "fr")
+    sizes = {name: len(split) for name, split in corpus.items()}
+    assert sum(sizes.values()) == 76036
+    assert 0.88 < sizes["train"] / 76036 < 0.92
+    sources = {name: {row["en"] for row in split["translation"]} for name, split in corpus.items()}
+    assert not sources["train"] & sources["validation"]
+    assert not sources["train"] & sources["test"]
+    assert not sources["validation"] & sources["test"]
+    again = load_parallel_corpus(tatoeba_tsv, "en", "fr", max_pairs=50)
+    other_seed = load_parallel_corpus(tatoeba_tsv, "en", "fr", max_pairs=50, seed=1)
+    assert again["test"]["translation"] == corpus["test"]["translation"][:50]
+    assert other_seed["test"]["translation"] != again["test"]["translation"]
+
+
+def test_tsv_columns(tmp_path):
+    tsv = tmp_path / "fra-eng.tsv"
+    tsv.write_text("Go.\tVa !\tCC-BY 2.0 (France) Attribution: tatoeba.org\nHi.\tSalut !\tCC-BY\n", "utf-8")
+    corpus = load_parallel_corpus(tsv, "fr", "en", split_ratios=(1, 0, 0))
+    assert _pairs(corpus["train"], "fr", "en") == [("Va !", "Go."), ("Salut !", "Hi.")]
+    swapped = load_parallel_corpus(tsv, "en", "fr", columns=("fr", "en"), split_ratios=(1, 0, 0))
+    assert swapped["train"][0]["translation"] == {"en": "Va !", "fr": "Go."}
+    with pytest.raises(ValueError, match=r"'de' not in .*fra-eng.tsv.*\['en', 'fr'\]"):
+        load_parallel_corpus(tsv, "en", "de")
+
+
+def test_json_lines_and_csv(tmp_path):
+    jsonl = tmp_path / "pairs.jsonl"
+    rows = [{"translation": {"en": "a cat", "de": "eine Katze"}}, {"en": "a dog", "de": "ein Hund"}]
+    jsonl.write_text("\n".join(json.dumps(row) for row in rows), "utf-8")
+    corpus = load_parallel_corpus(jsonl, "en", "de", split_ratios=(1, 0, 0))
+    assert _pairs(corpus["train"], "en", "de") == [("a cat", "eine Katze"), ("a dog", "ein Hund")]
+    csv_file = tmp_path / "pairs.csv"
+    csv_file.write_text('de,en\neine Katze,a cat\n"ein Hund, braun","a dog, brown"\n', "utf-8")
+    corpus = load_parallel_corpus(csv_file, "en", "de", split_ratios=(1, 0, 0))
+    assert _pairs(corpus["train"], "en", "de") == [
+        ("a cat", "eine Katze"),
+        ("a dog, brown", "ein Hund, braun"),
+    ]
+    with pytest.raises(ValueError, match=r"row 2: needs languages 'en' and 'fr'; languages available: \['de', 'en'\]"):
+        load_parallel_corpus(csv_file, "en", "fr")
+
+
+def test_folder_errors(tmp_path):
+    folder = tmp_path / "corpus"
+    files = {
+        "train.en": ["a", "b", "c"],
+        "train.de": ["x", "y"],
+        "test.en.gz": ["t", "u"],
+        "test.de.gz": ["v", "w"],
+    }
+    _write_folder(folder, files)
+    with pytest.raises(ValueError, match=r"train.de has 2 lines, .*train.en has 3") as err:
+        load_parallel_corpus(folder, "de", "en", test_split="test")
+    assert "parallel files differ in length" in str(err.value)
+    _write_folder(folder, {"train.de": ["x", "y", "z"]})
+    (folder / "test.de.gz").write_bytes(gzip.compress(b"ok\n\xff\xfe\n"))
+    with pytest.raises(ValueError, match=r"test.de.gz: line 2 is not valid UTF-8"):
+        load_parallel_corpus(folder, "de", "en", test_split="test")
+    with pytest.raises(FileNotFoundError, match=r"no test.fr\[.gz\] .*languages available: \['de', 'en'\]"):
+        load_parallel_corpus(folder, "fr", "en", test_split="test")
+    with pytest.raises(FileNotFoundError, match=r"no test split 'test_2016_flickr' .*\['test', 'train'\]"):
+        load_parallel_corpus(folder, "de", "en")
+    with pytest.raises(FileNotFoundError, match="no such file or folder"):
+        load_parallel_corpus(tmp_path / "missing.tsv", "de", "en")
+
+
+def test_filters_and_normalisation(tmp_path):
+    folder = tmp_path / "corpus"
+    src = ["Hello, World!", "  ", "one two three four five", "Non\u202fbreak.", "x"]
+    tgt = ["Bonjour, monde !", "vide", "un deux", "Insécable\xa0!", "y"]
+    _write_folder(folder, {"train.en": src, "train.fr": tgt, "test.en": src, "test.fr": tgt})
+    corpus = load_parallel_corpus(folder, "en", "fr", test_split="test", normalize=True, max_length=4)
+    assert _pairs(corpus["train"], "en", "fr") == [
+        ("hello , world !", "bonjour , monde !"),
+        ("non break .", "insécable !"),
+        ("x", "y"),
+    ]
+    kept = load_parallel_corpus(folder, "en", "fr", test_split="test", drop_empty=False, max_pairs=2)
+    assert _pairs(kept["test"], "en", "fr") == [("Hello, World!", "Bonjour, monde !"), ("", "vide")]
+    with pytest.raises(ValueError, match="no training pair left"):
+        load_parallel_corpus(folder, "en", "fr", test_split="test", max_length=0)
+
+
+def test_normalize_d2l_matches_d2l_examples():
+    # d2l's preprocess_nmt output for the first Tatoeba lines: "go .\tva !", "run !\tcours !".
+    assert normalize_d2l("Go.") == "go ."
+    assert normalize_d2l("Cours\u202f!") == "cours !"
+    assert normalize_d2l("Wait... Hi,you") == "wait . . . hi ,you"
+    assert normalize_d2l(".Hi") == ".hi"
+
+
+def test_tokenize_corpus_counts_truncation(multi30k_dir):
+    corpus = load_parallel_corpus(multi30k_dir, "en", "fr", max_pairs=200)
+    tokenizer = train_tokenizer(corpus, 500, languages=["en", "fr"])
+    tokenized, stats = tokenize_corpus(corpus, tokenizer, "en", "fr", max_source_length=12, max_target_length=16)
+    assert set(tokenized["train"].column_names) == {"input_ids", "attention_mask", "labels"}
+    full_src = tokenizer([row["en"] for row in corpus["train"]["translation"]])["input_ids"]
+    full_tgt = tokenizer([row["fr"] for row in corpus["train"]["translation"]])["input_ids"]
+    expected_src = sum(len(ids) > 12 for ids in full_src)
+    expected_pairs = sum(len(s) > 12 or len(t) > 16 for s, t in zip(full_src, full_tgt, strict=True))
+    assert stats["train"].truncated_source == expected_src > 0
+    assert stats["train"].truncated_pairs == expected_pairs
+    assert stats["train"].pairs == 200
+    row = tokenized["train"][0]
+    assert len(row["input_ids"]) <= 12 and len(row["labels"]) <= 16
+    assert row["input_ids"][-1] == row["labels"][-1] == tokenizer.eos_token_id
+    assert row["attention_mask"] == [1] * len(row["input_ids"])
+    short = next(i for i, ids in enumerate(full_src) if len(ids) <= 12)
+    assert tokenized["train"][short]["input_ids"] == full_src[short]
+    reverse, _ = tokenize_corpus(corpus, tokenizer, "fr", "en", max_source_length=64, max_target_length=64)
+    assert reverse["validation"][0]["input_ids"] == tokenizer(corpus["validation"][0]["translation"]["fr"])["input_ids"]
+
+
+def test_hub_name_goes_to_load_dataset(monkeypatch):
+    rows = [{"translation": {"de": f"satz {i}", "en": f"sentence {i}"}} for i in range(40)]
+    calls = []
+
+    def fake_load_dataset(name, config):
+        calls.append((name, config))
+        return datasets.DatasetDict({"train": datasets.Dataset.from_list(rows)})
+
+    monkeypatch.setattr(datasets, "load_dataset", fake_load_dataset)
+    corpus = load_parallel_corpus("someone/de-en-pairs", "de", "en", hub_config="de-en", split_ratios=(0.5, 0.25, 0.25))
+    assert calls == [("someone/de-en-pairs", "de-en")]
+    assert {name: len(split) for name, split in corpus.items()} == {"train": 20, "validation": 10, "test": 10}
+    assert sorted(row["en"] for split in corpus.values() for row in split["translation"]) == sorted(
+        row["translation"]["en"] for row in rows
+    )
