@@ -49,6 +49,11 @@ class BahdanauConfig(PretrainedConfig):
             hidden_size`).
         tie_encoder_decoder_embeddings (`bool`, defaults to `False`):
             Share the encoder's embedding too (needs `tie_word_embeddings`).
+        teacher_forcing_ratio (`float`, defaults to 1.0):
+            In training, the probability of feeding the gold previous token to the decoder; below 1, the model's
+            own greedy prediction is fed otherwise (scheduled sampling). Generation always feeds its own tokens.
+        source_language, target_language (`str`, *optional*):
+            Language codes of the translation direction the model was trained for (e.g. `"de"`, `"en"`).
         use_cache (`bool`, defaults to `True`):
             Return the recurrent state as `past_key_values` so generation continues from it.
         pad_token_id, bos_token_id, eos_token_id, decoder_start_token_id (`int`):
@@ -73,6 +78,9 @@ class BahdanauConfig(PretrainedConfig):
     label_smoothing: float | int = 0.0
     tie_word_embeddings: bool = False
     tie_encoder_decoder_embeddings: bool = False
+    teacher_forcing_ratio: float | int = 1.0
+    source_language: str | None = None
+    target_language: str | None = None
     use_cache: bool = True
     is_encoder_decoder: bool = True
     pad_token_id: int | None = 0
@@ -97,6 +105,8 @@ class BahdanauConfig(PretrainedConfig):
         for name in ("dropout", "embedding_dropout", "label_smoothing"):
             if not 0.0 <= getattr(self, name) < 1.0:
                 raise ValueError(f"{name} must be in [0, 1), got {getattr(self, name)}")
+        if not 0.0 <= self.teacher_forcing_ratio <= 1.0:
+            raise ValueError(f"teacher_forcing_ratio must be in [0, 1], got {self.teacher_forcing_ratio}")
         if self.attention_type == "dot" and self.bidirectional_encoder:
             raise ValueError(
                 "attention_type='dot' needs keys as wide as the decoder state, but a bidirectional encoder "

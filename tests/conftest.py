@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,8 @@ _DEFAULT_DATA_DIR = REPO_ROOT.parent / "shared" / "data"
 os.environ.setdefault("HF_BAHDANAU_DATA_DIR", str(_DEFAULT_DATA_DIR))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+# Every Hugging Face cache (datasets, evaluate modules, remote code) goes to a throw-away folder, not the home.
+os.environ["HF_HOME"] = tempfile.mkdtemp(prefix="hf_bahdanau_tests_")
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,245 @@
+"""The `hf-bahdanau` command line: train, evaluate, translate.
+
+`train` takes transformers' example-script options (`HfArgumentParser` over `ModelArguments`, `DataArguments`,
+`Seq2SeqTrainingArguments`, `RunArguments`; underscores or dashes), optionally from a YAML/JSON `--config` file
+that command-line options override.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Iterable, Sequence
+from dataclasses import fields
+from pathlib import Path
+
+import yaml
+from tqdm.auto import tqdm
+from transformers import (
+    AutoModelForSeq2SeqLM,
+    AutoTokenizer,
+    HfArgumentParser,
+    PreTrainedModel,
+    Seq2SeqTrainingArguments,
+)
+from transformers.tokenization_utils_base import PreTrainedTokenizerBase
+
+from .data import load_parallel_corpus
+from .metrics import load_metric
+from .pipelines import TranslationPipeline, translate_with_attention
+from .training import TRAINING_DEFAULTS, DataArguments, ModelArguments, RunArguments, check_tokenizer_matches, train
+from .visualization import show_heatmaps
+
+logger = logging.getLogger("hf_bahdanau")
+
+TRAIN_ARGUMENTS = (ModelArguments, DataArguments, Seq2SeqTrainingArguments, RunArguments)
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
+
+
+class UsageError(Exception):
+    """A problem with what the user asked for; reported without a traceback."""
+
+
+# ---- train ------------------------------------------------------------------------------------------------
+
+
+def _read_config_file(path: str) -> dict:
+    file = Path(path)
+    if not file.is_file():
+        raise UsageError(f"config file {file} not found")
+    text = file.read_text(encoding="utf-8")
+    values = json.loads(text) if file.suffix == ".json" else yaml.safe_load(text)
+    if not isinstance(values, dict):
+        raise UsageError(f"config file {file} must hold a mapping of option names to values")
+    known = {f.name for cls in TRAIN_ARGUMENTS for f in fields(cls)}
+    values = {key.replace("-", "_"): value for key, value in values.items()}
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise UsageError(f"config file {file}: unknown option(s) {', '.join(unknown)}")
+    return values
+
+
+def parse_train_args(argv: Sequence[str]) -> tuple:
+    """(ModelArguments, DataArguments, Seq2SeqTrainingArguments, RunArguments) from options and `--config`."""
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--config")
+    known, rest = pre.parse_known_args(argv)
+    parser = HfArgumentParser(TRAIN_ARGUMENTS, prog="hf-bahdanau train")
+    parser.set_defaults(**TRAINING_DEFAULTS)
+    if known.config:
+        parser.set_defaults(**_read_config_file(known.config))
+    model_args, data_args, training_args, run_args = parser.parse_args_into_dataclasses(rest)
+    if training_args.output_dir is None:
+        raise UsageError("train needs --output-dir")
+    return model_args, data_args, training_args, run_args
+
+
+# ---- shared by evaluate and translate ---------------------------------------------------------------------
+
+
+def load_translation_model(path: str) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """A saved model folder's model (in eval mode) and tokenizer, checked to belong together."""
+    folder = Path(path)
+    if not (folder / "config.json").is_file():
+        raise UsageError(f"{folder} is not a saved model folder (no config.json)")
+    if not any((folder / name).is_file() for name in TOKENIZER_FILES):
+        raise UsageError(f"{folder} has no tokenizer ({' or '.join(TOKENIZER_FILES)} missing)")
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    model = AutoModelForSeq2SeqLM.from_pretrained(folder).eval()
+    check_tokenizer_matches(model.config, tokenizer)
+    return model, tokenizer
+
+
+def _generation_options(args: argparse.Namespace) -> dict:
+    options = {"num_beams": args.num_beams}
+    if args.max_new_tokens is not None:
+        options["max_new_tokens"] = args.max_new_tokens
+    return options
+
+
+def _add_generation_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", required=True, help="A saved model folder (from `train`).")
+    parser.add_argument("--num-beams", "--num_beams", type=int, default=5)
+    parser.add_argument("--max-new-tokens", "--max_new_tokens", type=int, default=None)
+    parser.add_argument("--batch-size", "--batch_size", type=int, default=32)
+
+
+def translate_texts(
+    translator: TranslationPipeline, texts: Sequence[str], batch_size: int, progress: bool = False, **options
+) -> list[str]:  # noqa: ANN003
+    """Translations of `texts`, in order, in batches, with a progress bar when asked."""
+    outputs = []
+    bar = tqdm(total=len(texts), desc="translating", unit="sent", disable=not progress)
+    for start in range(0, len(texts), batch_size):
+        batch = list(texts[start : start + batch_size])
+        outputs.extend(row["translation_text"] for row in translator(batch, batch_size=batch_size, **options))
+        bar.update(len(batch))
+    bar.close()
+    return outputs
+
+
+# ---- evaluate ---------------------------------------------------------------------------------------------
+
+
+def run_evaluate(args: argparse.Namespace) -> None:
+    model, tokenizer = load_translation_model(args.model)
+    src_lang = args.src_lang or model.config.source_language
+    tgt_lang = args.tgt_lang or model.config.target_language
+    if not src_lang or not tgt_lang:
+        raise UsageError("the model does not record its languages: pass --src-lang and --tgt-lang")
+    corpus = load_parallel_corpus(args.data, src_lang, tgt_lang, test_split=args.test_split)
+    if args.split not in corpus:
+        raise UsageError(f"{args.data} has no {args.split!r} split (it has {', '.join(corpus)})")
+    rows = corpus[args.split]
+    if args.max_samples is not None:
+        rows = rows.select(range(min(args.max_samples, len(rows))))
+    sources = [pair[src_lang] for pair in rows["translation"]]
+    references = [pair[tgt_lang] for pair in rows["translation"]]
+    translator = TranslationPipeline(model=model, tokenizer=tokenizer, device=model.device)
+    hypotheses = translate_texts(translator, sources, args.batch_size, progress=True, **_generation_options(args))
+    output = Path(args.output or Path(args.model) / f"hypotheses.{args.split}.{src_lang}-{tgt_lang}.txt")
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text("".join(f"{line}\n" for line in hypotheses), encoding="utf-8")
+    scores = load_metric().compute(predictions=hypotheses, references=[[ref] for ref in references])
+    sys.stdout.write(
+        f"BLEU = {scores['bleu']:.2f}  ({scores['bleu_signature']})\n"
+        f"chrF = {scores['chrf']:.2f}  ({scores['chrf_signature']})\n"
+        f"{len(hypotheses)} {args.split} sentences, {src_lang}->{tgt_lang}, beams {args.num_beams}; "
+        f"hypotheses in {output}\n"
+    )
+
+
+# ---- translate --------------------------------------------------------------------------------------------
+
+
+def _interactive_lines(prompt: str) -> Iterable[str]:
+    """Lines typed at a prompt, until end of input or `q` (like d2l's seed loop)."""
+    while True:
+        try:
+            line = input(prompt)
+        except EOFError:
+            return
+        if line.strip() == "q":
+            return
+        yield line
+
+
+def run_translate(args: argparse.Namespace) -> None:
+    model, tokenizer = load_translation_model(args.model)
+    translator = TranslationPipeline(model=model, tokenizer=tokenizer, device=model.device)
+    options = _generation_options(args)
+    if args.heatmap:
+        if not args.text:
+            raise UsageError("--heatmap needs the sentence as an argument")
+        _, source_tokens, target_tokens, weights = translate_with_attention(model, tokenizer, args.text[0], **options)
+        show_heatmaps(
+            weights,
+            xlabel="source tokens",
+            ylabel="generated tokens",
+            xticklabels=source_tokens,
+            yticklabels=target_tokens,
+            figsize=(max(3.0, 0.4 * len(source_tokens)), max(3.0, 0.4 * len(target_tokens))),
+            path=args.heatmap,
+        )
+        logger.info("attention heatmap written to %s", args.heatmap)
+    if args.text:
+        texts: Iterable[str] = args.text
+    elif sys.stdin.isatty():
+        for line in _interactive_lines(f"{model.config.source_language or 'source'} > "):
+            sys.stdout.write(translate_texts(translator, [line], 1, **options)[0] + "\n")
+        return
+    else:
+        texts = [line.rstrip("\n") for line in sys.stdin]
+    for line in translate_texts(translator, list(texts), args.batch_size, **options):
+        sys.stdout.write(line + "\n")
+
+
+# ---- entry point ------------------------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="hf-bahdanau", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("train", help="train a model (options: hf-bahdanau train --help)", add_help=False)
+
+    evaluate = commands.add_parser("evaluate", help="translate a split and score it with sacreBLEU and chrF")
+    _add_generation_arguments(evaluate)
+    evaluate.add_argument("--data", required=True, help="A corpus name, folder, file or Hub dataset.")
+    evaluate.add_argument("--split", default="test")
+    evaluate.add_argument("--test-split", "--test_split", default="test_2016_flickr")
+    evaluate.add_argument("--src-lang", "--src_lang")
+    evaluate.add_argument("--tgt-lang", "--tgt_lang")
+    evaluate.add_argument("--max-samples", "--max_samples", type=int)
+    evaluate.add_argument("--output", help="Hypotheses file (default: in the model folder).")
+
+    translate = commands.add_parser("translate", help="translate arguments, stdin lines, or at a prompt")
+    _add_generation_arguments(translate)
+    translate.add_argument("text", nargs="*", help="Sentences to translate (default: stdin).")
+    translate.add_argument("--heatmap", help="Write the attention of the first sentence as a PNG.")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; returns the exit status (non-zero with a one-line error on bad input)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    args, rest = build_parser().parse_known_args(argv)
+    try:
+        if args.command == "train":
+            train(*parse_train_args(rest))
+        elif rest:
+            raise UsageError(f"unrecognized arguments: {' '.join(rest)}")
+        elif args.command == "evaluate":
+            run_evaluate(args)
+        else:
+            run_translate(args)
+    except (UsageError, ValueError, FileNotFoundError, FileExistsError, RuntimeError) as error:
+        logger.error("%s", error)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,174 @@
+"""A translation pipeline for seq2seq models, since transformers 5 removed `pipeline("translation")`.
+
+`TranslationPipeline` keeps v4's output format: `pipe("text")` gives `[{"translation_text": ...}]`, a list of
+strings gives a list of such dicts (a list of lists with `num_return_sequences > 1`). Generation parameters
+(`num_beams`, `max_new_tokens`, ...) pass through to `model.generate`, at construction or per call.
+
+- Empty (or whitespace-only) inputs translate to `""` without reaching the model, also inside a batch.
+- Inputs longer than the tokenizer's `model_max_length` are truncated to it, with a logged warning.
+- Batches are padded on the tokenizer's `padding_side`; the Bahdanau model translates both sides alike.
+
+Registered under `TASK` by `register_pipeline()` (called on `import hf_bahdanau`). `save_for_pipeline` writes a
+folder that `pipeline(TASK, model=folder, trust_remote_code=True)` loads where this package is not installed:
+this file is copied there as remote code, so it imports only the standard library, torch and transformers.
+Loading such a folder in-process without `trust_remote_code` needs `pipeline_class=TranslationPipeline`
+(transformers asks for one of the two whenever a config names a custom pipeline).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+from transformers import AutoModelForSeq2SeqLM, Pipeline, PreTrainedModel, PreTrainedTokenizerBase
+from transformers.pipelines import PIPELINE_REGISTRY
+
+logger = logging.getLogger(__name__)
+
+TASK = "bahdanau-translation"
+Translation = dict[str, str]  # {"translation_text": ...}
+
+
+def _encode(tokenizer: PreTrainedTokenizerBase, text: str) -> dict[str, torch.Tensor]:
+    """`input_ids` and `attention_mask` `(1, src_len)`; an empty text gives one padding token under a zero mask."""
+    if not isinstance(text, str):
+        raise TypeError(f"expected a string to translate, got {type(text).__name__}")
+    if not text.strip():
+        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+        return {"input_ids": torch.tensor([[pad]]), "attention_mask": torch.zeros(1, 1, dtype=torch.long)}
+    encoded = tokenizer(text, return_tensors="pt", verbose=False)
+    limit = tokenizer.model_max_length
+    if encoded["input_ids"].shape[1] > limit:
+        logger.warning(
+            "input of %d tokens truncated to the tokenizer's model_max_length of %d: %.60r",
+            encoded["input_ids"].shape[1],
+            limit,
+            text,
+        )
+        encoded = tokenizer(text, truncation=True, max_length=limit, return_tensors="pt")
+    return {"input_ids": encoded["input_ids"], "attention_mask": encoded["attention_mask"]}
+
+
+class TranslationPipeline(Pipeline):
+    """Translate strings with a seq2seq model: v4's `TranslationPipeline` for transformers 5."""
+
+    _load_tokenizer = True
+    _load_processor = False
+    _load_image_processor = False
+    _load_feature_extractor = False
+    _load_video_processor = False
+    _pipeline_calls_generate = True
+
+    def __call__(self, texts: str | list[str], **kwargs: Any) -> list[Translation] | list[list[Translation]]:
+        """Translate one string (`[{"translation_text": ...}]`) or a list (one result per string).
+
+        `kwargs`: `batch_size`, `num_workers` and `model.generate` parameters.
+        """
+        if isinstance(texts, str):
+            return super().__call__(texts, **kwargs)
+        if not isinstance(texts, (list, tuple)) or not all(isinstance(text, str) for text in texts):
+            raise TypeError("TranslationPipeline takes a string or a list of strings")
+        if not texts:
+            return []
+        results = super().__call__(list(texts), **kwargs)
+        return [result[0] for result in results] if all(len(result) == 1 for result in results) else results
+
+    def _sanitize_parameters(self, **generate_kwargs: Any) -> tuple[dict, dict, dict]:
+        return {}, generate_kwargs, {}
+
+    def preprocess(self, text: str) -> dict[str, torch.Tensor]:
+        return _encode(self.tokenizer, text)
+
+    def _forward(self, model_inputs: dict[str, torch.Tensor], **generate_kwargs: Any) -> dict[str, torch.Tensor]:
+        input_ids, attention_mask = model_inputs["input_ids"], model_inputs["attention_mask"]  # (batch, src_len)
+        generate_kwargs = self._prepare_generate_kwargs(generate_kwargs)
+        per_input = self._get_set_generation_params(generate_kwargs).get("num_return_sequences") or 1
+        keep = attention_mask.bool().any(1)  # (batch,); empty inputs never reach the model
+        pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+        output_ids = input_ids.new_full((input_ids.shape[0], per_input, 1), pad)  # (batch, per_input, tgt_len)
+        if keep.any():
+            generated = self.model.generate(
+                input_ids=input_ids[keep], attention_mask=attention_mask[keep], **generate_kwargs
+            )  # (kept * per_input, tgt_len)
+            generated = generated.reshape(int(keep.sum()), per_input, -1)
+            output_ids = output_ids.expand(-1, -1, generated.shape[-1]).clone()
+            output_ids[keep] = generated
+        return {"output_ids": output_ids}
+
+    def postprocess(self, model_outputs: dict[str, torch.Tensor]) -> list[Translation]:
+        # output_ids: (1, per_input, tgt_len), one input at a time
+        return [
+            {"translation_text": self.tokenizer.decode(ids, skip_special_tokens=True)}
+            for ids in model_outputs["output_ids"][0]
+        ]
+
+
+def register_pipeline() -> None:
+    """Register `TranslationPipeline` for `pipeline(TASK, ...)` with `AutoModelForSeq2SeqLM` models; idempotent."""
+    if PIPELINE_REGISTRY.supported_tasks.get(TASK, {}).get("impl") is TranslationPipeline:
+        return
+    PIPELINE_REGISTRY.register_pipeline(
+        TASK, pipeline_class=TranslationPipeline, pt_model=AutoModelForSeq2SeqLM, type="text"
+    )
+
+
+def save_for_pipeline(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, folder: str | os.PathLike) -> Path:
+    """Save model, tokenizer and this pipeline's code so that `pipeline(TASK, model=folder,
+    trust_remote_code=True)` works without this package; the model's config gets `custom_pipelines` only in
+    the saved copy."""
+    register_pipeline()
+    pipe = TranslationPipeline(model=model, tokenizer=tokenizer, task=TASK, device=model.device)
+    had_custom = "custom_pipelines" in model.config.__dict__
+    previous = getattr(model.config, "custom_pipelines", None)
+    try:
+        pipe.save_pretrained(folder)  # sets model.config.custom_pipelines and copies this file into folder
+    finally:
+        if had_custom:
+            model.config.custom_pipelines = previous
+        else:
+            del model.config.custom_pipelines
+    logger.info("saved a %s pipeline in %s", TASK, folder)
+    return Path(folder)
+
+
+@torch.no_grad()
+def translate_with_attention(
+    model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, text: str, **generate_kwargs: Any
+) -> tuple[str, list[str], list[str], torch.Tensor]:
+    """Translate `text` and return `(translation, source_tokens, target_tokens, weights)`.
+
+    `weights` `(len(target_tokens), len(source_tokens))` (CPU, float) holds the cross-attention (last layer,
+    averaged over heads) with which each generated token (end of sentence included) was predicted; rows sum to
+    1. They come from a teacher-forced pass over the best generated sequence, so they hold for beam search too.
+    For a heatmap: `show_heatmaps(weights, "source", "translation", xticklabels=source_tokens,
+    yticklabels=target_tokens)`.
+    """
+    inputs = _encode(tokenizer, text)
+    if not inputs["attention_mask"].any():
+        raise ValueError("cannot translate an empty text with attention weights")
+    inputs = {name: tensor.to(model.device) for name, tensor in inputs.items()}
+    was_training = model.training
+    model.eval()
+    try:
+        generate_kwargs.setdefault("pad_token_id", tokenizer.pad_token_id)
+        sequence = model.generate(**inputs, **generate_kwargs)[0]  # (1 + generated,), the decoder start first
+        generated = sequence[1:].tolist()
+        eos = model.generation_config.eos_token_id
+        eos_ids = set(eos) if isinstance(eos, list) else {eos}
+        length = next((i + 1 for i, token in enumerate(generated) if token in eos_ids), len(generated))
+        outputs = model(**inputs, decoder_input_ids=sequence[None, :length], output_attentions=True)
+    finally:
+        model.train(was_training)
+    weights = outputs.cross_attentions[-1][0].mean(0).float().cpu()  # (batch, heads, tgt, src) -> (tgt, src)
+    return (
+        tokenizer.decode(generated[:length], skip_special_tokens=True),
+        tokenizer.convert_ids_to_tokens(inputs["input_ids"][0].tolist()),
+        tokenizer.convert_ids_to_tokens(generated[:length]),
+        weights,
+    )
+
+
+__all__ = ["TASK", "TranslationPipeline", "register_pipeline", "save_for_pipeline", "translate_with_attention"]

@@ -1,0 +1,299 @@
+"""Training with `Seq2SeqTrainer`: argument dataclasses, tokenizer and model assembly, resume, final save.
+
+The flow: `load_parallel_corpus` -> `train_tokenizer` (or a saved one) -> `tokenize_corpus` -> a
+`BahdanauForConditionalGeneration` made from `ModelArguments` -> `Seq2SeqTrainer` with
+`DataCollatorForSeq2Seq`, sacreBLEU evaluation with generation, best-checkpoint keeping and early stopping ->
+a `save_pretrained` folder with tokenizer, generation config, remote code and the translation pipeline.
+Several GPUs need no change: run the same command under `accelerate launch`.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import datasets
+import torch
+from transformers import (
+    AutoTokenizer,
+    DataCollatorForSeq2Seq,
+    EarlyStoppingCallback,
+    PreTrainedTokenizerBase,
+    Seq2SeqTrainer,
+    Seq2SeqTrainingArguments,
+    TrainerCallback,
+    TrainerControl,
+    TrainerState,
+    TrainingArguments,
+)
+from transformers.trainer_utils import get_last_checkpoint
+
+from .configuration_bahdanau import BahdanauConfig
+from .data import load_parallel_corpus, tokenize_corpus
+from .metrics import make_compute_metrics
+from .modeling_bahdanau import BahdanauForConditionalGeneration
+from .pipelines import save_for_pipeline
+from .tokenization import train_tokenizer
+from .visualization import plot_training_curves
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class ModelArguments:
+    """The model to train: a new one from these sizes, or a saved one (`model_name_or_path`)."""
+
+    model_name_or_path: str | None = field(default=None, metadata={"help": "Continue from a saved model folder."})
+    tokenizer_name_or_path: str | None = field(
+        default=None, metadata={"help": "A saved tokenizer to use instead of training one."}
+    )
+    tokenizer_type: str = field(default="bpe", metadata={"help": "Tokenizer to train: bpe, unigram or word (d2l)."})
+    vocab_size: int = field(default=8000, metadata={"help": "Joint vocabulary size of a trained tokenizer."})
+    min_freq: int = field(default=2, metadata={"help": "Minimum frequency of a BPE merge or a word."})
+    embedding_size: int = 256
+    hidden_size: int = 256
+    encoder_layers: int = 2
+    decoder_layers: int = 2
+    rnn_type: str = field(default="gru", metadata={"help": "gru or lstm"})
+    bidirectional_encoder: bool = False
+    attention_type: str = field(default="additive", metadata={"help": "additive, dot or general"})
+    dropout: float = 0.1
+    embedding_dropout: float = 0.0
+    tie_word_embeddings: bool = False
+    teacher_forcing_ratio: float = field(
+        default=1.0, metadata={"help": "Below 1: scheduled sampling (feed the model's own predictions)."}
+    )
+
+
+@dataclass
+class DataArguments:
+    """The corpus and how it is cut."""
+
+    data: str | None = field(
+        default=None, metadata={"help": "A corpus name (multi30k, tatoeba-fra-eng), folder, file or Hub dataset."}
+    )
+    src_lang: str | None = field(default=None, metadata={"help": "Source language code, e.g. de."})
+    tgt_lang: str | None = field(default=None, metadata={"help": "Target language code, e.g. en."})
+    test_split: str = field(default="test_2016_flickr", metadata={"help": "Which file of a folder is the test set."})
+    d2l_normalize: bool = field(default=False, metadata={"help": "d2l's normalisation (lowercase, split punctuation)."})
+    max_train_samples: int | None = None
+    max_eval_samples: int | None = field(default=500, metadata={"help": "Validation pairs used during training."})
+    max_source_length: int = 64
+    max_target_length: int = 64
+    num_proc: int | None = None
+
+
+@dataclass
+class RunArguments:
+    """How this run relates to earlier ones."""
+
+    resume: bool = field(default=False, metadata={"help": "Continue from the last checkpoint in output_dir."})
+    overwrite: bool = field(default=False, metadata={"help": "Replace an existing, non-empty output_dir."})
+    early_stopping_patience: int | None = field(
+        default=5, metadata={"help": "Stop after this many evaluations without a better BLEU (None: never)."}
+    )
+
+
+TRAINING_DEFAULTS = dict(
+    per_device_train_batch_size=64,
+    per_device_eval_batch_size=64,
+    learning_rate=2e-3,
+    lr_scheduler_type="linear",
+    warmup_steps=200,
+    max_grad_norm=1.0,
+    num_train_epochs=10,
+    eval_strategy="steps",
+    eval_steps=500,
+    save_strategy="steps",
+    save_steps=500,
+    save_total_limit=2,
+    logging_steps=50,
+    load_best_model_at_end=True,
+    metric_for_best_model="bleu",
+    greater_is_better=True,
+    predict_with_generate=True,
+    generation_num_beams=5,
+    generation_max_length=128,
+    train_sampling_strategy="group_by_length",
+    dataloader_pin_memory=torch.cuda.is_available(),
+    report_to="none",
+)
+
+
+class TrainingStartLogger(TrainerCallback):
+    """Logs the step training starts from (non-zero when resuming)."""
+
+    def on_train_begin(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs) -> None:  # noqa: ANN003
+        logger.info("training starts at step %d of %d", state.global_step, state.max_steps)
+
+
+def prepare_output_dir(output_dir: str | Path, resume: bool, overwrite: bool) -> str | None:
+    """Check `output_dir` against the run's intent; return the checkpoint to resume from, if any."""
+    path = Path(output_dir)
+    if resume:
+        checkpoint = get_last_checkpoint(str(path)) if path.is_dir() else None
+        if checkpoint is None:
+            raise FileNotFoundError(f"--resume: no checkpoint-* folder in {path} to resume from")
+        return checkpoint
+    if path.is_dir() and any(path.iterdir()):
+        if not overwrite:
+            raise FileExistsError(
+                f"output directory {path} exists and is not empty: pass --overwrite to replace it or --resume "
+                "to continue its last checkpoint"
+            )
+        shutil.rmtree(path)
+    return None
+
+
+def load_or_train_tokenizer(
+    model_args: ModelArguments, corpus: datasets.DatasetDict, output_dir: str | Path, resume: bool
+) -> PreTrainedTokenizerBase:
+    """The run's tokenizer: the given one, the one saved in `output_dir` when resuming, or a new one."""
+    source = model_args.tokenizer_name_or_path or model_args.model_name_or_path
+    if source is None and resume:
+        source = str(output_dir)
+    if source is not None:
+        return AutoTokenizer.from_pretrained(source)
+    logger.info("training a %s tokenizer of %d tokens", model_args.tokenizer_type, model_args.vocab_size)
+    return train_tokenizer(
+        corpus["train"], model_args.vocab_size, model=model_args.tokenizer_type, min_freq=model_args.min_freq
+    )
+
+
+def build_model(
+    model_args: ModelArguments,
+    tokenizer: PreTrainedTokenizerBase,
+    src_lang: str,
+    tgt_lang: str,
+    label_smoothing: float = 0.0,
+) -> BahdanauForConditionalGeneration:
+    """A new model sized by `model_args` for `tokenizer`, or the saved one, checked against the tokenizer."""
+    if model_args.model_name_or_path is not None:
+        model = BahdanauForConditionalGeneration.from_pretrained(model_args.model_name_or_path)
+    else:
+        config = BahdanauConfig(
+            vocab_size=len(tokenizer),
+            embedding_size=model_args.embedding_size,
+            hidden_size=model_args.hidden_size,
+            encoder_layers=model_args.encoder_layers,
+            decoder_layers=model_args.decoder_layers,
+            rnn_type=model_args.rnn_type,
+            bidirectional_encoder=model_args.bidirectional_encoder,
+            attention_type=model_args.attention_type,
+            dropout=model_args.dropout,
+            embedding_dropout=model_args.embedding_dropout,
+            tie_word_embeddings=model_args.tie_word_embeddings,
+            teacher_forcing_ratio=model_args.teacher_forcing_ratio,
+            label_smoothing=label_smoothing,
+            source_language=src_lang,
+            target_language=tgt_lang,
+            pad_token_id=tokenizer.pad_token_id,
+            bos_token_id=tokenizer.bos_token_id,
+            eos_token_id=tokenizer.eos_token_id,
+            decoder_start_token_id=tokenizer.bos_token_id,
+        )
+        model = BahdanauForConditionalGeneration(config)
+    check_tokenizer_matches(model.config, tokenizer)
+    return model
+
+
+def check_tokenizer_matches(config: BahdanauConfig, tokenizer: PreTrainedTokenizerBase) -> None:
+    """Raise a ValueError when `tokenizer` cannot feed a model of `config`."""
+    if len(tokenizer) > config.vocab_size:
+        raise ValueError(
+            f"the tokenizer has {len(tokenizer)} tokens but the model's vocabulary has {config.vocab_size}: "
+            "they do not belong together"
+        )
+    for name in ("pad_token_id", "eos_token_id"):
+        if getattr(tokenizer, name) != getattr(config, name):
+            raise ValueError(
+                f"tokenizer {name}={getattr(tokenizer, name)} but model config {name}={getattr(config, name)}: "
+                "the tokenizer does not belong to this model"
+            )
+
+
+def train(
+    model_args: ModelArguments,
+    data_args: DataArguments,
+    training_args: Seq2SeqTrainingArguments,
+    run_args: RunArguments,
+) -> Seq2SeqTrainer:
+    """Run the whole training job; the trained model, tokenizer and plots end up in `output_dir`."""
+    if not data_args.data or not data_args.src_lang or not data_args.tgt_lang:
+        raise ValueError("training needs --data, --src-lang and --tgt-lang")
+    output_dir = Path(training_args.output_dir)
+    checkpoint = prepare_output_dir(output_dir, run_args.resume, run_args.overwrite)
+
+    corpus = load_parallel_corpus(
+        data_args.data,
+        data_args.src_lang,
+        data_args.tgt_lang,
+        test_split=data_args.test_split,
+        normalize=data_args.d2l_normalize,
+    )
+    if "validation" not in corpus:
+        raise ValueError(f"{data_args.data} has no validation split to evaluate on")
+    if data_args.max_train_samples is not None:
+        corpus["train"] = corpus["train"].select(range(min(data_args.max_train_samples, len(corpus["train"]))))
+    if data_args.max_eval_samples is not None:
+        size = min(data_args.max_eval_samples, len(corpus["validation"]))
+        corpus["validation"] = corpus["validation"].select(range(size))
+    logger.info("corpus: %s", {split: len(rows) for split, rows in corpus.items()})
+
+    tokenizer = load_or_train_tokenizer(model_args, corpus, output_dir, run_args.resume)
+    tokenized, _ = tokenize_corpus(
+        corpus,
+        tokenizer,
+        data_args.src_lang,
+        data_args.tgt_lang,
+        max_source_length=data_args.max_source_length,
+        max_target_length=data_args.max_target_length,
+        num_proc=data_args.num_proc,
+    )
+    # The model computes label smoothing itself (so it also honours num_items_in_batch).
+    label_smoothing, training_args.label_smoothing_factor = training_args.label_smoothing_factor, 0.0
+    model = build_model(model_args, tokenizer, data_args.src_lang, data_args.tgt_lang, label_smoothing)
+    # Generation settings live in the model's generation config (saved with it); the length is a number of new tokens.
+    model.generation_config.num_beams = training_args.generation_num_beams or model.generation_config.num_beams
+    if training_args.generation_max_length:
+        model.generation_config.max_new_tokens = training_args.generation_max_length
+        training_args.generation_max_length = None
+    logger.info("model: %s parameters", f"{model.num_parameters():,}")
+    output_dir.mkdir(parents=True, exist_ok=True)
+    tokenizer.save_pretrained(output_dir)  # so an interrupted run resumes with the same vocabulary
+
+    callbacks: list[TrainerCallback] = [TrainingStartLogger()]
+    if run_args.early_stopping_patience is not None and training_args.load_best_model_at_end:
+        callbacks.append(EarlyStoppingCallback(early_stopping_patience=run_args.early_stopping_patience))
+    trainer = Seq2SeqTrainer(
+        model=model,
+        args=training_args,
+        train_dataset=tokenized["train"],
+        eval_dataset=tokenized["validation"],
+        data_collator=DataCollatorForSeq2Seq(tokenizer, model=model, label_pad_token_id=-100),
+        processing_class=tokenizer,
+        compute_metrics=make_compute_metrics(tokenizer),
+        callbacks=callbacks,
+    )
+    if checkpoint is not None:
+        logger.info("resuming from %s", checkpoint)
+    trainer.train(resume_from_checkpoint=checkpoint)
+    if trainer.is_world_process_zero():
+        save_for_pipeline(trainer.model, tokenizer, output_dir)
+        trainer.save_state()
+        plot_training_curves(trainer.state.log_history, path=output_dir / "training_curves.png")
+        logger.info("saved the model, tokenizer and training curves in %s", output_dir)
+    return trainer
+
+
+__all__ = [
+    "DataArguments",
+    "ModelArguments",
+    "RunArguments",
+    "TRAINING_DEFAULTS",
+    "build_model",
+    "check_tokenizer_matches",
+    "train",
+]

@@ -1,0 +1,178 @@
+"""End-to-end `hf-bahdanau` runs on 300 Tatoeba pairs with a tiny model: train, evaluate, translate, resume."""
+
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+import torch
+from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+from hf_bahdanau.cli import UsageError, main, parse_train_args
+
+TINY = [
+    "--src-lang", "en", "--tgt-lang", "fr",
+    "--max_train_samples", "300", "--max_eval_samples", "16",
+    "--vocab_size", "400", "--embedding_size", "32", "--hidden_size", "32",
+    "--encoder_layers", "1", "--decoder_layers", "1", "--dropout", "0.0",
+    "--per_device_train_batch_size", "32", "--per_device_eval_batch_size", "16",
+    "--learning_rate", "0.01", "--warmup_steps", "0", "--logging_steps", "5",
+    "--generation_num_beams", "2", "--generation_max_length", "20",
+]  # fmt: skip
+
+
+def run_cli(*args: str, stdin: str | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "hf_bahdanau.cli", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, **(env or {})},
+    )
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory, tatoeba_tsv):
+    output = tmp_path_factory.mktemp("run") / "model"
+    status = main(
+        ["train", "--data", str(tatoeba_tsv), "--output-dir", str(output), *TINY,
+         "--max_steps", "60", "--eval_steps", "30", "--save_steps", "30"]
+    )  # fmt: skip
+    assert status == 0
+    return output
+
+
+def test_train_writes_a_loadable_model_and_the_loss_falls(trained):
+    for name in ("model.safetensors", "config.json", "generation_config.json", "tokenizer.json",
+                 "trainer_state.json", "training_curves.png", "modeling_bahdanau.py"):  # fmt: skip
+        assert (trained / name).is_file(), name
+    assert (trained / "training_curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    state = json.loads((trained / "trainer_state.json").read_text())
+    losses = [entry["loss"] for entry in state["log_history"] if "loss" in entry]
+    assert len(losses) >= 5 and losses[-1] < 0.8 * losses[0]
+    assert any("eval_bleu" in entry for entry in state["log_history"])
+    model = AutoModelForSeq2SeqLM.from_pretrained(trained)
+    tokenizer = AutoTokenizer.from_pretrained(trained)
+    assert model.config.source_language == "en" and model.config.target_language == "fr"
+    assert model.config.vocab_size == len(tokenizer)
+    assert model.generation_config.num_beams == 2
+    batch = tokenizer(["Go.", "I lost."], return_tensors="pt", padding=True)
+    assert model.generate(**batch, max_new_tokens=5).shape[0] == 2
+
+
+def test_evaluate_prints_bleu_with_signature_and_writes_hypotheses(trained, tatoeba_tsv, tmp_path, capsys):
+    output = tmp_path / "hyp.txt"
+    status = main(["evaluate", "--model", str(trained), "--data", str(tatoeba_tsv), "--split", "test",
+                   "--max-samples", "12", "--num-beams", "2", "--output", str(output)])  # fmt: skip
+    assert status == 0
+    printed = capsys.readouterr().out
+    assert "BLEU = " in printed and "nrefs:1" in printed and "chrF = " in printed
+    assert len(output.read_text(encoding="utf-8").splitlines()) == 12
+
+
+def test_translate_arguments_stdin_and_heatmap(trained, tmp_path, capsys, monkeypatch):
+    assert main(["translate", "--model", str(trained), "Go.", "I lost.", "--num-beams", "1"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 2 and all(lines)
+
+    monkeypatch.setattr(sys, "stdin", io.StringIO("Hello!\n\nI'm home.\n"))
+    assert main(["translate", "--model", str(trained), "--batch-size", "2"]) == 0
+    lines = capsys.readouterr().out.split("\n")[:-1]
+    assert len(lines) == 3 and lines[1] == "" and lines[0] and lines[2]
+
+    heatmap = tmp_path / "attention.png"
+    assert main(["translate", "--model", str(trained), "He's calm.", "--heatmap", str(heatmap)]) == 0
+    assert heatmap.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_pipeline_from_trained_folder_with_remote_code(trained, tmp_path):
+    script = textwrap.dedent(
+        f"""
+        import sys
+        sys.modules["hf_bahdanau"] = None
+        from transformers import pipeline
+        translator = pipeline("bahdanau-translation", model={str(trained)!r}, trust_remote_code=True)
+        print(translator(["Go.", ""], num_beams=2))
+        """
+    )
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf"), "PYTHONPATH": ""}
+    result = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True,
+                            timeout=300)  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "'translation_text': ''" in result.stdout.splitlines()[-1]
+
+
+def test_resume_continues_from_the_saved_step(tatoeba_tsv, tmp_path):
+    output = tmp_path / "interrupted"
+    args = ["train", "--data", str(tatoeba_tsv), "--output-dir", str(output), *TINY,
+            "--eval_strategy", "no", "--load_best_model_at_end", "false", "--save_steps", "10"]  # fmt: skip
+    process = subprocess.Popen([sys.executable, "-m", "hf_bahdanau.cli", *args, "--max_steps", "2000"],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    deadline = time.time() + 300
+    while not (output / "checkpoint-10" / "trainer_state.json").is_file():
+        assert process.poll() is None and time.time() < deadline, "training ended before its first checkpoint"
+        time.sleep(0.05)
+    time.sleep(0.5)  # let the checkpoint finish writing
+    process.kill()
+    process.wait()
+    assert not (output / "model.safetensors").exists()  # it really was interrupted
+
+    result = run_cli(*args, "--max_steps", "30", "--resume")
+    assert result.returncode == 0, result.stderr[-3000:]
+    started = [line for line in result.stderr.splitlines() if "training starts at step" in line]
+    assert started and int(started[0].split("training starts at step ")[1].split()[0]) >= 10
+    assert json.loads((output / "trainer_state.json").read_text())["global_step"] == 30
+
+
+def test_config_file_and_overrides(tmp_path):
+    config = tmp_path / "train.yaml"
+    config.write_text("hidden_size: 48\nrnn-type: lstm\nlearning_rate: 0.003\n")
+    model_args, data_args, training_args, _ = parse_train_args(
+        ["--config", str(config), "--output-dir", "x", "--hidden-size", "64", "--data", "multi30k"]
+    )
+    assert model_args.hidden_size == 64 and model_args.rnn_type == "lstm"
+    assert training_args.learning_rate == 0.003 and data_args.data == "multi30k"
+    assert training_args.train_sampling_strategy == "group_by_length" and training_args.max_grad_norm == 1.0
+    config.write_text("hidden_sise: 48\n")
+    with pytest.raises(UsageError, match="unknown option\\(s\\) hidden_sise"):
+        parse_train_args(["--config", str(config), "--output-dir", "x"])
+
+
+def test_bad_input_gives_clear_errors(trained, tatoeba_tsv, tmp_path):
+    result = run_cli("train", "--output-dir", str(tmp_path / "a"), "--src-lang", "en", "--tgt-lang", "fr")
+    assert result.returncode != 0 and "needs --data" in result.stderr
+
+    result = run_cli("train", "--data", "multi30k", "--src-lang", "xx", "--tgt-lang", "en",
+                     "--output-dir", str(tmp_path / "b"))  # fmt: skip
+    assert result.returncode != 0 and "xx" in result.stderr.splitlines()[-1]
+
+    no_tokenizer = tmp_path / "no_tokenizer"
+    shutil.copytree(trained, no_tokenizer, ignore=shutil.ignore_patterns("tokenizer*", "special_tokens_map.json"))
+    result = run_cli("translate", "--model", str(no_tokenizer), "Go.")
+    assert result.returncode != 0 and "has no tokenizer" in result.stderr
+
+    existing = tmp_path / "existing"
+    existing.mkdir()
+    (existing / "keep.txt").write_text("precious")
+    result = run_cli("train", "--data", str(tatoeba_tsv), "--output-dir", str(existing), *TINY, "--max_steps", "1")
+    assert result.returncode != 0 and "--overwrite" in result.stderr
+    assert (existing / "keep.txt").read_text() == "precious"
+
+
+def test_evaluate_rejects_a_missing_split(trained, tatoeba_tsv):
+    result = run_cli("evaluate", "--model", str(trained), "--data", str(tatoeba_tsv), "--split", "dev")
+    assert result.returncode != 0 and "no 'dev' split" in result.stderr
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_bf16_training_on_gpu(tatoeba_tsv, tmp_path):
+    output = tmp_path / "gpu"
+    assert main(["train", "--data", str(tatoeba_tsv), "--output-dir", str(output), *TINY, "--max_steps", "10",
+                 "--eval_steps", "10", "--save_steps", "10", "--bf16", "true"]) == 0  # fmt: skip
+    assert (output / "model.safetensors").is_file()

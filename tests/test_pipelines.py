@@ -1,0 +1,265 @@
+"""The translation pipeline: v4 output format, batching, generation parameters, empty and over-long inputs,
+padding sides, remote-code loading without the package, and attention weights for heatmaps."""
+
+from __future__ import annotations
+
+import ast
+import itertools
+import json
+import logging
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+from transformers import pipeline
+from transformers.pipelines import get_supported_tasks
+from transformers.pipelines.base import pad_collate_fn
+
+from hf_bahdanau import BahdanauConfig, BahdanauForConditionalGeneration
+from hf_bahdanau.pipelines import (
+    TASK,
+    TranslationPipeline,
+    register_pipeline,
+    save_for_pipeline,
+    translate_with_attention,
+)
+from hf_bahdanau.tokenization import train_tokenizer
+
+SUBJECTS = ["i", "you", "we", "they", "the cat"]
+VERBS = ["see", "like", "want", "have", "need"]
+OBJECTS = ["the dog .", "green tea .", "a red house ."]
+CORPUS = [" ".join(words) for words in itertools.product(SUBJECTS, VERBS, OBJECTS)][:50]
+TEXTS = ["i see the dog .", "we like green tea .", "the cat wants a red house and green tea .", "you .", "they need"]
+MAX_NEW = 6
+
+
+def make_tokenizer(**attributes):
+    tokenizer = train_tokenizer(CORPUS, None, model="word", min_freq=1)
+    for name, value in attributes.items():
+        setattr(tokenizer, name, value)
+    return tokenizer
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return make_tokenizer()
+
+
+@pytest.fixture(scope="module")
+def model(tokenizer):
+    torch.manual_seed(0)
+    config = BahdanauConfig(vocab_size=len(tokenizer), embedding_size=16, hidden_size=16)
+    return BahdanauForConditionalGeneration(config).eval()
+
+
+@pytest.fixture(scope="module")
+def pipe(model, tokenizer):
+    return pipeline(TASK, model=model, tokenizer=tokenizer, max_new_tokens=MAX_NEW)
+
+
+def by_hand(model, tokenizer, text, **generate_kwargs):
+    """Reference translation: tokenizer -> model.generate -> decode."""
+    inputs = tokenizer(text, return_tensors="pt")
+    output = model.generate(**inputs, max_new_tokens=MAX_NEW, pad_token_id=tokenizer.pad_token_id, **generate_kwargs)
+    return tokenizer.decode(output[0], skip_special_tokens=True)
+
+
+# ---- output format, batching, generation parameters -----------------------------------------------------
+
+
+def test_registered_task(pipe):
+    register_pipeline()  # idempotent
+    assert TASK in get_supported_tasks()
+    assert isinstance(pipe, TranslationPipeline) and pipe.task == TASK
+
+
+def test_output_format_for_string_and_list(pipe):
+    single = pipe(TEXTS[0])
+    assert isinstance(single, list) and len(single) == 1 and set(single[0]) == {"translation_text"}
+    assert isinstance(single[0]["translation_text"], str)
+    many = pipe(TEXTS[:2])
+    assert isinstance(many, list) and len(many) == 2
+    assert all(isinstance(result, dict) and set(result) == {"translation_text"} for result in many)
+    assert many[0] == single[0]
+    assert pipe([]) == []
+
+
+def test_rejects_non_strings(pipe):
+    with pytest.raises(TypeError):
+        pipe([TEXTS[0], 3])
+    with pytest.raises(TypeError):
+        pipe(5)
+
+
+def test_matches_generate_by_hand(pipe, model, tokenizer):
+    expected = [by_hand(model, tokenizer, text) for text in TEXTS]  # the model's defaults: 4 beams
+    assert [result["translation_text"] for result in pipe(TEXTS)] == expected
+
+
+def test_batching_matches_one_by_one(pipe):
+    one_by_one = [pipe(text)[0] for text in TEXTS]
+    assert pipe(TEXTS, batch_size=2) == one_by_one
+    assert pipe(TEXTS, batch_size=5, num_beams=1) == [pipe(text, num_beams=1)[0] for text in TEXTS]
+
+
+def test_generate_kwargs_pass_through(pipe, model, tokenizer):
+    for result in pipe(TEXTS, max_new_tokens=1, batch_size=2):
+        assert len(result["translation_text"].split()) <= 1
+    expected = [by_hand(model, tokenizer, text, num_beams=3) for text in TEXTS]
+    assert [result["translation_text"] for result in pipe(TEXTS, num_beams=3)] == expected
+    # Parameters given at construction apply to every call; a call's own parameters win.
+    short = pipeline(TASK, model=model, tokenizer=tokenizer, max_new_tokens=1)
+    assert all(len(result["translation_text"].split()) <= 1 for result in short(TEXTS))
+    assert short(TEXTS[2], max_new_tokens=MAX_NEW) == pipe(TEXTS[2])
+
+
+def test_num_return_sequences_gives_lists(pipe):
+    results = pipe(TEXTS[:2], num_beams=3, num_return_sequences=2, batch_size=2)
+    assert len(results) == 2 and all(len(result) == 2 for result in results)
+    assert results[0][0] == pipe(TEXTS[0], num_beams=3)[0]
+    assert len(pipe(TEXTS[0], num_beams=3, num_return_sequences=3)) == 3
+
+
+# ---- empty, over-long and padded inputs ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("batch_size", [1, 2, 4])
+def test_empty_strings_skip_the_model(pipe, monkeypatch, batch_size):
+    expected = [pipe(text)[0] for text in TEXTS[:2]]
+    rows = []
+    generate = pipe.model.generate
+
+    def spy(*args, **kwargs):
+        rows.append(kwargs["attention_mask"].shape[0])
+        return generate(*args, **kwargs)
+
+    monkeypatch.setattr(pipe.model, "generate", spy)
+    results = pipe([TEXTS[0], "", TEXTS[1], "   "], batch_size=batch_size)
+    assert results == [expected[0], {"translation_text": ""}, expected[1], {"translation_text": ""}]
+    assert sum(rows) == 2  # only the two real sentences reached the model
+    rows.clear()
+    assert pipe(["", ""], batch_size=batch_size) == [{"translation_text": ""}] * 2
+    assert pipe("") == [{"translation_text": ""}]
+    assert rows == []
+
+
+def test_overlong_input_is_truncated_with_a_warning(model, caplog):
+    tokenizer = make_tokenizer(model_max_length=4)
+    truncating = pipeline(TASK, model=model, tokenizer=tokenizer, max_new_tokens=MAX_NEW)
+    text = TEXTS[2]  # 11 tokens with </s>
+    with caplog.at_level(logging.WARNING, logger="hf_bahdanau.pipelines"):
+        result = truncating(text)
+    assert "truncated to the tokenizer's model_max_length of 4" in caplog.text
+    inputs = tokenizer(text, truncation=True, max_length=4, return_tensors="pt")
+    assert inputs["input_ids"].shape == (1, 4)
+    output = model.generate(**inputs, max_new_tokens=MAX_NEW)
+    assert result == [{"translation_text": tokenizer.decode(output[0], skip_special_tokens=True)}]
+
+
+def test_left_padding_equals_right_padding(model, pipe):
+    left = pipeline(TASK, model=model, tokenizer=make_tokenizer(padding_side="left"), max_new_tokens=MAX_NEW)
+    inputs = pad_collate_fn(left.tokenizer, None)([left.preprocess(text) for text in TEXTS])  # the pipeline's
+    assert not inputs["attention_mask"][:, 0].all() and inputs["attention_mask"][:, -1].all()  # left-padded
+    for kwargs in ({}, {"num_beams": 1}):
+        assert left(TEXTS, batch_size=len(TEXTS), **kwargs) == pipe(TEXTS, batch_size=len(TEXTS), **kwargs)
+        assert left(TEXTS, batch_size=len(TEXTS), **kwargs) == [pipe(text, **kwargs)[0] for text in TEXTS]
+
+
+# ---- saving and loading ---------------------------------------------------------------------------------------
+
+
+def test_save_for_pipeline_writes_code_and_config(model, tokenizer, pipe, tmp_path):
+    folder = save_for_pipeline(model, tokenizer, tmp_path / "saved")
+    assert {"pipelines.py", "modeling_bahdanau.py", "model.safetensors", "tokenizer.json"} <= set(os.listdir(folder))
+    config = json.loads((folder / "config.json").read_text())
+    assert config["custom_pipelines"] == {
+        TASK: {"impl": "pipelines.TranslationPipeline", "pt": ["AutoModelForSeq2SeqLM"], "type": "text"}
+    }
+    assert "AutoModelForSeq2SeqLM" in config["auto_map"]
+    assert not hasattr(model.config, "custom_pipelines")  # only the saved copy names the pipeline
+    imported = {  # the remote code imports nothing of this package, not even relatively
+        (
+            getattr(node, "level", 0),
+            (node.module if isinstance(node, ast.ImportFrom) else node.names[0].name).split(".")[0],
+        )
+        for node in ast.walk(ast.parse((folder / "pipelines.py").read_text()))
+        if isinstance(node, (ast.Import, ast.ImportFrom))
+    }
+    assert {module for level, module in imported} <= {
+        "__future__",
+        "logging",
+        "os",
+        "pathlib",
+        "typing",
+        "torch",
+        "transformers",
+    }
+    assert all(level == 0 for level, _ in imported)
+    # In-process: a config naming a custom pipeline needs the class (or trust_remote_code) in transformers 5.
+    loaded = pipeline(TASK, model=str(folder), pipeline_class=TranslationPipeline, max_new_tokens=MAX_NEW)
+    assert type(loaded.model) is BahdanauForConditionalGeneration
+    assert loaded(TEXTS, batch_size=2) == pipe(TEXTS)
+
+
+def test_remote_code_pipeline_without_the_package(model, tokenizer, pipe, tmp_path):
+    folder = save_for_pipeline(model, tokenizer, tmp_path / "saved")
+    texts = [TEXTS[0], "", TEXTS[2], TEXTS[3]]
+    expected = pipe(texts, batch_size=2)
+    script = textwrap.dedent(
+        f"""
+        import json, sys
+        sys.modules["hf_bahdanau"] = None  # as if the package were not installed
+        from transformers import pipeline
+        pipe = pipeline({TASK!r}, model={str(folder)!r}, trust_remote_code=True, max_new_tokens={MAX_NEW})
+        assert type(pipe).__module__.startswith("transformers_modules"), type(pipe).__module__
+        assert type(pipe.model).__module__.startswith("transformers_modules"), type(pipe.model).__module__
+        print(json.dumps(pipe({texts!r}, batch_size=2)))
+        """
+    )
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf_home"), "PYTHONPATH": ""}
+    result = subprocess.run(
+        [sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert json.loads(result.stdout.strip().splitlines()[-1]) == expected
+
+
+# ---- attention weights ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("num_beams", [1, 3])
+def test_translate_with_attention(model, tokenizer, pipe, num_beams):
+    text = TEXTS[1]
+    translation, source, target, weights = translate_with_attention(
+        model, tokenizer, text, num_beams=num_beams, max_new_tokens=MAX_NEW
+    )
+    assert translation == pipe(text, num_beams=num_beams)[0]["translation_text"]
+    assert source == tokenizer.convert_ids_to_tokens(tokenizer(text)["input_ids"])
+    assert weights.shape == (len(target), len(source)) and 1 <= len(target) <= MAX_NEW
+    torch.testing.assert_close(weights.sum(-1), torch.ones(len(target)))
+    assert translation == tokenizer.convert_tokens_to_string(
+        [token for token in target if token not in tokenizer.all_special_tokens]
+    )
+
+
+def test_attention_matches_generate_cross_attentions(model, tokenizer):
+    """Greedy: the teacher-forced weights are those `generate` reports step by step."""
+    text = TEXTS[2]
+    _, _, target, weights = translate_with_attention(model, tokenizer, text, num_beams=1, max_new_tokens=MAX_NEW)
+    output = model.generate(
+        **tokenizer(text, return_tensors="pt"),
+        num_beams=1,
+        max_new_tokens=MAX_NEW,
+        return_dict_in_generate=True,
+        output_attentions=True,
+    )
+    steps = torch.cat([step[0][0, 0] for step in output.cross_attentions])  # steps x (batch, 1, 1, src) -> (tgt, src)
+    torch.testing.assert_close(weights, steps[: len(target)])
+
+
+def test_attention_rejects_empty_text(model, tokenizer):
+    with pytest.raises(ValueError, match="empty"):
+        translate_with_attention(model, tokenizer, "  ")
