@@ -176,14 +176,10 @@ class BahdanauEncoder(nn.Module):
         )
 
 
-def _check_source(
-    input_ids: torch.Tensor, attention_mask: torch.Tensor | None, vocab_size: int
-) -> torch.Tensor:
+def _check_source(input_ids: torch.Tensor, attention_mask: torch.Tensor | None, vocab_size: int) -> torch.Tensor:
     """Validate the source batch; return the mask as booleans `(batch, src_len)`."""
     if input_ids.dim() != 2 or input_ids.numel() == 0:
-        raise ValueError(
-            f"input_ids must be a non-empty (batch, src_len) tensor, got shape {tuple(input_ids.shape)}"
-        )
+        raise ValueError(f"input_ids must be a non-empty (batch, src_len) tensor, got shape {tuple(input_ids.shape)}")
     _check_ids("input_ids", input_ids, vocab_size)
     if attention_mask is None:
         return torch.ones_like(input_ids, dtype=torch.bool)
@@ -194,9 +190,7 @@ def _check_source(
     mask = attention_mask.bool()
     empty = (~mask.any(1)).nonzero().flatten()
     if empty.numel():
-        raise ValueError(
-            f"source sequence(s) {empty.tolist()} have no token: attention_mask is all zeros there"
-        )
+        raise ValueError(f"source sequence(s) {empty.tolist()} have no token: attention_mask is all zeros there")
     return mask
 
 
@@ -305,7 +299,7 @@ class BahdanauForConditionalGeneration(BahdanauPreTrainedModel, GenerationMixin)
             self._tied_weights_keys["encoder.embed_tokens.weight"] = "decoder.embed_tokens.weight"
         self.post_init()
         # Translation defaults (the model config holds no generation settings in transformers 5).
-        self.generation_config.max_length = 128
+        self.generation_config.max_new_tokens = 128
         self.generation_config.num_beams = 4
 
     @classmethod
@@ -382,9 +376,7 @@ class BahdanauForConditionalGeneration(BahdanauPreTrainedModel, GenerationMixin)
         With `past_key_values` (the state returned by the previous call) only the new decoder tokens are read.
         `num_items_in_batch` (from the Trainer) makes the loss a sum divided by it, for gradient accumulation.
         """
-        output_attentions = (
-            output_attentions if output_attentions is not None else self.config.output_attentions
-        )
+        output_attentions = output_attentions if output_attentions is not None else self.config.output_attentions
         output_hidden_states = (
             output_hidden_states if output_hidden_states is not None else self.config.output_hidden_states
         )
@@ -400,25 +392,24 @@ class BahdanauForConditionalGeneration(BahdanauPreTrainedModel, GenerationMixin)
         if encoder_outputs is None:
             if input_ids is None:
                 raise ValueError("pass input_ids or encoder_outputs")
-            encoder_outputs = self.encoder(
-                input_ids, attention_mask, output_hidden_states=output_hidden_states
-            )
+            encoder_outputs = self.encoder(input_ids, attention_mask, output_hidden_states=output_hidden_states)
         elif not isinstance(encoder_outputs, BahdanauEncoderOutput):
             encoder_outputs = BahdanauEncoderOutput(*encoder_outputs)
         source = encoder_outputs.last_hidden_state  # (batch, src_len, encoder_output_size)
         source_mask = (
-            attention_mask.bool()
-            if attention_mask is not None
-            else source.new_ones(source.shape[:2], dtype=torch.bool)
+            attention_mask.bool() if attention_mask is not None else source.new_ones(source.shape[:2], dtype=torch.bool)
         )
-        state = (
-            past_key_values if past_key_values is not None else self.decoder.initial_state(encoder_outputs)
-        )
+        state = past_key_values if past_key_values is not None else self.decoder.initial_state(encoder_outputs)
 
-        decoder_out, state, weights = self.decoder(
-            decoder_input_ids, source, source_mask, state, output_attentions=output_attentions
-        )
-        logits = self.lm_head(decoder_out)  # (batch, tgt_len, vocab)
+        if self.training and self.config.teacher_forcing_ratio < 1.0:
+            decoder_out, logits, state, weights = self._decode_with_scheduled_sampling(
+                decoder_input_ids, source, source_mask, state, output_attentions
+            )
+        else:
+            decoder_out, state, weights = self.decoder(
+                decoder_input_ids, source, source_mask, state, output_attentions=output_attentions
+            )
+            logits = self.lm_head(decoder_out)  # (batch, tgt_len, vocab)
 
         loss = None
         if labels is not None:
@@ -432,6 +423,32 @@ class BahdanauForConditionalGeneration(BahdanauPreTrainedModel, GenerationMixin)
             encoder_last_hidden_state=source,
             encoder_hidden_states=encoder_outputs.hidden_states,
         )
+
+    def _decode_with_scheduled_sampling(
+        self,
+        decoder_input_ids: torch.LongTensor,  # (batch, tgt_len)
+        source: torch.Tensor,  # (batch, src_len, encoder_output_size)
+        source_mask: torch.Tensor,  # (batch, src_len)
+        state: BahdanauDecoderState,
+        output_attentions: bool,
+    ) -> tuple[torch.Tensor, torch.Tensor, BahdanauDecoderState, torch.Tensor | None]:
+        """Scheduled sampling: after the first step, each sequence is fed its gold previous token with probability
+        `teacher_forcing_ratio`, else the model's own greedy prediction. Returns outputs, logits, state, weights."""
+        outputs, logits, weights = [], [], []
+        step_input = decoder_input_ids[:, :1]  # (batch, 1)
+        for step in range(decoder_input_ids.shape[1]):
+            output, state, step_weights = self.decoder(
+                step_input, source, source_mask, state, output_attentions=output_attentions
+            )
+            outputs.append(output)
+            logits.append(self.lm_head(output))  # (batch, 1, vocab)
+            weights.append(step_weights)
+            if step + 1 < decoder_input_ids.shape[1]:
+                gold = decoder_input_ids[:, step + 1 : step + 2]
+                use_gold = torch.rand(gold.shape, device=gold.device) < self.config.teacher_forcing_ratio
+                step_input = torch.where(use_gold, gold, logits[-1].argmax(-1))
+        attention = torch.cat(weights, dim=1) if output_attentions else None
+        return torch.cat(outputs, dim=1), torch.cat(logits, dim=1), state, attention
 
     def _loss(
         self, logits: torch.Tensor, labels: torch.Tensor, num_items_in_batch: int | torch.Tensor | None

@@ -152,9 +152,7 @@ def test_cross_attentions_shape_and_masking():
     src = random_ids(2, 6)
     mask = torch.ones(2, 6, dtype=torch.long)
     mask[1, 4:] = 0
-    out = model(
-        input_ids=src, attention_mask=mask, decoder_input_ids=random_ids(2, 3), output_attentions=True
-    )
+    out = model(input_ids=src, attention_mask=mask, decoder_input_ids=random_ids(2, 3), output_attentions=True)
     (weights,) = out.cross_attentions
     assert weights.shape == (2, 1, 3, 6)
     torch.testing.assert_close(weights.sum(-1), torch.ones(2, 1, 3))
@@ -336,7 +334,7 @@ def test_generate_returns_attention_of_every_step():
 
 def test_generation_defaults_live_in_generation_config():
     model = make_model()
-    assert model.generation_config.num_beams == 4 and model.generation_config.max_length == 128
+    assert model.generation_config.num_beams == 4 and model.generation_config.max_new_tokens == 128
     assert "num_beams" not in model.config.to_dict()
 
 
@@ -359,6 +357,27 @@ def test_tiny_model_learns_to_copy():
     src = torch.randint(3, 12, (16, 5), generator=generator)
     out = model.generate(src, generation_config=greedy_config(max_new_tokens=7))
     assert (out[:, 1:6] == src).float().mean() > 0.9
+
+
+def test_scheduled_sampling_feeds_own_predictions_in_training_only():
+    src, tgt = random_ids(3, 6), random_ids(3, 5, seed=4)
+    always_own = make_model(teacher_forcing_ratio=0.0).train()  # dropout is 0: train mode is deterministic
+    own_logits = always_own(input_ids=src, decoder_input_ids=tgt).logits
+    # the reference: teacher forcing on the start token followed by the model's own greedy choices
+    fed = tgt[:, :1]
+    for _ in range(tgt.shape[1] - 1):
+        fed = torch.cat([fed, always_own(input_ids=src, decoder_input_ids=fed).logits[:, -1:].argmax(-1)], dim=1)
+    torch.testing.assert_close(own_logits, always_own(input_ids=src, decoder_input_ids=fed).logits)
+    assert not torch.equal(fed[:, 1:], tgt[:, 1:])
+    always_gold = make_model(teacher_forcing_ratio=1.0).train()
+    torch.testing.assert_close(
+        always_gold(input_ids=src, decoder_input_ids=tgt).logits,
+        always_own.eval()(input_ids=src, decoder_input_ids=tgt).logits,
+    )  # eval mode always teacher-forces, whatever the ratio
+    mixed = make_model(teacher_forcing_ratio=0.5).train()
+    loss = mixed(input_ids=src, labels=tgt).loss
+    loss.backward()
+    assert mixed.encoder.embed_tokens.weight.grad.abs().sum() > 0
 
 
 # ---- saving, loading, Auto classes, remote code ------------------------------------------------------------
@@ -444,9 +463,7 @@ def test_model_to_dtype(dtype):
     converted = model.to(dtype)
     logits = converted(input_ids=src, decoder_input_ids=tgt).logits
     assert logits.dtype == dtype
-    torch.testing.assert_close(
-        logits.float(), reference, atol=0.1 if dtype == torch.bfloat16 else 1e-5, rtol=0.05
-    )
+    torch.testing.assert_close(logits.float(), reference, atol=0.1 if dtype == torch.bfloat16 else 1e-5, rtol=0.05)
     assert converted.generate(src, max_new_tokens=4).shape[0] == 2
 
 
@@ -482,13 +499,9 @@ def test_bad_inputs_raise_clear_errors(tmp_path):
             input_ids=torch.zeros(1, 0, dtype=torch.long),
             decoder_input_ids=torch.ones(1, 1, dtype=torch.long),
         )
-    with pytest.raises(
-        ValueError, match=r"attention_mask has shape \(2, 4\) but input_ids has shape \(2, 5\)"
-    ):
+    with pytest.raises(ValueError, match=r"attention_mask has shape \(2, 4\) but input_ids has shape \(2, 5\)"):
         model(input_ids=random_ids(2, 5), attention_mask=torch.ones(2, 4), decoder_input_ids=random_ids(2, 2))
-    with pytest.raises(
-        ValueError, match=rf"input_ids holds ids in \[3, {VOCAB + 7}\], outside the vocabulary"
-    ):
+    with pytest.raises(ValueError, match=rf"input_ids holds ids in \[3, {VOCAB + 7}\], outside the vocabulary"):
         model(input_ids=torch.tensor([[3, VOCAB + 7]]), decoder_input_ids=torch.ones(1, 1, dtype=torch.long))
     with pytest.raises(ValueError, match="decoder_input_ids holds ids"):
         model(input_ids=torch.tensor([[3, 4]]), decoder_input_ids=torch.tensor([[1, -5]]))
