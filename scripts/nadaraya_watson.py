@@ -21,9 +21,7 @@ logger = logging.getLogger("nadaraya_watson")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--output-dir", type=Path, default=Path("outputs/nadaraya_watson"))
     parser.add_argument("--seed", type=int, default=0, help="seeds the data and the initial width w")
     parser.add_argument("--epochs", type=int, default=5)

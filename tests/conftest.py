@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import tempfile
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -42,3 +44,12 @@ def tatoeba_tsv(data_dir: Path) -> Path:
     if not path.is_file():
         pytest.skip(f"{path} not found")
     return path
+
+
+@pytest.fixture(scope="session")
+def d2l() -> ModuleType:
+    """`scripts/d2l_reference.py`: d2l's own code, the reference our maths is checked against."""
+    spec = importlib.util.spec_from_file_location("d2l_reference", REPO_ROOT / "scripts" / "d2l_reference.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -4,7 +4,6 @@ import math
 
 import pytest
 import torch
-from torch import nn
 
 from hf_bahdanau.attention import (
     AdditiveAttention,
@@ -15,73 +14,36 @@ from hf_bahdanau.attention import (
     masked_softmax,
 )
 
-# ---- d2l reference (Dive into Deep Learning, PyTorch edition) -------------------------------------------
+# ---- d2l reference helpers (the book's code is in scripts/d2l_reference.py, the `d2l` fixture) --------------
 
 
-def d2l_sequence_mask(X, valid_len, value=0):
-    maxlen = X.size(1)
-    mask = torch.arange(maxlen, dtype=torch.float32, device=X.device)[None, :] < valid_len[:, None]
-    X[~mask] = value
-    return X
-
-
-def d2l_masked_softmax(X, valid_lens):
-    if valid_lens is None:
-        return nn.functional.softmax(X, dim=-1)
-    shape = X.shape
-    if valid_lens.dim() == 1:
-        valid_lens = torch.repeat_interleave(valid_lens, shape[1])
-    else:
-        valid_lens = valid_lens.reshape(-1)
-    X = d2l_sequence_mask(X.reshape(-1, shape[-1]), valid_lens, value=-1e6)
-    return nn.functional.softmax(X.reshape(shape), dim=-1)
-
-
-def d2l_additive(W_k, W_q, w_v, queries, keys, values, valid_lens):
-    queries, keys = W_q(queries), W_k(keys)
-    features = torch.tanh(queries.unsqueeze(2) + keys.unsqueeze(1))
-    scores = w_v(features).squeeze(-1)
-    return torch.bmm(d2l_masked_softmax(scores, valid_lens), values)
-
-
-def d2l_transpose_qkv(X, num_heads):
-    X = X.reshape(X.shape[0], X.shape[1], num_heads, -1).permute(0, 2, 1, 3)
-    return X.reshape(-1, X.shape[2], X.shape[3])
-
-
-def d2l_transpose_output(X, num_heads):
-    X = X.reshape(-1, num_heads, X.shape[1], X.shape[2]).permute(0, 2, 1, 3)
-    return X.reshape(X.shape[0], X.shape[1], -1)
-
-
-def d2l_multihead(mha, queries, keys, values, valid_lens):
+def d2l_multihead(d2l, mha, queries, keys, values, valid_lens):
+    """d2l's `MultiHeadAttention.forward` with the projections of our `mha`."""
     h = mha.num_heads
-    q, k, v = (
-        d2l_transpose_qkv(W(x), h) for W, x in ((mha.W_q, queries), (mha.W_k, keys), (mha.W_v, values))
-    )
+    q, k, v = (d2l.transpose_qkv(W(x), h) for W, x in ((mha.W_q, queries), (mha.W_k, keys), (mha.W_v, values)))
     valid_lens = torch.repeat_interleave(valid_lens, repeats=h, dim=0)
     scores = torch.bmm(q, k.transpose(1, 2)) / math.sqrt(q.shape[-1])
-    out = torch.bmm(d2l_masked_softmax(scores, valid_lens), v)
-    return mha.W_o(d2l_transpose_output(out, h))
+    out = torch.bmm(d2l.masked_softmax(scores, valid_lens), v)
+    return mha.W_o(d2l.transpose_output(out, h))
 
 
 # ---- masked_softmax ---------------------------------------------------------------------------------------
 
 
-def test_masked_softmax_1d_lengths_match_d2l_and_zero_past_length():
+def test_masked_softmax_1d_lengths_match_d2l_and_zero_past_length(d2l):
     X = torch.rand(2, 2, 4)
     out = masked_softmax(X, torch.tensor([2, 3]))
-    torch.testing.assert_close(out, d2l_masked_softmax(X.clone(), torch.tensor([2, 3])))
+    torch.testing.assert_close(out, d2l.masked_softmax(X.clone(), torch.tensor([2, 3])))
     torch.testing.assert_close(out.sum(-1), torch.ones(2, 2))
     assert torch.all(out[0, :, 2:] == 0) and torch.all(out[1, :, 3:] == 0)
     assert torch.all(out[0, :, :2] > 0)
 
 
-def test_masked_softmax_2d_lengths_per_query():
+def test_masked_softmax_2d_lengths_per_query(d2l):
     X = torch.rand(2, 2, 4)
     lens = torch.tensor([[1, 3], [2, 4]])
     out = masked_softmax(X, lens)
-    torch.testing.assert_close(out, d2l_masked_softmax(X.clone(), lens))
+    torch.testing.assert_close(out, d2l.masked_softmax(X.clone(), lens))
     assert out[0, 0, 0] == 1 and torch.all(out[0, 0, 1:] == 0)
     assert torch.all(out[1, 1] > 0)
 
@@ -146,7 +108,7 @@ def test_dot_product_attention_reproduces_chapter():
     assert torch.all(weights[0, 0, 2:] == 0) and torch.all(weights[1, 0, 6:] == 0)
 
 
-def test_additive_attention_reproduces_chapter_and_d2l():
+def test_additive_attention_reproduces_chapter_and_d2l(d2l):
     keys, values, valid_lens = chapter_inputs()
     queries = torch.normal(0, 1, (2, 1, 20))
     attention = AdditiveAttention(key_size=2, query_size=20, num_hiddens=8, dropout=0.1).eval()
@@ -154,7 +116,9 @@ def test_additive_attention_reproduces_chapter_and_d2l():
     # all keys equal -> uniform weights over the valid keys, as the chapter prints
     torch.testing.assert_close(out, torch.tensor([[[2.0, 3.0, 4.0, 5.0]], [[10.0, 11.0, 12.0, 13.0]]]))
     keys = torch.randn(2, 10, 2)
-    expected = d2l_additive(attention.W_k, attention.W_q, attention.w_v, queries, keys, values, valid_lens)
+    reference = d2l.AdditiveAttention(2, 20, 8, dropout=0.0)
+    reference.load_state_dict(attention.state_dict())
+    expected = reference(queries, keys, values, valid_lens)
     torch.testing.assert_close(attention(queries, keys, values, valid_lens), expected)
 
 
@@ -208,14 +172,14 @@ def test_shape_mismatches_name_both_shapes():
 # ---- multi-head attention ----------------------------------------------------------------------------------
 
 
-def test_multihead_shape_and_d2l_equivalence():
+def test_multihead_shape_and_d2l_equivalence(d2l):
     num_hiddens, num_heads = 100, 5
     mha = MultiHeadAttention(num_hiddens, num_hiddens, num_hiddens, num_hiddens, num_heads, 0.5).eval()
     X, Y = torch.ones(2, 4, num_hiddens), torch.ones(2, 6, num_hiddens)
     valid_lens = torch.tensor([3, 2])
     assert mha(X, Y, Y, valid_lens).shape == (2, 4, 100)  # the chapter's printed shape
     X, Y = torch.randn(2, 4, num_hiddens), torch.randn(2, 6, num_hiddens)
-    expected = d2l_multihead(mha, X, Y, Y, valid_lens)
+    expected = d2l_multihead(d2l, mha, X, Y, Y, valid_lens)
     torch.testing.assert_close(mha(X, Y, Y, valid_lens), expected)
     assert mha.attention_weights.shape == (2 * num_heads, 4, 6)
     torch.testing.assert_close(mha(X, Y, Y, valid_lens, need_weights=False), expected, atol=1e-5, rtol=1e-5)

@@ -95,9 +95,7 @@ def test_parametric_with_w_one_equals_nonparametric_and_keys_broadcast(data):
 
 def test_gradient_reaches_w(data):
     model = NWKernelRegression(init_w=2.0)
-    loss = (
-        (model(data.x_train, leave_one_out(data.x_train), leave_one_out(data.y_train)) - data.y_train) ** 2
-    ).sum()
+    loss = ((model(data.x_train, leave_one_out(data.x_train), leave_one_out(data.y_train)) - data.y_train) ** 2).sum()
     loss.backward()
     assert model.w.grad is not None and model.w.grad.abs().item() > 0
 

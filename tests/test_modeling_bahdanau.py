@@ -12,7 +12,6 @@ from torch import nn
 from transformers import AutoConfig, AutoModelForSeq2SeqLM, GenerationConfig
 
 from hf_bahdanau import BahdanauConfig, BahdanauForConditionalGeneration
-from hf_bahdanau.attention import masked_softmax
 
 VOCAB = 40
 
@@ -34,62 +33,24 @@ def random_ids(*shape, seed=0):
     return torch.randint(3, VOCAB, shape, generator=torch.Generator().manual_seed(seed))
 
 
-# ---- d2l reference, as in the book's "Bahdanau Attention" section (time-major, valid_lens masking) ----------
+# ---- d2l equivalence (the book's code is in scripts/d2l_reference.py, the `d2l` fixture) ------------------
 
 
-class D2lAdditiveAttention(nn.Module):
-    def __init__(self, num_hiddens):
-        super().__init__()
-        self.W_k = nn.Linear(num_hiddens, num_hiddens, bias=False)
-        self.W_q = nn.Linear(num_hiddens, num_hiddens, bias=False)
-        self.w_v = nn.Linear(num_hiddens, 1, bias=False)
-
-    def forward(self, queries, keys, values, valid_lens):
-        queries, keys = self.W_q(queries), self.W_k(keys)
-        features = torch.tanh(queries.unsqueeze(2) + keys.unsqueeze(1))
-        scores = self.w_v(features).squeeze(-1)
-        return torch.bmm(masked_softmax(scores, valid_lens), values)
-
-
-class D2lSeq2Seq(nn.Module):
-    def __init__(self, vocab_size, embed_size, num_hiddens, num_layers):
-        super().__init__()
-        self.enc_embedding = nn.Embedding(vocab_size, embed_size)
-        self.enc_rnn = nn.GRU(embed_size, num_hiddens, num_layers)
-        self.attention = D2lAdditiveAttention(num_hiddens)
-        self.dec_embedding = nn.Embedding(vocab_size, embed_size)
-        self.dec_rnn = nn.GRU(embed_size + num_hiddens, num_hiddens, num_layers)
-        self.dense = nn.Linear(num_hiddens, vocab_size)
-
-    def forward(self, src, tgt, enc_valid_lens):
-        enc_outputs, hidden_state = self.enc_rnn(self.enc_embedding(src.t()))
-        enc_outputs = enc_outputs.permute(1, 0, 2)
-        outputs = []
-        for x in self.dec_embedding(tgt).permute(1, 0, 2):
-            query = torch.unsqueeze(hidden_state[-1], dim=1)
-            context = self.attention(query, enc_outputs, enc_outputs, enc_valid_lens)
-            x = torch.cat((context, torch.unsqueeze(x, dim=1)), dim=-1)
-            out, hidden_state = self.dec_rnn(x.permute(1, 0, 2), hidden_state)
-            outputs.append(out)
-        return self.dense(torch.cat(outputs, dim=0)).permute(1, 0, 2)
-
-
-def test_default_model_is_the_d2l_model():
+def test_default_model_is_the_d2l_model(d2l):
     model = make_model(embedding_size=10, hidden_size=14)
-    reference = D2lSeq2Seq(VOCAB, 10, 14, 2).eval()
-    pairs = {
-        "enc_embedding": model.encoder.embed_tokens,
-        "enc_rnn": model.encoder.rnn,
-        "attention": model.decoder.attention,
-        "dec_embedding": model.decoder.embed_tokens,
-        "dec_rnn": model.decoder.rnn,
-        "dense": model.lm_head,
-    }
-    for name, module in pairs.items():
-        getattr(reference, name).load_state_dict(module.state_dict())
+    net = d2l.d2l_model(VOCAB, 10, 14, 2, 0.0).eval()
+    d2l.copy_weights(model, net)
     src, tgt = random_ids(3, 7), random_ids(3, 5, seed=1)
-    expected = reference(src, tgt, torch.tensor([7, 7, 7]))
-    torch.testing.assert_close(model(input_ids=src, decoder_input_ids=tgt).logits, expected)
+    with torch.no_grad():
+        torch.testing.assert_close(
+            net(src, tgt, torch.tensor([7, 7, 7])), model(input_ids=src, decoder_input_ids=tgt).logits
+        )
+    generated = model.generate(src, generation_config=greedy_config(max_new_tokens=6)).tolist()
+    for row in range(3):
+        tokens = generated[row][1:]  # without the start token, up to </s>
+        tokens = tokens[: tokens.index(2)] if 2 in tokens else tokens
+        assert d2l.predict_seq2seq(net, src[row], 6, stop_at_eos=True) == tokens
+        assert d2l.predict_seq2seq_batched(net, src, 6)[row, : len(tokens)].tolist() == tokens
 
 
 # ---- configuration ------------------------------------------------------------------------------------------
