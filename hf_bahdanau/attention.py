@@ -27,11 +27,7 @@ def _attention_mask(X: torch.Tensor, valid_lens: torch.Tensor) -> torch.Tensor:
     if valid_lens.dtype == torch.bool:
         if valid_lens.dim() == 2 and valid_lens.shape[1] == num_keys:  # (batch, keys)
             return valid_lens[:, None, :]
-        if (
-            valid_lens.dim() == 3
-            and valid_lens.shape[1] in (1, num_queries)
-            and valid_lens.shape[2] == num_keys
-        ):
+        if valid_lens.dim() == 3 and valid_lens.shape[1] in (1, num_queries) and valid_lens.shape[2] == num_keys:
             return valid_lens
         raise ValueError(
             f"boolean mask of shape {tuple(valid_lens.shape)} does not fit scores of shape {tuple(X.shape)}: "
