@@ -16,13 +16,13 @@ import torch.nn.functional as F
 from torch import nn
 
 
-def _attention_mask(X: torch.Tensor, valid_lens: torch.Tensor) -> torch.Tensor:
-    """A boolean mask broadcastable to ``X`` ``(batch, queries, keys)``: True where attention may look."""
-    batch, num_queries, num_keys = X.shape
+def _attention_mask(shape: torch.Size | tuple[int, int, int], valid_lens: torch.Tensor) -> torch.Tensor:
+    """A boolean mask broadcastable to scores of ``shape`` ``(batch, queries, keys)``: True where attention may look."""
+    batch, num_queries, num_keys = shape
     if valid_lens.shape[0] != batch:
         raise ValueError(
             f"valid_lens has batch size {valid_lens.shape[0]} (shape {tuple(valid_lens.shape)}) but the scores "
-            f"have batch size {batch} (shape {tuple(X.shape)})"
+            f"have batch size {batch} (shape {tuple(shape)})"
         )
     if valid_lens.dtype == torch.bool:
         if valid_lens.dim() == 2 and valid_lens.shape[1] == num_keys:  # (batch, keys)
@@ -30,7 +30,7 @@ def _attention_mask(X: torch.Tensor, valid_lens: torch.Tensor) -> torch.Tensor:
         if valid_lens.dim() == 3 and valid_lens.shape[1] in (1, num_queries) and valid_lens.shape[2] == num_keys:
             return valid_lens
         raise ValueError(
-            f"boolean mask of shape {tuple(valid_lens.shape)} does not fit scores of shape {tuple(X.shape)}: "
+            f"boolean mask of shape {tuple(valid_lens.shape)} does not fit scores of shape {tuple(shape)}: "
             "expected (batch, keys) or (batch, queries, keys)"
         )
     if valid_lens.dim() == 1:  # (batch,): one length per sequence
@@ -39,11 +39,11 @@ def _attention_mask(X: torch.Tensor, valid_lens: torch.Tensor) -> torch.Tensor:
         lens = valid_lens[:, :, None]
     else:
         raise ValueError(
-            f"valid_lens of shape {tuple(valid_lens.shape)} does not fit scores of shape {tuple(X.shape)}: "
+            f"valid_lens of shape {tuple(valid_lens.shape)} does not fit scores of shape {tuple(shape)}: "
             "expected (batch,) or (batch, queries)"
         )
-    positions = torch.arange(num_keys, device=X.device)  # (keys,)
-    return positions < lens.to(X.device)  # (batch, 1 | queries, keys)
+    positions = torch.arange(num_keys, device=valid_lens.device)  # (keys,)
+    return positions < lens  # (batch, 1 | queries, keys)
 
 
 def masked_softmax(X: torch.Tensor, valid_lens: torch.Tensor | None = None) -> torch.Tensor:
@@ -55,7 +55,7 @@ def masked_softmax(X: torch.Tensor, valid_lens: torch.Tensor | None = None) -> t
     """
     if valid_lens is None:
         return F.softmax(X, dim=-1)
-    mask = _attention_mask(X, valid_lens)
+    mask = _attention_mask(X.shape, valid_lens).to(X.device)
     scores = X.masked_fill(~mask, torch.finfo(X.dtype).min)
     return F.softmax(scores, dim=-1).masked_fill(~mask, 0.0)
 
@@ -224,8 +224,7 @@ class MultiHeadAttention(nn.Module):
         )
         mask = None
         if valid_lens is not None:
-            scores_shape = queries.new_empty(batch, num_queries, keys.shape[1])
-            mask = _attention_mask(scores_shape, valid_lens)  # (batch, 1 | queries, keys)
+            mask = _attention_mask((batch, num_queries, keys.shape[1]), valid_lens).to(queries.device)
         if need_weights:
             heads = batch * self.num_heads
             flat_mask = None if mask is None else mask.repeat_interleave(self.num_heads, dim=0)
@@ -238,11 +237,13 @@ class MultiHeadAttention(nn.Module):
             out = out.reshape(batch, self.num_heads, num_queries, -1)
         else:
             self.attention.attention_weights = None
-            sdpa_mask = None if mask is None else mask[:, None]  # (batch, 1, 1 | queries, keys)
+            empty = None if mask is None else ~mask.any(-1, keepdim=True)  # (batch, 1 | queries, 1): no valid key
+            # Fused kernels may give NaN for a row with no valid key: let it see every key, then zero its output.
+            sdpa_mask = None if mask is None else (mask | empty)[:, None]  # (batch, 1, 1 | queries, keys)
             dropout_p = self.attention.dropout.p if self.training else 0.0
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=sdpa_mask, dropout_p=dropout_p)
             if mask is not None:  # a query with no valid key attends to nothing, as masked_softmax does
-                out = out.masked_fill(~mask.any(-1)[:, None, :, None], 0.0)
+                out = out.masked_fill(empty[:, None], 0.0)
         return self.W_o(out.transpose(1, 2).reshape(batch, num_queries, -1))
 
 

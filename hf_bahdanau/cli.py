@@ -29,7 +29,15 @@ from transformers.tokenization_utils_base import PreTrainedTokenizerBase
 from .data import load_parallel_corpus
 from .metrics import load_metric
 from .pipelines import TranslationPipeline, translate_with_attention
-from .training import TRAINING_DEFAULTS, DataArguments, ModelArguments, RunArguments, check_tokenizer_matches, train
+from .training import (
+    TRAINING_DEFAULTS,
+    DataArguments,
+    ModelArguments,
+    RunArguments,
+    check_tokenizer_matches,
+    read_data_settings,
+    train,
+)
 from .visualization import show_heatmaps
 
 logger = logging.getLogger("hf_bahdanau")
@@ -68,12 +76,13 @@ def parse_train_args(argv: Sequence[str]) -> tuple:
     known, rest = pre.parse_known_args(argv)
     parser = HfArgumentParser(TRAIN_ARGUMENTS, prog="hf-bahdanau train")
     parser.set_defaults(**TRAINING_DEFAULTS)
-    if known.config:
-        parser.set_defaults(**_read_config_file(known.config))
-    model_args, data_args, training_args, run_args = parser.parse_args_into_dataclasses(rest)
-    if training_args.output_dir is None:
-        raise UsageError("train needs --output-dir")
-    return model_args, data_args, training_args, run_args
+    file_values = _read_config_file(known.config) if known.config else {}
+    parser.set_defaults(**file_values)
+    # TrainingArguments would fall back to ./trainer_output: make the choice explicit.
+    given = {arg.split("=")[0] for arg in rest} | {f"--{name}" for name in file_values}
+    if "-h" not in given and "--help" not in given and not given & {"--output_dir", "--output-dir"}:
+        raise UsageError("train needs --output-dir (on the command line or in the --config file)")
+    return tuple(parser.parse_args_into_dataclasses(rest))
 
 
 # ---- shared by evaluate and translate ---------------------------------------------------------------------
@@ -92,23 +101,22 @@ def load_translation_model(path: str) -> tuple[PreTrainedModel, PreTrainedTokeni
     return model, tokenizer
 
 
-def _generation_options(args: argparse.Namespace) -> dict:
-    options = {"num_beams": args.num_beams}
-    if args.max_new_tokens is not None:
-        options["max_new_tokens"] = args.max_new_tokens
-    return options
+def _generation_options(args: argparse.Namespace) -> dict[str, int]:
+    """The generation settings given on the command line; the rest come from the model's generation config."""
+    options = {"num_beams": args.num_beams, "max_new_tokens": args.max_new_tokens}
+    return {name: value for name, value in options.items() if value is not None}
 
 
 def _add_generation_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", required=True, help="A saved model folder (from `train`).")
-    parser.add_argument("--num-beams", "--num_beams", type=int, default=5)
-    parser.add_argument("--max-new-tokens", "--max_new_tokens", type=int, default=None)
+    parser.add_argument("--num-beams", "--num_beams", type=int, help="Default: the model's generation config.")
+    parser.add_argument("--max-new-tokens", "--max_new_tokens", type=int, help="Default: the model's.")
     parser.add_argument("--batch-size", "--batch_size", type=int, default=32)
 
 
 def translate_texts(
-    translator: TranslationPipeline, texts: Sequence[str], batch_size: int, progress: bool = False, **options
-) -> list[str]:  # noqa: ANN003
+    translator: TranslationPipeline, texts: Sequence[str], batch_size: int, progress: bool = False, **options: int
+) -> list[str]:
     """Translations of `texts`, in order, in batches, with a progress bar when asked."""
     outputs = []
     bar = tqdm(total=len(texts), desc="translating", unit="sent", disable=not progress)
@@ -125,13 +133,20 @@ def translate_texts(
 
 def run_evaluate(args: argparse.Namespace) -> None:
     model, tokenizer = load_translation_model(args.model)
+    # Unless told otherwise, read the corpus exactly as training did (same normalisation, hence the same split).
+    settings = read_data_settings(args.model)
+    data = args.data or settings.get("data")
     src_lang = args.src_lang or model.config.source_language
     tgt_lang = args.tgt_lang or model.config.target_language
+    if not data:
+        raise UsageError("the model does not record its corpus: pass --data")
     if not src_lang or not tgt_lang:
         raise UsageError("the model does not record its languages: pass --src-lang and --tgt-lang")
-    corpus = load_parallel_corpus(args.data, src_lang, tgt_lang, test_split=args.test_split)
+    normalize = args.d2l_normalize if args.d2l_normalize is not None else settings.get("d2l_normalize", False)
+    test_split = args.test_split or settings.get("test_split", "test_2016_flickr")
+    corpus = load_parallel_corpus(data, src_lang, tgt_lang, test_split=test_split, normalize=normalize)
     if args.split not in corpus:
-        raise UsageError(f"{args.data} has no {args.split!r} split (it has {', '.join(corpus)})")
+        raise UsageError(f"{data} has no {args.split!r} split (it has {', '.join(corpus)})")
     rows = corpus[args.split]
     if args.max_samples is not None:
         rows = rows.select(range(min(args.max_samples, len(rows))))
@@ -146,7 +161,8 @@ def run_evaluate(args: argparse.Namespace) -> None:
     sys.stdout.write(
         f"BLEU = {scores['bleu']:.2f}  ({scores['bleu_signature']})\n"
         f"chrF = {scores['chrf']:.2f}  ({scores['chrf_signature']})\n"
-        f"{len(hypotheses)} {args.split} sentences, {src_lang}->{tgt_lang}, beams {args.num_beams}; "
+        f"{len(hypotheses)} {args.split} sentences, {src_lang}->{tgt_lang}, "
+        f"beams {args.num_beams or model.generation_config.num_beams}; "
         f"hypotheses in {output}\n"
     )
 
@@ -166,33 +182,42 @@ def _interactive_lines(prompt: str) -> Iterable[str]:
         yield line
 
 
+def _write_heatmap(
+    model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, text: str, path: str, **options: int
+) -> str:
+    """Translate `text`, draw its attention (source tokens on x, generated tokens on y) to `path`; the translation."""
+    translation, source_tokens, target_tokens, weights = translate_with_attention(model, tokenizer, text, **options)
+    show_heatmaps(
+        weights,
+        xlabel="source tokens",
+        ylabel="generated tokens",
+        xticklabels=source_tokens,
+        yticklabels=target_tokens,
+        figsize=(max(3.0, 0.4 * len(source_tokens)), max(3.0, 0.4 * len(target_tokens))),
+        path=path,
+    )
+    logger.info("attention heatmap written to %s", path)
+    return translation
+
+
 def run_translate(args: argparse.Namespace) -> None:
     model, tokenizer = load_translation_model(args.model)
     translator = TranslationPipeline(model=model, tokenizer=tokenizer, device=model.device)
     options = _generation_options(args)
-    if args.heatmap:
-        if not args.text:
-            raise UsageError("--heatmap needs the sentence as an argument")
-        _, source_tokens, target_tokens, weights = translate_with_attention(model, tokenizer, args.text[0], **options)
-        show_heatmaps(
-            weights,
-            xlabel="source tokens",
-            ylabel="generated tokens",
-            xticklabels=source_tokens,
-            yticklabels=target_tokens,
-            figsize=(max(3.0, 0.4 * len(source_tokens)), max(3.0, 0.4 * len(target_tokens))),
-            path=args.heatmap,
-        )
-        logger.info("attention heatmap written to %s", args.heatmap)
+    if args.heatmap and not args.text:
+        raise UsageError("--heatmap needs the sentence as an argument")
     if args.text:
-        texts: Iterable[str] = args.text
+        texts = list(args.text)
+        first = [_write_heatmap(model, tokenizer, texts.pop(0), args.heatmap, **options)] if args.heatmap else []
+        translations = first + translate_texts(translator, texts, args.batch_size, **options)
     elif sys.stdin.isatty():
         for line in _interactive_lines(f"{model.config.source_language or 'source'} > "):
             sys.stdout.write(translate_texts(translator, [line], 1, **options)[0] + "\n")
         return
     else:
-        texts = [line.rstrip("\n") for line in sys.stdin]
-    for line in translate_texts(translator, list(texts), args.batch_size, **options):
+        texts = [line.rstrip("\r\n") for line in sys.stdin]
+        translations = translate_texts(translator, texts, args.batch_size, **options)
+    for line in translations:
         sys.stdout.write(line + "\n")
 
 
@@ -206,9 +231,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     evaluate = commands.add_parser("evaluate", help="translate a split and score it with sacreBLEU and chrF")
     _add_generation_arguments(evaluate)
-    evaluate.add_argument("--data", required=True, help="A corpus name, folder, file or Hub dataset.")
+    evaluate.add_argument("--data", help="A corpus name, folder, file or Hub dataset (default: the training corpus).")
     evaluate.add_argument("--split", default="test")
-    evaluate.add_argument("--test-split", "--test_split", default="test_2016_flickr")
+    evaluate.add_argument("--test-split", "--test_split", help="Which file of a folder is the test set.")
+    evaluate.add_argument(
+        "--d2l-normalize",
+        "--d2l_normalize",
+        action=argparse.BooleanOptionalAction,
+        help="d2l normalisation of the corpus (default: as in training).",
+    )
     evaluate.add_argument("--src-lang", "--src_lang")
     evaluate.add_argument("--tgt-lang", "--tgt_lang")
     evaluate.add_argument("--max-samples", "--max_samples", type=int)
@@ -235,7 +266,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             run_evaluate(args)
         else:
             run_translate(args)
-    except (UsageError, ValueError, FileNotFoundError, FileExistsError, RuntimeError) as error:
+    except (UsageError, ValueError, OSError) as error:  # the user's input; anything else is a bug: traceback
         logger.error("%s", error)
         return 1
     return 0

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from huggingface_hub.dataclasses import strict
 from transformers import PretrainedConfig
 
@@ -88,7 +90,7 @@ class BahdanauConfig(PretrainedConfig):
     eos_token_id: int | list[int] | None = 2
     decoder_start_token_id: int | None = 1
 
-    def __post_init__(self, **kwargs) -> None:
+    def __post_init__(self, **kwargs: Any) -> None:
         if self.attention_hidden_size is None:
             self.attention_hidden_size = self.hidden_size
         super().__post_init__(**kwargs)

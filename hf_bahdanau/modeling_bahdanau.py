@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from safetensors import SafetensorError
@@ -195,9 +196,12 @@ def _check_source(input_ids: torch.Tensor, attention_mask: torch.Tensor | None, 
 
 
 def _check_ids(name: str, ids: torch.Tensor, vocab_size: int) -> None:
-    if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= vocab_size):
+    if not ids.numel():
+        return
+    low, high = (int(value) for value in torch.aminmax(ids))  # one device sync
+    if low < 0 or high >= vocab_size:
         raise ValueError(
-            f"{name} holds ids in [{int(ids.min())}, {int(ids.max())}], outside the vocabulary [0, {vocab_size}): "
+            f"{name} holds ids in [{low}, {high}], outside the vocabulary [0, {vocab_size}): "
             "does the tokenizer match the model's config?"
         )
 
@@ -306,8 +310,8 @@ class BahdanauForConditionalGeneration(BahdanauPreTrainedModel, GenerationMixin)
     def from_pretrained(
         cls,
         pretrained_model_name_or_path: str | os.PathLike,
-        *args,
-        **kwargs,  # noqa: ANN002, ANN003
+        *args: Any,
+        **kwargs: Any,
     ) -> BahdanauForConditionalGeneration:
         """`PreTrainedModel.from_pretrained`, with a ValueError naming the problem for a checkpoint that does
         not fit its config (e.g. another vocabulary size) or that is corrupt."""
@@ -343,14 +347,15 @@ class BahdanauForConditionalGeneration(BahdanauPreTrainedModel, GenerationMixin)
     def set_output_embeddings(self, new_embeddings: nn.Linear) -> None:
         self.lm_head = new_embeddings
 
-    def resize_token_embeddings(self, *args, **kwargs) -> nn.Embedding:  # noqa: ANN002, ANN003
+    def resize_token_embeddings(
+        self, new_num_tokens: int | None = None, pad_to_multiple_of: int | None = None, mean_resizing: bool = True
+    ) -> nn.Embedding:
         """Resize the decoder (and untied encoder) embeddings and the output layer to a new vocabulary size."""
-        embeddings = super().resize_token_embeddings(*args, **kwargs)
+        embeddings = super().resize_token_embeddings(new_num_tokens, pad_to_multiple_of, mean_resizing)
         if not self.config.tie_encoder_decoder_embeddings:  # the base class only resizes the decoder's
             self.encoder.embed_tokens = self._get_resized_embeddings(
-                self.encoder.embed_tokens, embeddings.num_embeddings, mean_resizing=False
+                self.encoder.embed_tokens, embeddings.num_embeddings, mean_resizing=mean_resizing
             )
-        self.encoder.config = self.decoder.config = self.config
         return embeddings
 
     def prepare_decoder_input_ids_from_labels(self, labels: torch.Tensor) -> torch.Tensor:
@@ -369,7 +374,7 @@ class BahdanauForConditionalGeneration(BahdanauPreTrainedModel, GenerationMixin)
         output_hidden_states: bool | None = None,
         return_dict: bool | None = None,
         num_items_in_batch: int | torch.Tensor | None = None,
-        **kwargs,  # noqa: ANN003 (generation and Trainer extras)
+        **kwargs: Any,  # generation and Trainer extras
     ) -> Seq2SeqLMOutput:
         """Logits `(batch, tgt_len, vocab)`; `loss` when `labels` `(batch, tgt_len)` are given (-100 ignored).
 
@@ -387,7 +392,8 @@ class BahdanauForConditionalGeneration(BahdanauPreTrainedModel, GenerationMixin)
         use_cache = use_cache if use_cache is not None else self.config.use_cache
         if decoder_input_ids is None:
             raise ValueError("pass decoder_input_ids or labels")
-        _check_ids("decoder_input_ids", decoder_input_ids, self.config.vocab_size)
+        if past_key_values is None:  # later generation steps feed the model's own tokens: no need to check them
+            _check_ids("decoder_input_ids", decoder_input_ids, self.config.vocab_size)
 
         if encoder_outputs is None:
             if input_ids is None:

@@ -9,10 +9,12 @@ Several GPUs need no change: run the same command under `accelerate launch`.
 
 from __future__ import annotations
 
+import json
 import logging
 import shutil
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
+from typing import Any
 
 import datasets
 import torch
@@ -61,10 +63,18 @@ class ModelArguments:
     attention_type: str = field(default="additive", metadata={"help": "additive, dot or general"})
     dropout: float = 0.1
     embedding_dropout: float = 0.0
+    attention_hidden_size: int | None = field(default=None, metadata={"help": "Additive scorer size (hidden_size)."})
     tie_word_embeddings: bool = False
+    tie_encoder_decoder_embeddings: bool = False
     teacher_forcing_ratio: float = field(
         default=1.0, metadata={"help": "Below 1: scheduled sampling (feed the model's own predictions)."}
     )
+
+    def config_fields(self) -> dict[str, Any]:
+        """The fields that are `BahdanauConfig` fields too (sizes, RNN, attention, dropout, tying, ...); the
+        model's vocabulary size is not among them: it is the tokenizer's length."""
+        config_names = set(BahdanauConfig.__dataclass_fields__) - {"vocab_size"}
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name in config_names}
 
 
 @dataclass
@@ -91,8 +101,8 @@ class RunArguments:
 
     resume: bool = field(default=False, metadata={"help": "Continue from the last checkpoint in output_dir."})
     overwrite: bool = field(default=False, metadata={"help": "Replace an existing, non-empty output_dir."})
-    early_stopping_patience: int | None = field(
-        default=5, metadata={"help": "Stop after this many evaluations without a better BLEU (None: never)."}
+    early_stopping_patience: int = field(
+        default=5, metadata={"help": "Stop after this many evaluations without a better BLEU (0: never)."}
     )
 
 
@@ -125,25 +135,34 @@ TRAINING_DEFAULTS = dict(
 class TrainingStartLogger(TrainerCallback):
     """Logs the step training starts from (non-zero when resuming)."""
 
-    def on_train_begin(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs) -> None:  # noqa: ANN003
+    def on_train_begin(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
+    ) -> None:
         logger.info("training starts at step %d of %d", state.global_step, state.max_steps)
 
 
-def prepare_output_dir(output_dir: str | Path, resume: bool, overwrite: bool) -> str | None:
-    """Check `output_dir` against the run's intent; return the checkpoint to resume from, if any."""
-    path = Path(output_dir)
+DATA_SETTINGS_FILE = "translation_data.json"  # the corpus settings of a run, read back by `evaluate`
+RUN_MARKERS = ("config.json", "trainer_state.json", DATA_SETTINGS_FILE)
+
+
+def check_output_dir(output_dir: Path, resume: bool, overwrite: bool) -> str | None:
+    """Check `output_dir` against the run's intent (nothing is deleted here); the checkpoint to resume, if any."""
     if resume:
-        checkpoint = get_last_checkpoint(str(path)) if path.is_dir() else None
+        checkpoint = get_last_checkpoint(str(output_dir)) if output_dir.is_dir() else None
         if checkpoint is None:
-            raise FileNotFoundError(f"--resume: no checkpoint-* folder in {path} to resume from")
+            raise FileNotFoundError(f"--resume: no checkpoint-* folder in {output_dir} to resume from")
         return checkpoint
-    if path.is_dir() and any(path.iterdir()):
+    if output_dir.is_dir() and any(output_dir.iterdir()):
         if not overwrite:
             raise FileExistsError(
-                f"output directory {path} exists and is not empty: pass --overwrite to replace it or --resume "
+                f"output directory {output_dir} exists and is not empty: pass --overwrite to replace it or --resume "
                 "to continue its last checkpoint"
             )
-        shutil.rmtree(path)
+        looks_like_a_run = any((output_dir / name).exists() for name in RUN_MARKERS) or any(
+            output_dir.glob("checkpoint-*")
+        )
+        if not looks_like_a_run:
+            raise FileExistsError(f"--overwrite: {output_dir} does not hold a training run; choose a new directory")
     return None
 
 
@@ -169,23 +188,17 @@ def build_model(
     tgt_lang: str,
     label_smoothing: float = 0.0,
 ) -> BahdanauForConditionalGeneration:
-    """A new model sized by `model_args` for `tokenizer`, or the saved one, checked against the tokenizer."""
+    """A new model sized by `model_args` for `tokenizer`, or the saved one, checked against the tokenizer.
+
+    A saved model keeps its architecture; the run's label smoothing and teacher forcing ratio apply to it."""
     if model_args.model_name_or_path is not None:
         model = BahdanauForConditionalGeneration.from_pretrained(model_args.model_name_or_path)
+        model.config.label_smoothing = label_smoothing
+        model.config.teacher_forcing_ratio = model_args.teacher_forcing_ratio
     else:
         config = BahdanauConfig(
+            **model_args.config_fields(),
             vocab_size=len(tokenizer),
-            embedding_size=model_args.embedding_size,
-            hidden_size=model_args.hidden_size,
-            encoder_layers=model_args.encoder_layers,
-            decoder_layers=model_args.decoder_layers,
-            rnn_type=model_args.rnn_type,
-            bidirectional_encoder=model_args.bidirectional_encoder,
-            attention_type=model_args.attention_type,
-            dropout=model_args.dropout,
-            embedding_dropout=model_args.embedding_dropout,
-            tie_word_embeddings=model_args.tie_word_embeddings,
-            teacher_forcing_ratio=model_args.teacher_forcing_ratio,
             label_smoothing=label_smoothing,
             source_language=src_lang,
             target_language=tgt_lang,
@@ -214,18 +227,10 @@ def check_tokenizer_matches(config: BahdanauConfig, tokenizer: PreTrainedTokeniz
             )
 
 
-def train(
-    model_args: ModelArguments,
-    data_args: DataArguments,
-    training_args: Seq2SeqTrainingArguments,
-    run_args: RunArguments,
-) -> Seq2SeqTrainer:
-    """Run the whole training job; the trained model, tokenizer and plots end up in `output_dir`."""
-    if not data_args.data or not data_args.src_lang or not data_args.tgt_lang:
-        raise ValueError("training needs --data, --src-lang and --tgt-lang")
-    output_dir = Path(training_args.output_dir)
-    checkpoint = prepare_output_dir(output_dir, run_args.resume, run_args.overwrite)
-
+def prepare_data(
+    data_args: DataArguments, model_args: ModelArguments, output_dir: Path, resume: bool
+) -> tuple[datasets.DatasetDict, PreTrainedTokenizerBase]:
+    """The corpus (cut to the sample limits) and the run's tokenizer."""
     corpus = load_parallel_corpus(
         data_args.data,
         data_args.src_lang,
@@ -235,14 +240,43 @@ def train(
     )
     if "validation" not in corpus:
         raise ValueError(f"{data_args.data} has no validation split to evaluate on")
-    if data_args.max_train_samples is not None:
-        corpus["train"] = corpus["train"].select(range(min(data_args.max_train_samples, len(corpus["train"]))))
-    if data_args.max_eval_samples is not None:
-        size = min(data_args.max_eval_samples, len(corpus["validation"]))
-        corpus["validation"] = corpus["validation"].select(range(size))
+    for split, limit in (("train", data_args.max_train_samples), ("validation", data_args.max_eval_samples)):
+        if limit is not None:
+            corpus[split] = corpus[split].select(range(min(limit, len(corpus[split]))))
     logger.info("corpus: %s", {split: len(rows) for split, rows in corpus.items()})
+    return corpus, load_or_train_tokenizer(model_args, corpus, output_dir, resume)
 
-    tokenizer = load_or_train_tokenizer(model_args, corpus, output_dir, run_args.resume)
+
+def train(
+    model_args: ModelArguments,
+    data_args: DataArguments,
+    training_args: Seq2SeqTrainingArguments,
+    run_args: RunArguments,
+) -> Seq2SeqTrainer:
+    """Run the whole training job; the trained model, tokenizer and plots end up in `output_dir`.
+
+    Under `accelerate launch` the main process prepares the folder, corpus and tokenizer first; the others then
+    read the tokenizer it saved.
+    """
+    if not data_args.data or not data_args.src_lang or not data_args.tgt_lang:
+        raise ValueError("training needs --data, --src-lang and --tgt-lang")
+    output_dir = Path(training_args.output_dir)
+    checkpoint = check_output_dir(output_dir, run_args.resume, run_args.overwrite)
+    # The model computes label smoothing itself (so it also honours num_items_in_batch).
+    label_smoothing, training_args.label_smoothing_factor = training_args.label_smoothing_factor, 0.0
+    is_main = training_args.process_index == 0
+
+    with training_args.main_process_first(desc="corpus and tokenizer"):
+        corpus, tokenizer = prepare_data(data_args, model_args, output_dir, run_args.resume or not is_main)
+        model = build_model(model_args, tokenizer, data_args.src_lang, data_args.tgt_lang, label_smoothing)
+        if is_main:
+            if output_dir.is_dir() and checkpoint is None:  # --overwrite, now that everything is ready
+                shutil.rmtree(output_dir)
+            output_dir.mkdir(parents=True, exist_ok=True)
+            tokenizer.save_pretrained(output_dir)  # an interrupted run resumes with the same vocabulary
+            settings = {name: getattr(data_args, name) for name in ("data", "src_lang", "tgt_lang", "test_split")}
+            settings["d2l_normalize"] = data_args.d2l_normalize
+            (output_dir / DATA_SETTINGS_FILE).write_text(json.dumps(settings, indent=2), encoding="utf-8")
     tokenized, _ = tokenize_corpus(
         corpus,
         tokenizer,
@@ -252,20 +286,15 @@ def train(
         max_target_length=data_args.max_target_length,
         num_proc=data_args.num_proc,
     )
-    # The model computes label smoothing itself (so it also honours num_items_in_batch).
-    label_smoothing, training_args.label_smoothing_factor = training_args.label_smoothing_factor, 0.0
-    model = build_model(model_args, tokenizer, data_args.src_lang, data_args.tgt_lang, label_smoothing)
     # Generation settings live in the model's generation config (saved with it); the length is a number of new tokens.
     model.generation_config.num_beams = training_args.generation_num_beams or model.generation_config.num_beams
     if training_args.generation_max_length:
         model.generation_config.max_new_tokens = training_args.generation_max_length
         training_args.generation_max_length = None
     logger.info("model: %s parameters", f"{model.num_parameters():,}")
-    output_dir.mkdir(parents=True, exist_ok=True)
-    tokenizer.save_pretrained(output_dir)  # so an interrupted run resumes with the same vocabulary
 
     callbacks: list[TrainerCallback] = [TrainingStartLogger()]
-    if run_args.early_stopping_patience is not None and training_args.load_best_model_at_end:
+    if run_args.early_stopping_patience > 0 and training_args.load_best_model_at_end:
         callbacks.append(EarlyStoppingCallback(early_stopping_patience=run_args.early_stopping_patience))
     trainer = Seq2SeqTrainer(
         model=model,
@@ -288,6 +317,12 @@ def train(
     return trainer
 
 
+def read_data_settings(model_dir: str | Path) -> dict[str, Any]:
+    """The corpus settings a model folder was trained with (empty for a folder not made by `train`)."""
+    path = Path(model_dir) / DATA_SETTINGS_FILE
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+
+
 __all__ = [
     "DataArguments",
     "ModelArguments",
@@ -295,5 +330,6 @@ __all__ = [
     "TRAINING_DEFAULTS",
     "build_model",
     "check_tokenizer_matches",
+    "read_data_settings",
     "train",
 ]

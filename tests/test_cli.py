@@ -8,12 +8,15 @@ import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import pytest
 import torch
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
+from hf_bahdanau import cli
 from hf_bahdanau.cli import UsageError, main, parse_train_args
+from hf_bahdanau.training import ModelArguments, build_model
 
 TINY = [
     "--src-lang", "en", "--tgt-lang", "fr",
@@ -163,6 +166,63 @@ def test_bad_input_gives_clear_errors(trained, tatoeba_tsv, tmp_path):
     result = run_cli("train", "--data", str(tatoeba_tsv), "--output-dir", str(existing), *TINY, "--max_steps", "1")
     assert result.returncode != 0 and "--overwrite" in result.stderr
     assert (existing / "keep.txt").read_text() == "precious"
+
+
+def test_output_dir_is_required_and_overwrite_keeps_the_old_run_until_ready(trained, tmp_path):
+    result = run_cli("train", "--data", "multi30k", "--src-lang", "de", "--tgt-lang", "en", "--max_steps", "1")
+    assert result.returncode != 0 and "needs --output-dir" in result.stderr
+    assert not Path("trainer_output").exists()
+
+    previous = tmp_path / "previous"
+    shutil.copytree(trained, previous)
+    result = run_cli("train", "--data", str(tmp_path / "missing.tsv"), "--src-lang", "en", "--tgt-lang", "fr",
+                     "--output-dir", str(previous), "--overwrite")  # fmt: skip
+    assert result.returncode != 0 and "missing.tsv" in result.stderr
+    assert (previous / "model.safetensors").is_file()  # a failed run destroyed nothing
+
+    not_a_run = tmp_path / "documents"
+    not_a_run.mkdir()
+    (not_a_run / "thesis.tex").write_text("precious")
+    result = run_cli("train", "--data", "multi30k", "--src-lang", "de", "--tgt-lang", "en",
+                     "--output-dir", str(not_a_run), "--overwrite")  # fmt: skip
+    assert result.returncode != 0 and "does not hold a training run" in result.stderr
+    assert (not_a_run / "thesis.tex").read_text() == "precious"
+
+
+def test_a_loaded_model_takes_the_runs_label_smoothing(trained):
+    tokenizer = AutoTokenizer.from_pretrained(trained)
+    model_args = ModelArguments(model_name_or_path=str(trained), teacher_forcing_ratio=0.8)
+    model = build_model(model_args, tokenizer, "en", "fr", label_smoothing=0.1)
+    assert model.config.label_smoothing == 0.1 and model.config.teacher_forcing_ratio == 0.8
+    model_args, _, training_args, _ = parse_train_args(["--output-dir", "x", "--label_smoothing_factor", "0.2"])
+    assert training_args.label_smoothing_factor == 0.2  # train() hands it to the model config, as above
+
+
+def test_evaluate_reads_the_corpus_as_training_did(trained, tmp_path, monkeypatch, capsys):
+    settings = json.loads((trained / "translation_data.json").read_text())
+    assert settings == {"data": settings["data"], "src_lang": "en", "tgt_lang": "fr",
+                        "test_split": "test_2016_flickr", "d2l_normalize": False}  # fmt: skip
+    normalized = tmp_path / "normalized"
+    shutil.copytree(trained, normalized)
+    (normalized / "translation_data.json").write_text(json.dumps({**settings, "d2l_normalize": True}))
+    calls = []
+    real = cli.load_parallel_corpus
+    monkeypatch.setattr(
+        cli, "load_parallel_corpus", lambda *args, **kwargs: calls.append((args, kwargs)) or real(*args, **kwargs)
+    )
+    assert main(["evaluate", "--model", str(normalized), "--max-samples", "4", "--num-beams", "1"]) == 0
+    assert calls[-1][0][0] == settings["data"] and calls[-1][1]["normalize"] is True  # no --data needed
+    assert main(["evaluate", "--model", str(normalized), "--max-samples", "4", "--no-d2l-normalize"]) == 0
+    assert calls[-1][1]["normalize"] is False
+    assert capsys.readouterr().out.count("BLEU = ") == 2
+
+
+def test_a_folder_without_weights_is_a_clear_error_not_a_traceback(trained, tmp_path):
+    broken = tmp_path / "no_weights"
+    shutil.copytree(trained, broken, ignore=shutil.ignore_patterns("*.safetensors", "checkpoint-*"))
+    result = run_cli("translate", "--model", str(broken), "Go.")
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert "ERROR" in result.stderr
 
 
 def test_evaluate_rejects_a_missing_split(trained, tatoeba_tsv):

@@ -2,6 +2,7 @@
 
 import itertools
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -75,9 +76,9 @@ def test_invalid_config_combinations_raise(settings, message):
 
 def test_config_documents_every_field():
     doc = BahdanauConfig.__doc__
-    for name in BahdanauConfig.__dataclass_fields__:
-        if name in vars(BahdanauConfig).get("__annotations__", {}) and name != "is_encoder_decoder":
-            assert name in doc, f"{name} is not documented"
+    for name in vars(BahdanauConfig)["__annotations__"]:
+        if name != "is_encoder_decoder":
+            assert re.search(rf"\b{name}\b", doc), f"{name} is not documented"
 
 
 # ---- forward ------------------------------------------------------------------------------------------------
@@ -199,8 +200,10 @@ def sequence_log_prob(model, src, sequence):
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_beam_search_as_wide_as_the_vocabulary_finds_the_exhaustive_best(seed):
-    vocab, length = 6, 3
+@pytest.mark.parametrize("length, beams", [(2, 6), (3, 36)], ids=["2-tokens-vocab-beams", "3-tokens-vocab^2-beams"])
+def test_beam_search_as_wide_as_the_vocabulary_finds_the_exhaustive_best(seed, length, beams):
+    # With as many beams as there are prefixes one step before the end, beam search cannot drop the best sequence.
+    vocab = 6
     model = make_model(seed=seed, vocab_size=vocab, embedding_size=4, hidden_size=4)
     src = torch.tensor([[3, 4, 5]])
     candidates = []  # every hypothesis: ends in </s> (id 2), or stops at the length limit
@@ -453,7 +456,7 @@ def test_cuda_bf16_training_and_greedy_matches_fp32():
 # ---- bad input ---------------------------------------------------------------------------------------------
 
 
-def test_bad_inputs_raise_clear_errors(tmp_path):
+def test_bad_inputs_raise_clear_errors():
     model = make_model()
     with pytest.raises(ValueError, match="non-empty"):
         model(
