@@ -126,7 +126,7 @@ def resolve_corpus(name: str) -> Path:
         try:
             _download(remote.url, target)
         except OSError as err:
-            raise RuntimeError(
+            raise ConnectionError(
                 f"could not download corpus {name!r} from {remote.url} ({err}). On an offline machine, "
                 f"put the corpus in a folder <DIR>/{name} and set {DATA_DIR_ENV}=<DIR>."
             ) from err
@@ -280,11 +280,16 @@ def _read_source(
 
 
 def _grouped_split(pairs: Pairs, ratios: Sequence[float], seed: int) -> dict[str, Pairs]:
-    """Seeded train/validation/test split in which all pairs sharing a source sentence land together."""
+    """Seeded train/validation/test split in which all pairs sharing a source sentence land together.
+
+    Each split comes out in a seeded shuffled order: files such as Tatoeba's are sorted by length, and a split
+    in file order would make its first pairs (`max_pairs`, `Dataset.select(range(n))`) the shortest ones.
+    """
     if len(ratios) != 3 or min(ratios) < 0 or abs(sum(ratios) - 1.0) > 1e-6:
         raise ValueError(f"split_ratios must be three non-negative numbers summing to 1, got {tuple(ratios)}")
+    rng = random.Random(seed)
     sources = list(dict.fromkeys(src for src, _ in pairs))
-    random.Random(seed).shuffle(sources)
+    rng.shuffle(sources)
     n_train = round(ratios[0] * len(sources))
     n_val = round(ratios[1] * len(sources))
     split_of = {src: "train" for src in sources[:n_train]}
@@ -293,6 +298,8 @@ def _grouped_split(pairs: Pairs, ratios: Sequence[float], seed: int) -> dict[str
     result: dict[str, Pairs] = {split: [] for split in SPLITS}
     for pair in pairs:
         result[split_of[pair[0]]].append(pair)
+    for split in SPLITS:
+        rng.shuffle(result[split])
     return result
 
 
@@ -327,15 +334,17 @@ def load_parallel_corpus(
             - otherwise a Hub dataset name for `datasets.load_dataset(source, hub_config)`.
             Sources without splits (TSV, JSON lines, CSV, single-split Hub sets) are split with
             `split_ratios` by a `seed`-ed shuffle of the distinct source sentences, so every copy of one
-            source sentence lands in the same split.
+            source sentence lands in the same split, and each split is in a `seed`-ed shuffled order
+            (folders and Hub splits keep their order).
         src_lang, tgt_lang: language codes, as in the file names, columns or fields.
-        max_pairs: keep at most this many pairs per split (the first ones, after filtering and splitting).
+        max_pairs: keep at most this many pairs per split (the first ones in split order, after filtering).
         max_length: drop pairs with more than this many whitespace-separated words on either side.
         drop_empty: drop pairs in which either side is empty or whitespace only.
         normalize: apply d2l's normalisation (`normalize_d2l`) to both sides; lines are always stripped.
-        seed: seed of the split of unsplit sources.
+        seed: seed of the split and order of unsplit sources.
 
     Raises:
+        ConnectionError: a named corpus that is neither in `$HF_BAHDANAU_DATA_DIR` nor downloadable.
         FileNotFoundError: a missing file, split or language file (the available ones are listed).
         ValueError: a missing language, parallel files of different lengths, undecodable bytes (file and
             line), malformed lines, or no pair left after filtering.

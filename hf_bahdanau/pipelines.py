@@ -7,6 +7,8 @@ strings gives a list of such dicts (a list of lists with `num_return_sequences >
 - Empty (or whitespace-only) inputs translate to `""` without reaching the model, also inside a batch.
 - Inputs longer than the tokenizer's `model_max_length` are truncated to it, with a logged warning.
 - Batches are padded on the tokenizer's `padding_side`; the Bahdanau model translates both sides alike.
+- A `max_length` that the model's generation config shadows with `max_new_tokens` (left there by
+  `Seq2SeqTrainer`) is unset, so that `generate` does not warn that both are set.
 
 Registered under `TASK` by `register_pipeline()` (called on `import hf_bahdanau`). `save_for_pipeline` writes a
 folder that `pipeline(TASK, model=folder, trust_remote_code=True)` loads where this package is not installed:
@@ -32,24 +34,26 @@ TASK = "bahdanau-translation"
 Translation = dict[str, str]  # {"translation_text": ...}
 
 
+def _pad_id(tokenizer: PreTrainedTokenizerBase) -> int:
+    """The tokenizer's pad id, 0 when it has none."""
+    return tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+
+
 def _encode(tokenizer: PreTrainedTokenizerBase, text: str) -> dict[str, torch.Tensor]:
     """`input_ids` and `attention_mask` `(1, src_len)`; an empty text gives one padding token under a zero mask."""
     if not isinstance(text, str):
         raise TypeError(f"expected a string to translate, got {type(text).__name__}")
     if not text.strip():
-        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+        pad = _pad_id(tokenizer)
         return {"input_ids": torch.tensor([[pad]]), "attention_mask": torch.zeros(1, 1, dtype=torch.long)}
-    encoded = tokenizer(text, return_tensors="pt", verbose=False)
+    ids = tokenizer(text, verbose=False)["input_ids"]
     limit = tokenizer.model_max_length
-    if encoded["input_ids"].shape[1] > limit:
+    if len(ids) > limit:
         logger.warning(
-            "input of %d tokens truncated to the tokenizer's model_max_length of %d: %.60r",
-            encoded["input_ids"].shape[1],
-            limit,
-            text,
+            "input of %d tokens truncated to the tokenizer's model_max_length of %d: %.60r", len(ids), limit, text
         )
-        encoded = tokenizer(text, truncation=True, max_length=limit, return_tensors="pt")
-    return {"input_ids": encoded["input_ids"], "attention_mask": encoded["attention_mask"]}
+        ids = ids[: limit - 1] + ids[-1:]  # keep the final </s>
+    return {"input_ids": torch.tensor([ids]), "attention_mask": torch.ones(1, len(ids), dtype=torch.long)}
 
 
 class TranslationPipeline(Pipeline):
@@ -87,7 +91,7 @@ class TranslationPipeline(Pipeline):
         generate_kwargs = self._prepare_generate_kwargs(generate_kwargs)
         per_input = self._get_set_generation_params(generate_kwargs).get("num_return_sequences") or 1
         keep = attention_mask.bool().any(1)  # (batch,); empty inputs never reach the model
-        pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+        pad = _pad_id(self.tokenizer)
         output_ids = input_ids.new_full((input_ids.shape[0], per_input, 1), pad)  # (batch, per_input, tgt_len)
         if keep.any():
             generated = self.model.generate(

@@ -309,6 +309,10 @@ def train(
     if checkpoint is not None:
         logger.info("resuming from %s", checkpoint)
     trainer.train(resume_from_checkpoint=checkpoint)
+    # Seq2SeqTrainer's evaluation writes its legacy defaults (max_length=20) into the generation config; keep only
+    # our length limit, so that generate does not warn about both on every call with the saved model.
+    if trainer.model.generation_config.max_new_tokens is not None:
+        trainer.model.generation_config.max_length = None
     if trainer.is_world_process_zero():
         save_for_pipeline(trainer.model, tokenizer, output_dir)
         trainer.save_state()

@@ -65,6 +65,8 @@ def test_train_writes_a_loadable_model_and_the_loss_falls(trained):
     assert model.config.source_language == "en" and model.config.target_language == "fr"
     assert model.config.vocab_size == len(tokenizer)
     assert model.generation_config.num_beams == 2
+    saved_generation = json.loads((trained / "generation_config.json").read_text())
+    assert saved_generation["max_new_tokens"] == 20 and "max_length" not in saved_generation
     batch = tokenizer(["Go.", "I lost."], return_tensors="pt", padding=True)
     assert model.generate(**batch, max_new_tokens=5).shape[0] == 2
 

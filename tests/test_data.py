@@ -54,8 +54,9 @@ def test_named_corpus_offline_error(tmp_path, monkeypatch):
     monkeypatch.setenv(data.DATA_DIR_ENV, str(tmp_path / "empty"))
     monkeypatch.setenv(data.CACHE_DIR_ENV, str(tmp_path / "cache"))
     monkeypatch.setattr(data, "_download", _no_network)
-    with pytest.raises(RuntimeError, match="HF_BAHDANAU_DATA_DIR") as err:
+    with pytest.raises(ConnectionError, match="HF_BAHDANAU_DATA_DIR") as err:
         load_parallel_corpus("tatoeba-fra-eng", "en", "fr")
+    assert isinstance(err.value, OSError)  # the CLI reports OSErrors without a traceback
     assert "fra-eng.zip" in str(err.value)
 
 
@@ -88,13 +89,36 @@ def test_tatoeba_split_is_grouped_seeded_and_complete(tatoeba_tsv):
     assert other_seed["test"]["translation"] != again["test"]["translation"]
 
 
+def test_tatoeba_splits_are_shuffled(tatoeba_tsv):
+    """The TSV is sorted by length; the first pairs of a split must be a sample, not the shortest ones."""
+    corpus = load_parallel_corpus(tatoeba_tsv, "en", "fr", seed=3)
+    lengths = [len(row["en"].split()) for row in corpus["validation"]["translation"]]
+    first, overall = lengths[:50], sum(lengths) / len(lengths)
+    assert abs(sum(first) / 50 - overall) < 1.0  # 5.0 words against 4.6; file order gives 2.1
+    assert max(first) > sorted(lengths)[len(lengths) // 2]  # not all among the shorter half (file order: 3 < 5)
+    again = load_parallel_corpus(tatoeba_tsv, "en", "fr", seed=3, max_pairs=50)
+    assert again["validation"]["translation"] == corpus["validation"]["translation"][:50]
+    sources = {name: {row["en"] for row in split["translation"]} for name, split in corpus.items()}
+    assert not sources["train"] & sources["validation"] and not sources["validation"] & sources["test"]
+    assert not sources["train"] & sources["test"]
+
+
+def test_folder_splits_keep_file_order(tmp_path):
+    folder = tmp_path / "corpus"
+    lines = [f"line {i}" for i in range(30)]
+    _write_folder(folder, {"train.en": lines, "train.fr": lines, "val.en": lines, "val.fr": lines})
+    corpus = load_parallel_corpus(folder, "en", "fr", test_split="val", seed=5)
+    assert [row["en"] for row in corpus["train"]["translation"]] == lines
+    assert [row["fr"] for row in corpus["test"]["translation"]] == lines
+
+
 def test_tsv_columns(tmp_path):
     tsv = tmp_path / "fra-eng.tsv"
     tsv.write_text("Go.\tVa !\tCC-BY 2.0 (France) Attribution: tatoeba.org\nHi.\tSalut !\tCC-BY\n", "utf-8")
     corpus = load_parallel_corpus(tsv, "fr", "en", split_ratios=(1, 0, 0))
-    assert _pairs(corpus["train"], "fr", "en") == [("Va !", "Go."), ("Salut !", "Hi.")]
+    assert sorted(_pairs(corpus["train"], "fr", "en")) == [("Salut !", "Hi."), ("Va !", "Go.")]
     swapped = load_parallel_corpus(tsv, "en", "fr", columns=("fr", "en"), split_ratios=(1, 0, 0))
-    assert swapped["train"][0]["translation"] == {"en": "Va !", "fr": "Go."}
+    assert sorted(_pairs(swapped["train"], "en", "fr")) == [("Salut !", "Hi."), ("Va !", "Go.")]
     with pytest.raises(ValueError, match=r"'de' not in .*fra-eng.tsv.*\['en', 'fr'\]"):
         load_parallel_corpus(tsv, "en", "de")
 
@@ -104,11 +128,11 @@ def test_json_lines_and_csv(tmp_path):
     rows = [{"translation": {"en": "a cat", "de": "eine Katze"}}, {"en": "a dog", "de": "ein Hund"}]
     jsonl.write_text("\n".join(json.dumps(row) for row in rows), "utf-8")
     corpus = load_parallel_corpus(jsonl, "en", "de", split_ratios=(1, 0, 0))
-    assert _pairs(corpus["train"], "en", "de") == [("a cat", "eine Katze"), ("a dog", "ein Hund")]
+    assert sorted(_pairs(corpus["train"], "en", "de")) == [("a cat", "eine Katze"), ("a dog", "ein Hund")]
     csv_file = tmp_path / "pairs.csv"
     csv_file.write_text('de,en\neine Katze,a cat\n"ein Hund, braun","a dog, brown"\n', "utf-8")
     corpus = load_parallel_corpus(csv_file, "en", "de", split_ratios=(1, 0, 0))
-    assert _pairs(corpus["train"], "en", "de") == [
+    assert sorted(_pairs(corpus["train"], "en", "de")) == [
         ("a cat", "eine Katze"),
         ("a dog, brown", "ein Hund, braun"),
     ]

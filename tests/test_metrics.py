@@ -107,11 +107,14 @@ def test_compute_metrics_decodes_ids(metric, references):
     label_ids = tokenizer(references[:6])["input_ids"]
     width = max(map(len, pred_ids + label_ids))
     # generate() pads predictions with pad; the collator pads labels with -100. (batch, width)
-    preds = np.array([[0] + ids + [0] * (width - len(ids)) for ids in pred_ids])  # leading decoder start
+    start, pad = tokenizer.bos_token_id, tokenizer.pad_token_id
+    assert (start, pad) == (1, 0)
+    preds = np.array([[start] + ids + [pad] * (width - len(ids)) for ids in pred_ids])  # leading decoder start
     preds[0, -1] = -100
     labels = np.array([ids + [-100] * (width + 1 - len(ids)) for ids in label_ids])
     scores = make_compute_metrics(tokenizer, metric)(EvalPrediction(predictions=preds, label_ids=labels))
     by_hand = sacrebleu.corpus_bleu(predictions, [references[:6]])
     assert scores["bleu"] == pytest.approx(by_hand.score)
     assert scores["chrf"] == pytest.approx(sacrebleu.corpus_chrf(predictions, [references[:6]]).score)
-    assert scores["gen_len"] == pytest.approx(np.mean([len(ids) for ids in pred_ids]))
+    # the generated words, without the decoder start, </s> and padding
+    assert scores["gen_len"] == pytest.approx(np.mean([len(ids) - 1 for ids in pred_ids]))

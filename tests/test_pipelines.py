@@ -146,15 +146,29 @@ def test_empty_strings_skip_the_model(pipe, monkeypatch, batch_size):
     assert rows == []
 
 
-def test_overlong_input_is_truncated_with_a_warning(model, caplog):
+def test_overlong_input_is_truncated_with_a_warning(model, caplog, monkeypatch):
     tokenizer = make_tokenizer(model_max_length=4)
     truncating = pipeline(TASK, model=model, tokenizer=tokenizer, max_new_tokens=MAX_NEW)
     text = TEXTS[2]  # 11 tokens with </s>
+    full = tokenizer(text)["input_ids"]
+    calls = []
+    tokenize = type(tokenizer).__call__
+
+    def spy(self, *args, **kwargs):
+        calls.append(args)
+        return tokenize(self, *args, **kwargs)
+
+    monkeypatch.setattr(type(tokenizer), "__call__", spy)  # `tokenizer(...)` looks `__call__` up on the class
     with caplog.at_level(logging.WARNING, logger="hf_bahdanau.pipelines"):
-        result = truncating(text)
+        preprocessed = truncating.preprocess(text)
+    assert len(calls) == 1  # tokenized once
     assert "truncated to the tokenizer's model_max_length of 4" in caplog.text
+    assert preprocessed["input_ids"].tolist() == [full[:3] + [tokenizer.eos_token_id]]  # the final </s> kept
+    assert preprocessed["attention_mask"].tolist() == [[1] * 4]
+    monkeypatch.undo()
+    result = truncating(text)
     inputs = tokenizer(text, truncation=True, max_length=4, return_tensors="pt")
-    assert inputs["input_ids"].shape == (1, 4)
+    assert inputs["input_ids"].tolist() == preprocessed["input_ids"].tolist()
     output = model.generate(**inputs, max_new_tokens=MAX_NEW)
     assert result == [{"translation_text": tokenizer.decode(output[0], skip_special_tokens=True)}]
 
