@@ -29,14 +29,18 @@ KERNELS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
 }
 
 
+def _check_kernel(kernel: str) -> None:
+    if kernel not in KERNELS:
+        raise ValueError(f"unknown kernel {kernel!r}, expected one of {sorted(KERNELS)}")
+
+
 def kernel_weights(distances: torch.Tensor, kernel: str = "gaussian") -> torch.Tensor:
     """Normalise `kernel(distances)` over the last (key) dimension.
 
     The Gaussian kernel is computed as `softmax(-d**2 / 2)`, which is the same maths without overflow.
     For compactly supported kernels (boxcar, Epanechikov) a query with no key in its support gets zeros.
     """
-    if kernel not in KERNELS:
-        raise ValueError(f"unknown kernel {kernel!r}, expected one of {sorted(KERNELS)}")
+    _check_kernel(kernel)
     if kernel == "gaussian":
         return torch.softmax(-(distances**2) / 2, dim=-1)
     k = KERNELS[kernel](distances)
@@ -84,8 +88,7 @@ class NonParametricPooling(AttentionPooling):
 
     def __init__(self, kernel: str = "gaussian") -> None:
         super().__init__()
-        if kernel not in KERNELS:
-            raise ValueError(f"unknown kernel {kernel!r}, expected one of {sorted(KERNELS)}")
+        _check_kernel(kernel)  # at construction, not at the first call
         self.kernel = kernel
 
     def attention(self, distances: torch.Tensor) -> torch.Tensor:
