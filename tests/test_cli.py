@@ -2,6 +2,7 @@
 
 import io
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -230,6 +231,23 @@ def test_a_folder_without_weights_is_a_clear_error_not_a_traceback(trained, tmp_
 def test_evaluate_rejects_a_missing_split(trained, tatoeba_tsv):
     result = run_cli("evaluate", "--model", str(trained), "--data", str(tatoeba_tsv), "--split", "dev")
     assert result.returncode != 0 and "no 'dev' split" in result.stderr
+
+
+def test_two_processes_train_one_model(tatoeba_tsv, tmp_path):
+    """Data-parallel training (gloo on the CPU; NCCL on GPUs under `accelerate launch`): one run, saved once."""
+    output = tmp_path / "ddp"
+    result = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "-m", "hf_bahdanau.cli", "train",
+         "--data", str(tatoeba_tsv), "--output-dir", str(output), *TINY, "--per_device_train_batch_size", "16",
+         "--max_steps", "6", "--eval_steps", "3", "--save_steps", "3", "--use_cpu", "true"],
+        capture_output=True, text=True, timeout=600, env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stderr.count("saved the model, tokenizer and training curves") == 1
+    state = json.loads((output / "trainer_state.json").read_text())
+    step_3 = next(entry for entry in state["log_history"] if entry.get("step") == 3)
+    assert step_3["epoch"] == pytest.approx(3 / math.ceil(300 / (16 * 2)))  # two processes share each epoch
+    assert AutoModelForSeq2SeqLM.from_pretrained(output).config.vocab_size == len(AutoTokenizer.from_pretrained(output))
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
