@@ -4,6 +4,7 @@ import io
 import json
 import math
 import os
+import pty
 import shutil
 import subprocess
 import sys
@@ -95,6 +96,22 @@ def test_translate_arguments_stdin_and_heatmap(trained, tmp_path, capsys, monkey
     heatmap = tmp_path / "attention.png"
     assert main(["translate", "--model", str(trained), "He's calm.", "--heatmap", str(heatmap)]) == 0
     assert heatmap.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_translate_prompts_when_stdin_is_a_terminal(trained):
+    terminal, stdin = pty.openpty()  # stdin is a terminal: translate asks at a prompt, line by line, until q
+    process = subprocess.Popen(
+        [sys.executable, "-m", "hf_bahdanau.cli", "translate", "--model", str(trained), "--num-beams", "1"],
+        stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    os.close(stdin)
+    os.write(terminal, b"Go.\nI lost.\nq\n")
+    out, err = process.communicate(timeout=300)
+    os.close(terminal)
+    assert process.returncode == 0, err[-3000:]
+    assert out.count("en > ") == 3  # asked three times: two sentences, then q
+    answers = [line for line in out.replace("en > ", "\n").splitlines() if line.strip()]
+    assert len(answers) == 2
 
 
 def test_pipeline_from_trained_folder_with_remote_code(trained, tmp_path):
