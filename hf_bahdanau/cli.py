@@ -74,12 +74,12 @@ def parse_train_args(argv: Sequence[str]) -> tuple:
     pre = argparse.ArgumentParser(add_help=False)
     pre.add_argument("--config")
     known, rest = pre.parse_known_args(argv)
-    parser = HfArgumentParser(TRAIN_ARGUMENTS, prog="hf-bahdanau train")
+    parser = HfArgumentParser(TRAIN_ARGUMENTS, prog="hf-bahdanau train", allow_abbrev=False)
     parser.set_defaults(**TRAINING_DEFAULTS)
     file_values = _read_config_file(known.config) if known.config else {}
     parser.set_defaults(**file_values)
     # TrainingArguments would fall back to ./trainer_output: make the choice explicit.
-    given = {arg.split("=")[0] for arg in rest} | {f"--{name}" for name in file_values}
+    given = {arg.split("=")[0] for arg in rest} | {f"--{name}" for name, value in file_values.items() if value}
     if "-h" not in given and "--help" not in given and not given & {"--output_dir", "--output-dir"}:
         raise UsageError("train needs --output-dir (on the command line or in the --config file)")
     return tuple(parser.parse_args_into_dataclasses(rest))
@@ -135,6 +135,8 @@ def run_evaluate(args: argparse.Namespace) -> None:
     model, tokenizer = load_translation_model(args.model)
     # Unless told otherwise, read the corpus exactly as training did (same normalisation, hence the same split).
     settings = read_data_settings(args.model)
+    if args.data and args.data != settings.get("data"):  # another corpus: only the model's normalisation carries over
+        settings = {"d2l_normalize": settings.get("d2l_normalize", False)}
     data = args.data or settings.get("data")
     src_lang = args.src_lang or model.config.source_language
     tgt_lang = args.tgt_lang or model.config.target_language
@@ -162,7 +164,7 @@ def run_evaluate(args: argparse.Namespace) -> None:
         f"BLEU = {scores['bleu']:.2f}  ({scores['bleu_signature']})\n"
         f"chrF = {scores['chrf']:.2f}  ({scores['chrf_signature']})\n"
         f"{len(hypotheses)} {args.split} sentences, {src_lang}->{tgt_lang}, "
-        f"beams {args.num_beams or model.generation_config.num_beams}; "
+        f"beams {args.num_beams if args.num_beams is not None else model.generation_config.num_beams}; "
         f"hypotheses in {output}\n"
     )
 

@@ -133,7 +133,7 @@ def resolve_corpus(name: str) -> Path:
         digest = _sha256(target)
         if remote.sha256 is not None and digest != remote.sha256:
             target.unlink()
-            raise RuntimeError(f"checksum mismatch for {remote.url}: got {digest}, expected {remote.sha256}")
+            raise ValueError(f"checksum mismatch for {remote.url}: got {digest}, expected {remote.sha256}")
         logger.info("sha256 of %s: %s", target, digest)
     if name == "tatoeba-fra-eng" and not (folder / "fra-eng.tsv").exists():
         with zipfile.ZipFile(folder / "fra-eng.zip") as archive:

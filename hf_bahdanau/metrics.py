@@ -57,12 +57,12 @@ def make_compute_metrics(
     """A `Seq2SeqTrainer(compute_metrics=...)` function giving corpus `bleu`, `chrf` and mean `gen_len`.
 
     It expects generated token ids (`predict_with_generate=True`); -100 padding in predictions and labels is
-    replaced by the pad id, and special tokens are skipped when decoding. `gen_len` counts non-special tokens
-    (not the decoder start, `</s>` or padding).
+    replaced by the pad id, and special tokens are skipped when decoding. `gen_len` counts the generated tokens
+    other than the decoder start, `</s>` and padding (`<unk>` counts).
     """
     if metric is None:
         metric = load_metric()
-    special_ids = np.array(tokenizer.all_special_ids)
+    not_counted = np.array([tokenizer.bos_token_id, tokenizer.eos_token_id, tokenizer.pad_token_id])
 
     def compute_metrics(eval_pred: EvalPrediction) -> dict[str, float]:
         predictions, labels = eval_pred.predictions, eval_pred.label_ids
@@ -73,7 +73,7 @@ def make_compute_metrics(
         pred_texts = tokenizer.batch_decode(predictions, skip_special_tokens=True)
         label_texts = tokenizer.batch_decode(labels, skip_special_tokens=True)
         scores = metric.compute(predictions=pred_texts, references=[[text] for text in label_texts])
-        gen_len = float(np.mean(np.count_nonzero(~np.isin(predictions, special_ids), axis=-1)))
+        gen_len = float(np.mean(np.count_nonzero(~np.isin(predictions, not_counted), axis=-1)))
         return {"bleu": scores["bleu"], "chrf": scores["chrf"], "gen_len": gen_len}
 
     return compute_metrics

@@ -7,8 +7,6 @@ strings gives a list of such dicts (a list of lists with `num_return_sequences >
 - Empty (or whitespace-only) inputs translate to `""` without reaching the model, also inside a batch.
 - Inputs longer than the tokenizer's `model_max_length` are truncated to it, with a logged warning.
 - Batches are padded on the tokenizer's `padding_side`; the Bahdanau model translates both sides alike.
-- A `max_length` that the model's generation config shadows with `max_new_tokens` (left there by
-  `Seq2SeqTrainer`) is unset, so that `generate` does not warn that both are set.
 
 Registered under `TASK` by `register_pipeline()` (called on `import hf_bahdanau`). `save_for_pipeline` writes a
 folder that `pipeline(TASK, model=folder, trust_remote_code=True)` loads where this package is not installed:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import shutil
+from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -142,11 +143,22 @@ class TrainingStartLogger(TrainerCallback):
 
 
 DATA_SETTINGS_FILE = "translation_data.json"  # the corpus settings of a run, read back by `evaluate`
-RUN_MARKERS = ("config.json", "trainer_state.json", DATA_SETTINGS_FILE)
+RUN_FILES = ("trainer_state.json", DATA_SETTINGS_FILE)
 
 
-def check_output_dir(output_dir: Path, resume: bool, overwrite: bool) -> str | None:
-    """Check `output_dir` against the run's intent (nothing is deleted here); the checkpoint to resume, if any."""
+def _is_training_run(folder: Path) -> bool:
+    """Whether `folder` holds what `train` writes (so that --overwrite may replace it)."""
+    if any((folder / name).is_file() for name in RUN_FILES) or any(folder.glob("checkpoint-*")):
+        return True
+    config = folder / "config.json"
+    return config.is_file() and json.loads(config.read_text(encoding="utf-8")).get("model_type") == "bahdanau"
+
+
+def check_output_dir(output_dir: Path, resume: bool, overwrite: bool, inputs: Sequence[str | None] = ()) -> str | None:
+    """Check `output_dir` against the run's intent (nothing is deleted here); the checkpoint to resume, if any.
+
+    `inputs` are the paths the run reads (model, tokenizer, data): --overwrite must not delete them.
+    """
     if resume:
         checkpoint = get_last_checkpoint(str(output_dir)) if output_dir.is_dir() else None
         if checkpoint is None:
@@ -158,21 +170,29 @@ def check_output_dir(output_dir: Path, resume: bool, overwrite: bool) -> str | N
                 f"output directory {output_dir} exists and is not empty: pass --overwrite to replace it or --resume "
                 "to continue its last checkpoint"
             )
-        looks_like_a_run = any((output_dir / name).exists() for name in RUN_MARKERS) or any(
-            output_dir.glob("checkpoint-*")
-        )
-        if not looks_like_a_run:
+        target = output_dir.resolve()
+        if target in (Path.cwd(), *Path.cwd().parents, Path.home()) or not _is_training_run(output_dir):
             raise FileExistsError(f"--overwrite: {output_dir} does not hold a training run; choose a new directory")
+        for path in filter(None, inputs):
+            if Path(path).exists() and Path(path).resolve().is_relative_to(target):
+                raise FileExistsError(
+                    f"--overwrite would delete {path}, which this run reads: choose another --output-dir"
+                )
     return None
+
+
+def _data_settings(data_args: DataArguments) -> dict[str, Any]:
+    """What `evaluate` needs to read the corpus as training did (an existing path is stored absolute)."""
+    data = str(Path(data_args.data).resolve()) if Path(data_args.data).exists() else data_args.data
+    settings = {name: getattr(data_args, name) for name in ("src_lang", "tgt_lang", "test_split", "d2l_normalize")}
+    return {"data": data, **settings}
 
 
 def load_or_train_tokenizer(
     model_args: ModelArguments, corpus: datasets.DatasetDict, output_dir: str | Path, resume: bool
 ) -> PreTrainedTokenizerBase:
-    """The run's tokenizer: the given one, the one saved in `output_dir` when resuming, or a new one."""
-    source = model_args.tokenizer_name_or_path or model_args.model_name_or_path
-    if source is None and resume:
-        source = str(output_dir)
+    """The run's tokenizer: the one saved in `output_dir` when resuming, the given one, or a new one."""
+    source = str(output_dir) if resume else model_args.tokenizer_name_or_path or model_args.model_name_or_path
     if source is not None:
         return AutoTokenizer.from_pretrained(source)
     logger.info("training a %s tokenizer of %d tokens", model_args.tokenizer_type, model_args.vocab_size)
@@ -255,37 +275,35 @@ def train(
 ) -> Seq2SeqTrainer:
     """Run the whole training job; the trained model, tokenizer and plots end up in `output_dir`.
 
-    Under `accelerate launch` the main process prepares the folder, corpus and tokenizer first; the others then
-    read the tokenizer it saved.
+    With several processes (`accelerate launch`, `torchrun`) the main process checks the output folder and makes
+    the tokenizer first; the others then load the corpus and read the tokenizer it saved (a shared file system).
     """
     if not data_args.data or not data_args.src_lang or not data_args.tgt_lang:
         raise ValueError("training needs --data, --src-lang and --tgt-lang")
     output_dir = Path(training_args.output_dir)
-    checkpoint = check_output_dir(output_dir, run_args.resume, run_args.overwrite)
     # The model computes label smoothing itself (so it also honours num_items_in_batch).
     label_smoothing, training_args.label_smoothing_factor = training_args.label_smoothing_factor, 0.0
     is_main = training_args.process_index == 0
 
-    with training_args.main_process_first(desc="corpus and tokenizer"):
+    with training_args.main_process_first(local=False, desc="output folder, corpus and tokenizer"):
+        if is_main:
+            inputs = (model_args.model_name_or_path, model_args.tokenizer_name_or_path, data_args.data)
+            checkpoint = check_output_dir(output_dir, run_args.resume, run_args.overwrite, inputs)
+        else:
+            checkpoint = get_last_checkpoint(str(output_dir)) if run_args.resume else None
         corpus, tokenizer = prepare_data(data_args, model_args, output_dir, run_args.resume or not is_main)
         model = build_model(model_args, tokenizer, data_args.src_lang, data_args.tgt_lang, label_smoothing)
+        tokenized, _ = tokenize_corpus(
+            corpus,
+            tokenizer,
+            data_args.src_lang,
+            data_args.tgt_lang,
+            max_source_length=data_args.max_source_length,
+            max_target_length=data_args.max_target_length,
+            num_proc=data_args.num_proc,
+        )
         if is_main:
-            if output_dir.is_dir() and checkpoint is None:  # --overwrite, now that everything is ready
-                shutil.rmtree(output_dir)
-            output_dir.mkdir(parents=True, exist_ok=True)
-            tokenizer.save_pretrained(output_dir)  # an interrupted run resumes with the same vocabulary
-            settings = {name: getattr(data_args, name) for name in ("data", "src_lang", "tgt_lang", "test_split")}
-            settings["d2l_normalize"] = data_args.d2l_normalize
-            (output_dir / DATA_SETTINGS_FILE).write_text(json.dumps(settings, indent=2), encoding="utf-8")
-    tokenized, _ = tokenize_corpus(
-        corpus,
-        tokenizer,
-        data_args.src_lang,
-        data_args.tgt_lang,
-        max_source_length=data_args.max_source_length,
-        max_target_length=data_args.max_target_length,
-        num_proc=data_args.num_proc,
-    )
+            _write_run_files(output_dir, tokenizer, _data_settings(data_args), resuming=checkpoint is not None)
     # Generation settings live in the model's generation config (saved with it); the length is a number of new tokens.
     model.generation_config.num_beams = training_args.generation_num_beams or model.generation_config.num_beams
     if training_args.generation_max_length:
@@ -319,6 +337,25 @@ def train(
         plot_training_curves(trainer.state.log_history, path=output_dir / "training_curves.png")
         logger.info("saved the model, tokenizer and training curves in %s", output_dir)
     return trainer
+
+
+def _write_run_files(
+    output_dir: Path, tokenizer: PreTrainedTokenizerBase, settings: dict[str, Any], resuming: bool
+) -> None:
+    """Start the run's folder: replace an old run (--overwrite, now that everything is ready), save the tokenizer
+    and the corpus settings. A resumed run keeps its files, and must use the corpus settings it started with."""
+    if resuming:
+        recorded = read_data_settings(output_dir)
+        if recorded and recorded != settings:
+            raise ValueError(
+                f"--resume with other corpus settings than the run started with: {settings} instead of {recorded}"
+            )
+        return
+    if output_dir.is_dir():
+        shutil.rmtree(output_dir)
+    output_dir.mkdir(parents=True)
+    tokenizer.save_pretrained(output_dir)  # an interrupted run resumes with the same vocabulary
+    (output_dir / DATA_SETTINGS_FILE).write_text(json.dumps(settings, indent=2), encoding="utf-8")
 
 
 def read_data_settings(model_dir: str | Path) -> dict[str, Any]:

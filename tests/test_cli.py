@@ -27,7 +27,7 @@ TINY = [
     "--encoder_layers", "1", "--decoder_layers", "1", "--dropout", "0.0",
     "--per_device_train_batch_size", "32", "--per_device_eval_batch_size", "16",
     "--learning_rate", "0.01", "--warmup_steps", "0", "--logging_steps", "5",
-    "--generation_num_beams", "2", "--generation_max_length", "20",
+    "--generation_num_beams", "2", "--generation_max_length", "20", "--label_smoothing_factor", "0.1",
 ]  # fmt: skip
 
 
@@ -65,6 +65,7 @@ def test_train_writes_a_loadable_model_and_the_loss_falls(trained):
     model = AutoModelForSeq2SeqLM.from_pretrained(trained)
     tokenizer = AutoTokenizer.from_pretrained(trained)
     assert model.config.source_language == "en" and model.config.target_language == "fr"
+    assert model.config.label_smoothing == 0.1  # the model computes it, not the Trainer
     assert model.config.vocab_size == len(tokenizer)
     assert model.generation_config.num_beams == 2
     saved_generation = json.loads((trained / "generation_config.json").read_text())
@@ -106,12 +107,15 @@ def test_translate_prompts_when_stdin_is_a_terminal(trained):
     )  # fmt: skip
     os.close(stdin)
     os.write(terminal, b"Go.\nI lost.\nq\n")
-    out, err = process.communicate(timeout=300)
-    os.close(terminal)
+    try:
+        out, err = process.communicate(timeout=300)
+    finally:
+        process.kill()
+        os.close(terminal)
     assert process.returncode == 0, err[-3000:]
-    assert out.count("en > ") == 3  # asked three times: two sentences, then q
-    answers = [line for line in out.replace("en > ", "\n").splitlines() if line.strip()]
-    assert len(answers) == 2
+    prompts = out.split("en > ")
+    assert len(prompts) == 4 and prompts[0] == ""  # asked three times: two sentences, then q
+    assert all(answer.endswith("\n") for answer in prompts[1:3])  # one translation line after each sentence
 
 
 def test_pipeline_from_trained_folder_with_remote_code(trained, tmp_path):
@@ -151,6 +155,23 @@ def test_resume_continues_from_the_saved_step(tatoeba_tsv, tmp_path):
     started = [line for line in result.stderr.splitlines() if "training starts at step" in line]
     assert started and int(started[0].split("training starts at step ")[1].split()[0]) >= 10
     assert json.loads((output / "trainer_state.json").read_text())["global_step"] == 30
+    assert json.loads((output / "translation_data.json").read_text())["d2l_normalize"] is False
+
+    result = run_cli(*args, "--max_steps", "40", "--resume", "--d2l_normalize", "true")
+    assert result.returncode != 0 and "other corpus settings" in result.stderr
+
+
+def test_output_dir_forms(tmp_path):
+    *_, training_args, _ = parse_train_args(["--output_dir=somewhere", "--data", "multi30k"])
+    assert training_args.output_dir == "somewhere"
+    config = tmp_path / "train.yaml"
+    config.write_text("output-dir: elsewhere\n")
+    assert parse_train_args(["--config", str(config)])[2].output_dir == "elsewhere"
+    config.write_text("output_dir: null\n")
+    with pytest.raises(UsageError, match="needs --output-dir"):
+        parse_train_args(["--config", str(config)])
+    with pytest.raises(ValueError, match=r"not used.*--output_d"):  # no abbreviations: --output_d is not --output_dir
+        parse_train_args(["--output_d", "x", "--output_dir", "y"])
 
 
 def test_config_file_and_overrides(tmp_path):
@@ -188,7 +209,7 @@ def test_bad_input_gives_clear_errors(trained, tatoeba_tsv, tmp_path):
     assert (existing / "keep.txt").read_text() == "precious"
 
 
-def test_output_dir_is_required_and_overwrite_keeps_the_old_run_until_ready(trained, tmp_path):
+def test_output_dir_is_required_and_overwrite_keeps_the_old_run_until_ready(trained, tatoeba_tsv, tmp_path):
     result = run_cli("train", "--data", "multi30k", "--src-lang", "de", "--tgt-lang", "en", "--max_steps", "1")
     assert result.returncode != 0 and "needs --output-dir" in result.stderr
     assert not Path("trainer_output").exists()
@@ -199,6 +220,11 @@ def test_output_dir_is_required_and_overwrite_keeps_the_old_run_until_ready(trai
                      "--output-dir", str(previous), "--overwrite")  # fmt: skip
     assert result.returncode != 0 and "missing.tsv" in result.stderr
     assert (previous / "model.safetensors").is_file()  # a failed run destroyed nothing
+
+    result = run_cli("train", "--data", str(tatoeba_tsv), "--src-lang", "en", "--tgt-lang", "fr",
+                     "--model_name_or_path", str(previous), "--output-dir", str(previous), "--overwrite")  # fmt: skip
+    assert result.returncode != 0 and "which this run reads" in result.stderr
+    assert (previous / "model.safetensors").is_file()
 
     not_a_run = tmp_path / "documents"
     not_a_run.mkdir()

@@ -69,7 +69,7 @@ def test_download_verifies_pinned_checksum(tmp_path, monkeypatch):
     monkeypatch.setitem(data._NAMED_CORPORA, "fake", {"a.txt": good})
     assert (data.resolve_corpus("fake") / "a.txt").read_bytes() == payload
     monkeypatch.setitem(data._NAMED_CORPORA, "fake", {"b.txt": bad})
-    with pytest.raises(RuntimeError, match="checksum mismatch"):
+    with pytest.raises(ValueError, match="checksum mismatch"):
         data.resolve_corpus("fake")
     assert not (tmp_path / "fake" / "b.txt").exists()
 
