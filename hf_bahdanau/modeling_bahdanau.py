@@ -74,11 +74,14 @@ class BahdanauDecoderState:
         return self.steps
 
     def reorder_cache(self, beam_idx: torch.LongTensor) -> None:
-        """Keep, in place, the rows that beam search chose (`beam_idx` indexes the flattened batch)."""
+        """Keep, in place, the recurrent rows that beam search chose (`beam_idx` indexes the flattened batch).
+
+        Beam search only moves rows among the beams of one sentence, whose projected keys are identical copies,
+        so the keys stay where they are (copying them at every step cost ~7% of beam-search time).
+        """
         self.hidden = self.hidden.index_select(1, beam_idx.to(self.hidden.device))
         if self.cell is not None:
             self.cell = self.cell.index_select(1, beam_idx.to(self.cell.device))
-        self.projected_keys = self.projected_keys.index_select(0, beam_idx.to(self.projected_keys.device))
 
 
 def _rnn(config: BahdanauConfig, input_size: int, num_layers: int, bidirectional: bool = False) -> nn.RNNBase:
