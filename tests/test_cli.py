@@ -60,7 +60,8 @@ def test_train_writes_a_loadable_model_and_the_loss_falls(trained):
     assert (trained / "training_curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     state = json.loads((trained / "trainer_state.json").read_text())
     losses = [entry["loss"] for entry in state["log_history"] if "loss" in entry]
-    assert len(losses) >= 5 and losses[-1] < 0.8 * losses[0]
+    # 60 steps on 300 random pairs with label smoothing 0.1 (a higher floor): the loss falls by some 20%
+    assert len(losses) >= 5 and losses[-1] < 0.85 * losses[0] and sum(losses[-3:]) < sum(losses[:3])
     assert any("eval_bleu" in entry for entry in state["log_history"])
     model = AutoModelForSeq2SeqLM.from_pretrained(trained)
     tokenizer = AutoTokenizer.from_pretrained(trained)
