@@ -35,6 +35,7 @@ from .training import (
     ModelArguments,
     RunArguments,
     check_tokenizer_matches,
+    corpus_id,
     read_data_settings,
     train,
 )
@@ -135,7 +136,7 @@ def run_evaluate(args: argparse.Namespace) -> None:
     model, tokenizer = load_translation_model(args.model)
     # Unless told otherwise, read the corpus exactly as training did (same normalisation, hence the same split).
     settings = read_data_settings(args.model)
-    if args.data and args.data != settings.get("data"):  # another corpus: only the model's normalisation carries over
+    if args.data and corpus_id(args.data) != settings.get("data"):  # another corpus: only normalisation carries over
         settings = {"d2l_normalize": settings.get("d2l_normalize", False)}
     data = args.data or settings.get("data")
     src_lang = args.src_lang or model.config.source_language

@@ -181,11 +181,15 @@ def check_output_dir(output_dir: Path, resume: bool, overwrite: bool, inputs: Se
     return None
 
 
+def corpus_id(data: str) -> str:
+    """How a run records its corpus: an existing path absolute (valid from any folder), a name as given."""
+    return str(Path(data).resolve()) if Path(data).exists() else data
+
+
 def _data_settings(data_args: DataArguments) -> dict[str, Any]:
-    """What `evaluate` needs to read the corpus as training did (an existing path is stored absolute)."""
-    data = str(Path(data_args.data).resolve()) if Path(data_args.data).exists() else data_args.data
+    """What `evaluate` needs to read the corpus as training did."""
     settings = {name: getattr(data_args, name) for name in ("src_lang", "tgt_lang", "test_split", "d2l_normalize")}
-    return {"data": data, **settings}
+    return {"data": corpus_id(data_args.data), **settings}
 
 
 def load_or_train_tokenizer(
@@ -371,6 +375,7 @@ __all__ = [
     "TRAINING_DEFAULTS",
     "build_model",
     "check_tokenizer_matches",
+    "corpus_id",
     "read_data_settings",
     "train",
 ]

@@ -261,7 +261,10 @@ def test_evaluate_reads_the_corpus_as_training_did(trained, tmp_path, monkeypatc
     assert calls[-1][0][0] == settings["data"] and calls[-1][1]["normalize"] is True  # no --data needed
     assert main(["evaluate", "--model", str(normalized), "--max-samples", "4", "--no-d2l-normalize"]) == 0
     assert calls[-1][1]["normalize"] is False
-    assert capsys.readouterr().out.count("BLEU = ") == 2
+    relative = os.path.relpath(settings["data"])  # the training corpus, spelled another way: still its settings
+    assert main(["evaluate", "--model", str(normalized), "--data", relative, "--max-samples", "4"]) == 0
+    assert calls[-1][1]["normalize"] is True and calls[-1][1]["test_split"] == settings["test_split"]
+    assert capsys.readouterr().out.count("BLEU = ") == 3
 
 
 def test_a_folder_without_weights_is_a_clear_error_not_a_traceback(trained, tmp_path):
