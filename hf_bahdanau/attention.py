@@ -1,7 +1,8 @@
 """Attention maths of d2l's chapters "Attention Scoring Functions", "Bahdanau Attention",
 "Multi-Head Attention" and "Self-Attention and Positional Encoding".
 
-Every module keeps the weights of its last call in ``.attention_weights``. Shapes follow d2l:
+The scoring modules keep the weights of their last call in ``.attention_weights`` (as d2l); multi-head attention
+returns them. Shapes follow d2l:
 queries ``(batch, num_queries, query_size)``, keys ``(batch, num_kv, key_size)``, values
 ``(batch, num_kv, value_size)``. This file imports nothing but torch: it is copied beside the models'
 code into saved model folders for ``trust_remote_code``.
@@ -170,9 +171,10 @@ class BilinearAttention(ScoredAttention):
 class MultiHeadAttention(nn.Module):
     """d2l's multi-head attention: ``num_heads`` scaled dot-product heads over learned projections.
 
-    With ``need_weights=False`` it runs ``torch.nn.functional.scaled_dot_product_attention`` (fused kernels)
-    and keeps no weights; otherwise it computes and keeps the weights ``(batch * num_heads, queries, keys)``
-    in ``self.attention.attention_weights``, exactly as d2l.
+    ``forward`` returns ``(output, weights)``. ``implementation="eager"`` is d2l's masked softmax and returns the
+    weights ``(batch, num_heads, queries, keys)``; ``"sdpa"`` runs ``torch.nn.functional.scaled_dot_product_attention``
+    (fused kernels) and returns ``None`` unless ``need_weights``, which always takes the eager path. A decoder can
+    project keys and values once (``project_keys_values``) and pass them back as ``key_values`` at every step.
     """
 
     def __init__(
@@ -195,37 +197,53 @@ class MultiHeadAttention(nn.Module):
         self.W_v = nn.Linear(value_size, num_hiddens, bias=bias)
         self.W_o = nn.Linear(num_hiddens, num_hiddens, bias=bias)
 
-    @property
-    def attention_weights(self) -> torch.Tensor | None:
-        return self.attention.attention_weights
-
     def _split_heads(self, X: torch.Tensor) -> torch.Tensor:
         """(batch, length, num_hiddens) -> (batch, num_heads, length, num_hiddens / num_heads)."""
         return X.reshape(X.shape[0], X.shape[1], self.num_heads, -1).transpose(1, 2)
 
+    def project_keys_values(self, keys: torch.Tensor, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Keys and values split into heads: two ``(batch, num_heads, keys, head_size)`` tensors."""
+        if keys.dim() != 3 or keys.shape[:2] != values.shape[:2]:
+            raise ValueError(
+                f"keys and values must be (batch, length, size) of one batch and length: keys {tuple(keys.shape)}, "
+                f"values {tuple(values.shape)}"
+            )
+        _check_size("keys", keys, self.W_k.in_features)
+        _check_size("values", values, self.W_v.in_features)
+        return self._split_heads(self.W_k(keys)), self._split_heads(self.W_v(values))
+
     def forward(
         self,
         queries: torch.Tensor,
-        keys: torch.Tensor,
-        values: torch.Tensor,
+        keys: torch.Tensor | None = None,
+        values: torch.Tensor | None = None,
         valid_lens: torch.Tensor | None = None,
         need_weights: bool = True,
-    ) -> torch.Tensor:
-        """Output ``(batch, queries, num_hiddens)``."""
-        _check_keys_values(queries, keys, values)
+        key_values: tuple[torch.Tensor, torch.Tensor] | None = None,
+        implementation: str = "eager",
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Output ``(batch, queries, num_hiddens)`` and weights ``(batch, num_heads, queries, keys)`` or None.
+
+        Give ``keys`` and ``values`` ``(batch, keys, size)``, or their projections ``key_values``.
+        """
+        if key_values is None:
+            if keys is None or values is None:
+                raise ValueError("pass keys and values, or their projections as key_values")
+            _check_keys_values(queries, keys, values)
+            key_values = self.project_keys_values(keys, values)
+        k, v = key_values  # (batch, num_heads, keys, head_size)
+        if queries.dim() != 3 or queries.shape[0] != k.shape[0]:
+            raise ValueError(
+                f"queries must be (batch, queries, size) with the keys' batch size {k.shape[0]}, "
+                f"got {tuple(queries.shape)}"
+            )
         _check_size("queries", queries, self.W_q.in_features)
-        _check_size("keys", keys, self.W_k.in_features)
-        _check_size("values", values, self.W_v.in_features)
         batch, num_queries, _ = queries.shape
-        q, k, v = (
-            self._split_heads(self.W_q(queries)),
-            self._split_heads(self.W_k(keys)),
-            self._split_heads(self.W_v(values)),
-        )
+        q = self._split_heads(self.W_q(queries))  # (batch, num_heads, queries, head_size)
         mask = None
         if valid_lens is not None:
-            mask = _attention_mask((batch, num_queries, keys.shape[1]), valid_lens).to(queries.device)
-        if need_weights:
+            mask = _attention_mask((batch, num_queries, k.shape[2]), valid_lens).to(queries.device)
+        if need_weights or implementation == "eager":
             heads = batch * self.num_heads
             flat_mask = None if mask is None else mask.repeat_interleave(self.num_heads, dim=0)
             out = self.attention(
@@ -233,10 +251,10 @@ class MultiHeadAttention(nn.Module):
                 k.reshape(heads, k.shape[2], -1),
                 v.reshape(heads, v.shape[2], -1),
                 flat_mask,
-            )  # (batch * num_heads, queries, head_size)
-            out = out.reshape(batch, self.num_heads, num_queries, -1)
-        else:
-            self.attention.attention_weights = None
+            ).reshape(batch, self.num_heads, num_queries, -1)  # (batch, num_heads, queries, head_size)
+            weights = self.attention.attention_weights.reshape(batch, self.num_heads, num_queries, -1)
+        elif implementation == "sdpa":
+            weights = None
             empty = None if mask is None else ~mask.any(-1, keepdim=True)  # (batch, 1 | queries, 1): no valid key
             # Fused kernels may give NaN for a row with no valid key: let it see every key, then zero its output.
             sdpa_mask = None if mask is None else (mask | empty)[:, None]  # (batch, 1, 1 | queries, keys)
@@ -244,7 +262,9 @@ class MultiHeadAttention(nn.Module):
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=sdpa_mask, dropout_p=dropout_p)
             if mask is not None:  # a query with no valid key attends to nothing, as masked_softmax does
                 out = out.masked_fill(empty[:, None], 0.0)
-        return self.W_o(out.transpose(1, 2).reshape(batch, num_queries, -1))
+        else:
+            raise ValueError(f"implementation must be 'eager' or 'sdpa', got {implementation!r}")
+        return self.W_o(out.transpose(1, 2).reshape(batch, num_queries, -1)), weights
 
 
 class PositionalEncoding(nn.Module):
@@ -253,20 +273,36 @@ class PositionalEncoding(nn.Module):
     def __init__(self, num_hiddens: int, dropout: float = 0.0, max_len: int = 1000) -> None:
         super().__init__()
         self.dropout = nn.Dropout(dropout)
+        self.register_buffer("P", self.table(max_len, num_hiddens), persistent=False)
+
+    @staticmethod
+    def table(max_len: int, num_hiddens: int) -> torch.Tensor:
+        """The encodings of positions ``0 .. max_len - 1``: ``(1, max_len, num_hiddens)``."""
         position = torch.arange(max_len, dtype=torch.float32).reshape(-1, 1)  # (max_len, 1)
         inverse_freq = torch.pow(10000, torch.arange(0, num_hiddens, 2, dtype=torch.float32) / num_hiddens)
         angles = position / inverse_freq  # (max_len, ceil(num_hiddens / 2))
         P = torch.zeros(1, max_len, num_hiddens)
         P[:, :, 0::2] = torch.sin(angles)
         P[:, :, 1::2] = torch.cos(angles[:, : num_hiddens // 2])
-        self.register_buffer("P", P, persistent=False)
+        return P
 
-    def forward(self, X: torch.Tensor) -> torch.Tensor:
-        """``X`` ``(batch, length, num_hiddens)`` -> same shape."""
-        if X.shape[1] > self.P.shape[1]:
-            raise ValueError(f"sequence length {X.shape[1]} exceeds the encoding's max_len {self.P.shape[1]}")
+    def forward(self, X: torch.Tensor, positions: torch.Tensor | None = None) -> torch.Tensor:
+        """``X`` ``(batch, length, num_hiddens)`` -> same shape.
+
+        ``positions`` ``(batch, length)`` gives each token's position (default ``0 .. length - 1``), e.g. counted
+        from the first real token of a left-padded sentence, or from the tokens already decoded.
+        """
         _check_size("X", X, self.P.shape[2])
-        return self.dropout(X + self.P[:, : X.shape[1]].to(X.dtype))
+        max_len = self.P.shape[1]
+        if positions is None:
+            if X.shape[1] > max_len:
+                raise ValueError(f"sequence length {X.shape[1]} exceeds the encoding's max_len {max_len}")
+            return self.dropout(X + self.P[:, : X.shape[1]].to(X.dtype))
+        if positions.shape != X.shape[:2]:
+            raise ValueError(f"positions of shape {tuple(positions.shape)} do not fit X of shape {tuple(X.shape)}")
+        if positions.numel() and int(positions.max()) >= max_len:
+            raise ValueError(f"position {int(positions.max())} exceeds the encoding's max_len {max_len}")
+        return self.dropout(X + self.P[0, positions].to(X.dtype))
 
 
 __all__ = [

@@ -5,22 +5,24 @@ from __future__ import annotations
 from typing import Any
 
 from huggingface_hub.dataclasses import strict
-from transformers import PretrainedConfig
+
+from .configuration_translation import TranslationConfig
 
 RNN_TYPES = ("gru", "lstm")
 ATTENTION_TYPES = ("additive", "dot", "general")
 
 
 @strict
-class BahdanauConfig(PretrainedConfig):
+class BahdanauConfig(TranslationConfig):
     r"""Configuration of a [`BahdanauForConditionalGeneration`]: d2l's "Bahdanau attention" seq2seq.
 
     With the defaults (unidirectional GRU, additive attention, untied embeddings, no embedding dropout) the
     model is exactly d2l's `Seq2SeqEncoder` + `Seq2SeqAttentionDecoder`.
 
+    The fields every translation model shares (`vocab_size`, `dropout`, `label_smoothing`, tying, languages, special
+    ids) are documented in [`TranslationConfig`]; here they mean:
+
     Args:
-        vocab_size (`int`, defaults to 8000):
-            Size of the one vocabulary shared by source and target (a joint tokenizer).
         embedding_size (`int`, defaults to 256):
             Size of the token embeddings (d2l's `embed_size`).
         hidden_size (`int`, defaults to 256):
@@ -44,29 +46,19 @@ class BahdanauConfig(PretrainedConfig):
             Dropout between stacked RNN layers and on the attention weights (d2l's `dropout`).
         embedding_dropout (`float`, defaults to 0.0):
             Dropout on the embeddings and on the decoder output before the vocabulary projection (0 in d2l).
-        label_smoothing (`float`, defaults to 0.0):
-            Label smoothing of the cross-entropy loss.
         tie_word_embeddings (`bool`, defaults to `False`):
             Share the decoder's input embedding with the output projection (needs `embedding_size ==
             hidden_size`).
-        tie_encoder_decoder_embeddings (`bool`, defaults to `False`):
-            Share the encoder's embedding too (needs `tie_word_embeddings`).
         teacher_forcing_ratio (`float`, defaults to 1.0):
             In training, the probability of feeding the gold previous token to the decoder; below 1, the model's
             own greedy prediction is fed otherwise (scheduled sampling). Generation always feeds its own tokens.
-        source_language, target_language (`str`, *optional*):
-            Language codes of the translation direction the model was trained for (e.g. `"de"`, `"en"`).
         use_cache (`bool`, defaults to `True`):
             Return the recurrent state as `past_key_values` so generation continues from it.
-        pad_token_id, bos_token_id, eos_token_id, decoder_start_token_id (`int`):
-            Special token ids, matching the tokenizers of `hf_bahdanau.tokenization` (0, 1, 2, 1).
     """
 
     model_type = "bahdanau"
-    keys_to_ignore_at_inference = ["past_key_values"]
     attribute_map = {"num_hidden_layers": "decoder_layers"}
 
-    vocab_size: int = 8000
     embedding_size: int = 256
     hidden_size: int = 256
     encoder_layers: int = 2
@@ -75,38 +67,22 @@ class BahdanauConfig(PretrainedConfig):
     bidirectional_encoder: bool = False
     attention_type: str = "additive"
     attention_hidden_size: int | None = None
-    dropout: float | int = 0.1
     embedding_dropout: float | int = 0.0
-    label_smoothing: float | int = 0.0
-    tie_word_embeddings: bool = False
-    tie_encoder_decoder_embeddings: bool = False
     teacher_forcing_ratio: float | int = 1.0
-    source_language: str | None = None
-    target_language: str | None = None
-    use_cache: bool = True
-    is_encoder_decoder: bool = True
-    pad_token_id: int | None = 0
-    bos_token_id: int | None = 1
-    eos_token_id: int | list[int] | None = 2
-    decoder_start_token_id: int | None = 1
 
     def __post_init__(self, **kwargs: Any) -> None:
         if self.attention_hidden_size is None:
             self.attention_hidden_size = self.hidden_size
         super().__post_init__(**kwargs)
-        self._check_combinations()
 
-    def _check_combinations(self) -> None:
+    def check(self) -> None:
+        super().check()
         if self.rnn_type not in RNN_TYPES:
             raise ValueError(f"rnn_type must be one of {RNN_TYPES}, got {self.rnn_type!r}")
         if self.attention_type not in ATTENTION_TYPES:
             raise ValueError(f"attention_type must be one of {ATTENTION_TYPES}, got {self.attention_type!r}")
-        for name in ("vocab_size", "embedding_size", "hidden_size", "encoder_layers", "decoder_layers"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
-        for name in ("dropout", "embedding_dropout", "label_smoothing"):
-            if not 0.0 <= getattr(self, name) < 1.0:
-                raise ValueError(f"{name} must be in [0, 1), got {getattr(self, name)}")
+        self._check_positive("embedding_size", "hidden_size", "encoder_layers", "decoder_layers")
+        self._check_probability("embedding_dropout")
         if not 0.0 <= self.teacher_forcing_ratio <= 1.0:
             raise ValueError(f"teacher_forcing_ratio must be in [0, 1], got {self.teacher_forcing_ratio}")
         if self.attention_type == "dot" and self.bidirectional_encoder:
@@ -120,12 +96,6 @@ class BahdanauConfig(PretrainedConfig):
                 f"tie_word_embeddings needs embedding_size ({self.embedding_size}) == hidden_size "
                 f"({self.hidden_size}): the output projection maps decoder states to the vocabulary"
             )
-        if self.tie_encoder_decoder_embeddings and not self.tie_word_embeddings:
-            raise ValueError("tie_encoder_decoder_embeddings needs tie_word_embeddings=True")
-        for name in ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id"):
-            value = getattr(self, name)
-            if isinstance(value, int) and not 0 <= value < self.vocab_size:
-                raise ValueError(f"{name}={value} is outside the vocabulary of size {self.vocab_size}")
 
     @property
     def encoder_output_size(self) -> int:

@@ -8,27 +8,17 @@ top-layer state is the query, attention over the encoder outputs (padding masked
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
-from typing import Any
 
 import torch
-from safetensors import SafetensorError
 from torch import nn
-from transformers import GenerationMixin, PreTrainedModel
+from transformers import GenerationMixin
 from transformers import initialization as init
-from transformers.modeling_outputs import ModelOutput, Seq2SeqLMOutput
+from transformers.modeling_outputs import BaseModelOutputWithPastAndCrossAttentions, ModelOutput
 
 from .attention import AdditiveAttention, BilinearAttention, DotProductAttention, ScoredAttention
 from .configuration_bahdanau import BahdanauConfig
-
-
-def shift_tokens_right(labels: torch.Tensor, pad_token_id: int, decoder_start_token_id: int) -> torch.Tensor:
-    """Decoder inputs from labels: prepend the start token, drop the last label, replace -100 by padding."""
-    shifted = labels.new_full(labels.shape, pad_token_id)
-    shifted[:, 1:] = labels[:, :-1]
-    shifted[:, 0] = decoder_start_token_id
-    return shifted.masked_fill(shifted == -100, pad_token_id)
+from .modeling_translation import TranslationPreTrainedModel, check_source
 
 
 @dataclass
@@ -55,6 +45,8 @@ class BahdanauDecoderState:
 
     `generate` calls `reorder_cache` after each beam-search step, so the state follows its beams.
     """
+
+    is_compileable = False  # a recurrent state, not a static key/value cache
 
     def __init__(
         self,
@@ -109,6 +101,7 @@ class BahdanauEncoder(nn.Module):
     """Embedding and (bi)RNN; padding on either side is skipped, as if the sentence were alone."""
 
     main_input_name = "input_ids"
+    output_class = BahdanauEncoderOutput
 
     def __init__(self, config: BahdanauConfig) -> None:
         super().__init__()
@@ -162,7 +155,7 @@ class BahdanauEncoder(nn.Module):
         return_dict: bool | None = None,
     ) -> BahdanauEncoderOutput:
         """`input_ids` `(batch, src_len)`, `attention_mask` `(batch, src_len)` (1 = token, 0 = padding)."""
-        mask = _check_source(input_ids, attention_mask, self.config.vocab_size)
+        mask = check_source(input_ids, attention_mask, self.config.vocab_size)
         embeddings = self.dropout(self.embed_tokens(input_ids))  # (batch, src_len, embedding)
         outputs, final = self._run_rnn(embeddings, mask)  # (batch, src_len, encoder_output_size)
         hidden, cell = final if isinstance(final, tuple) else (final, None)
@@ -177,35 +170,6 @@ class BahdanauEncoder(nn.Module):
             decoder_initial_hidden=hidden,
             decoder_initial_cell=cell,
             hidden_states=(embeddings, outputs) if output_hidden_states else None,
-        )
-
-
-def _check_source(input_ids: torch.Tensor, attention_mask: torch.Tensor | None, vocab_size: int) -> torch.Tensor:
-    """Validate the source batch; return the mask as booleans `(batch, src_len)`."""
-    if input_ids.dim() != 2 or input_ids.numel() == 0:
-        raise ValueError(f"input_ids must be a non-empty (batch, src_len) tensor, got shape {tuple(input_ids.shape)}")
-    _check_ids("input_ids", input_ids, vocab_size)
-    if attention_mask is None:
-        return torch.ones_like(input_ids, dtype=torch.bool)
-    if attention_mask.shape != input_ids.shape:
-        raise ValueError(
-            f"attention_mask has shape {tuple(attention_mask.shape)} but input_ids has shape {tuple(input_ids.shape)}"
-        )
-    mask = attention_mask.bool()
-    empty = (~mask.any(1)).nonzero().flatten()
-    if empty.numel():
-        raise ValueError(f"source sequence(s) {empty.tolist()} have no token: attention_mask is all zeros there")
-    return mask
-
-
-def _check_ids(name: str, ids: torch.Tensor, vocab_size: int) -> None:
-    if not ids.numel():
-        return
-    low, high = (int(value) for value in torch.aminmax(ids))  # one device sync
-    if low < 0 or high >= vocab_size:
-        raise ValueError(
-            f"{name} holds ids in [{low}, {high}], outside the vocabulary [0, {vocab_size}): "
-            "does the tokenizer match the model's config?"
         )
 
 
@@ -232,23 +196,24 @@ class BahdanauDecoder(nn.Module):
     def forward(
         self,
         input_ids: torch.LongTensor,  # (batch, tgt_len)
-        encoder_hidden_states: torch.Tensor,  # (batch, src_len, encoder_output_size)
+        encoder_outputs: BahdanauEncoderOutput,
         encoder_attention_mask: torch.Tensor,  # (batch, src_len), bool
-        state: BahdanauDecoderState,
+        past_key_values: BahdanauDecoderState | None = None,
+        use_cache: bool = True,
         output_attentions: bool = False,
-    ) -> tuple[torch.Tensor, BahdanauDecoderState, torch.Tensor | None]:
-        """RNN outputs `(batch, tgt_len, hidden)`, the new state and, if asked, weights `(batch, tgt_len, src_len)`."""
+        output_hidden_states: bool = False,
+    ) -> BaseModelOutputWithPastAndCrossAttentions:
+        """RNN outputs `(batch, tgt_len, hidden)`, the new state and, if asked, the embeddings and outputs as
+        hidden states and the attention weights `(batch, 1, tgt_len, src_len)` as cross-attentions."""
+        state = past_key_values if past_key_values is not None else self.initial_state(encoder_outputs)
+        source = encoder_outputs.last_hidden_state  # (batch, src_len, encoder_output_size)
         embeddings = self.dropout(self.embed_tokens(input_ids))  # (batch, tgt_len, embedding)
         rnn_state = state.rnn_state
         outputs, weights = [], []
         for step in range(input_ids.shape[1]):
             top_hidden = (rnn_state if state.cell is None else rnn_state[0])[-1]  # (batch, hidden)
             context = self.attention(
-                top_hidden.unsqueeze(1),
-                encoder_hidden_states,
-                encoder_hidden_states,
-                encoder_attention_mask,
-                projected_keys=state.projected_keys,
+                top_hidden.unsqueeze(1), source, source, encoder_attention_mask, projected_keys=state.projected_keys
             )  # (batch, 1, encoder_output_size)
             rnn_input = torch.cat([context, embeddings[:, step : step + 1]], dim=-1)
             output, rnn_state = self.rnn(rnn_input, rnn_state)  # (batch, 1, hidden)
@@ -256,17 +221,20 @@ class BahdanauDecoder(nn.Module):
             if output_attentions:
                 weights.append(self.attention.attention_weights)
         hidden, cell = rnn_state if state.cell is not None else (rnn_state, None)
-        new_state = BahdanauDecoderState(hidden, cell, state.projected_keys, state.steps + input_ids.shape[1])
-        attention = torch.cat(weights, dim=1) if output_attentions else None
-        return self.dropout(torch.cat(outputs, dim=1)), new_state, attention
+        output = self.dropout(torch.cat(outputs, dim=1))  # (batch, tgt_len, hidden)
+        return BaseModelOutputWithPastAndCrossAttentions(
+            last_hidden_state=output,
+            past_key_values=BahdanauDecoderState(hidden, cell, state.projected_keys, state.steps + input_ids.shape[1]),
+            hidden_states=(embeddings, output) if output_hidden_states else None,
+            cross_attentions=(torch.cat(weights, dim=1).unsqueeze(1),) if output_attentions else None,
+        )
 
 
-class BahdanauPreTrainedModel(PreTrainedModel):
+class BahdanauPreTrainedModel(TranslationPreTrainedModel):
     config: BahdanauConfig
     config_class = BahdanauConfig
     base_model_prefix = "bahdanau"
-    main_input_name = "input_ids"
-    supports_gradient_checkpointing = False
+    _is_stateful = True  # the recurrent state cannot be cropped, so no assisted generation
 
     @torch.no_grad()
     def _init_weights(self, module: nn.Module) -> None:
@@ -293,7 +261,7 @@ class BahdanauPreTrainedModel(PreTrainedModel):
         return False
 
 
-class BahdanauForConditionalGeneration(BahdanauPreTrainedModel, GenerationMixin):
+class BahdanauForConditionalGeneration(BahdanauPreTrainedModel, GenerationMixin):  # listed: see can_generate
     """The Bahdanau attention seq2seq with a language-model head, ready for `generate()`."""
 
     def __init__(self, config: BahdanauConfig) -> None:
@@ -301,177 +269,54 @@ class BahdanauForConditionalGeneration(BahdanauPreTrainedModel, GenerationMixin)
         self.encoder = BahdanauEncoder(config)
         self.decoder = BahdanauDecoder(config)
         self.lm_head = nn.Linear(config.hidden_size, config.vocab_size)
-        self._tied_weights_keys = {"lm_head.weight": "decoder.embed_tokens.weight"}
-        if config.tie_encoder_decoder_embeddings:
-            self._tied_weights_keys["encoder.embed_tokens.weight"] = "decoder.embed_tokens.weight"
         self.post_init()
-        # Translation defaults (the model config holds no generation settings in transformers 5).
-        self.generation_config.max_new_tokens = 128
-        self.generation_config.num_beams = 4
 
-    @classmethod
-    def from_pretrained(
-        cls,
-        pretrained_model_name_or_path: str | os.PathLike,
-        *args: Any,
-        **kwargs: Any,
-    ) -> BahdanauForConditionalGeneration:
-        """`PreTrainedModel.from_pretrained`, with a ValueError naming the problem for a checkpoint that does
-        not fit its config (e.g. another vocabulary size) or that is corrupt."""
-        try:
-            return super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
-        except SafetensorError as error:
-            raise ValueError(
-                f"the checkpoint in {pretrained_model_name_or_path} is corrupt or truncated ({error})"
-            ) from error
-        except RuntimeError as error:
-            if "mismatched_sizes" not in str(error):
-                raise
-            raise ValueError(
-                f"the checkpoint in {pretrained_model_name_or_path} does not match the config: its weight shapes "
-                "differ (the load report above lists them; usually vocab_size or a hidden size). Load it with its "
-                "own config, or pass ignore_mismatched_sizes=True to re-initialise the mismatched weights."
-            ) from error
-
-    def get_encoder(self) -> BahdanauEncoder:
-        return self.encoder
-
-    def get_input_embeddings(self) -> nn.Embedding:
-        return self.decoder.embed_tokens
-
-    def set_input_embeddings(self, value: nn.Embedding) -> None:
-        self.decoder.embed_tokens = value
-        if self.config.tie_encoder_decoder_embeddings:
-            self.encoder.embed_tokens = value
-
-    def get_output_embeddings(self) -> nn.Linear:
-        return self.lm_head
-
-    def set_output_embeddings(self, new_embeddings: nn.Linear) -> None:
-        self.lm_head = new_embeddings
-
-    def resize_token_embeddings(
-        self, new_num_tokens: int | None = None, pad_to_multiple_of: int | None = None, mean_resizing: bool = True
-    ) -> nn.Embedding:
-        """Resize the decoder (and untied encoder) embeddings and the output layer to a new vocabulary size."""
-        embeddings = super().resize_token_embeddings(new_num_tokens, pad_to_multiple_of, mean_resizing)
-        if not self.config.tie_encoder_decoder_embeddings:  # the base class only resizes the decoder's
-            self.encoder.embed_tokens = self._get_resized_embeddings(
-                self.encoder.embed_tokens, embeddings.num_embeddings, mean_resizing=mean_resizing
-            )
-        return embeddings
-
-    def prepare_decoder_input_ids_from_labels(self, labels: torch.Tensor) -> torch.Tensor:
-        return shift_tokens_right(labels, self.config.pad_token_id, self.config.decoder_start_token_id)
-
-    def forward(
+    def _decode(
         self,
-        input_ids: torch.LongTensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-        decoder_input_ids: torch.LongTensor | None = None,
-        encoder_outputs: BahdanauEncoderOutput | tuple | None = None,
-        past_key_values: BahdanauDecoderState | None = None,
-        labels: torch.LongTensor | None = None,
-        use_cache: bool | None = None,
-        output_attentions: bool | None = None,
-        output_hidden_states: bool | None = None,
-        return_dict: bool | None = None,
-        num_items_in_batch: int | torch.Tensor | None = None,
-        **kwargs: Any,  # generation and Trainer extras
-    ) -> Seq2SeqLMOutput:
-        """Logits `(batch, tgt_len, vocab)`; `loss` when `labels` `(batch, tgt_len)` are given (-100 ignored).
-
-        With `past_key_values` (the state returned by the previous call) only the new decoder tokens are read.
-        `num_items_in_batch` (from the Trainer) makes the loss a sum divided by it, for gradient accumulation.
-        """
-        output_attentions = output_attentions if output_attentions is not None else self.config.output_attentions
-        output_hidden_states = (
-            output_hidden_states if output_hidden_states is not None else self.config.output_hidden_states
-        )
-        if labels is not None:
-            use_cache = False
-            if decoder_input_ids is None:
-                decoder_input_ids = self.prepare_decoder_input_ids_from_labels(labels)
-        use_cache = use_cache if use_cache is not None else self.config.use_cache
-        if decoder_input_ids is None:
-            raise ValueError("pass decoder_input_ids or labels")
-        if past_key_values is None:  # later generation steps feed the model's own tokens: no need to check them
-            _check_ids("decoder_input_ids", decoder_input_ids, self.config.vocab_size)
-
-        if encoder_outputs is None:
-            if input_ids is None:
-                raise ValueError("pass input_ids or encoder_outputs")
-            encoder_outputs = self.encoder(input_ids, attention_mask, output_hidden_states=output_hidden_states)
-        elif not isinstance(encoder_outputs, BahdanauEncoderOutput):
-            encoder_outputs = BahdanauEncoderOutput(*encoder_outputs)
-        source = encoder_outputs.last_hidden_state  # (batch, src_len, encoder_output_size)
-        source_mask = (
-            attention_mask.bool() if attention_mask is not None else source.new_ones(source.shape[:2], dtype=torch.bool)
-        )
-        state = past_key_values if past_key_values is not None else self.decoder.initial_state(encoder_outputs)
-
+        decoder_input_ids: torch.LongTensor,  # (batch, tgt_len)
+        encoder_outputs: BahdanauEncoderOutput,
+        source_mask: torch.Tensor,  # (batch, src_len), bool
+        past_key_values: BahdanauDecoderState | None,
+        **options: bool,
+    ) -> tuple[BaseModelOutputWithPastAndCrossAttentions, torch.Tensor]:
         if self.training and self.config.teacher_forcing_ratio < 1.0:
-            decoder_out, logits, state, weights = self._decode_with_scheduled_sampling(
-                decoder_input_ids, source, source_mask, state, output_attentions
+            return self._decode_with_scheduled_sampling(
+                decoder_input_ids, encoder_outputs, source_mask, past_key_values, **options
             )
-        else:
-            decoder_out, state, weights = self.decoder(
-                decoder_input_ids, source, source_mask, state, output_attentions=output_attentions
-            )
-            logits = self.lm_head(decoder_out)  # (batch, tgt_len, vocab)
-
-        loss = None
-        if labels is not None:
-            loss = self._loss(logits, labels, num_items_in_batch)
-        return Seq2SeqLMOutput(
-            loss=loss,
-            logits=logits,
-            past_key_values=state if use_cache else None,
-            decoder_hidden_states=(decoder_out,) if output_hidden_states else None,
-            cross_attentions=(weights.unsqueeze(1),) if output_attentions else None,  # (batch, 1, tgt, src)
-            encoder_last_hidden_state=source,
-            encoder_hidden_states=encoder_outputs.hidden_states,
-        )
+        return super()._decode(decoder_input_ids, encoder_outputs, source_mask, past_key_values, **options)
 
     def _decode_with_scheduled_sampling(
         self,
         decoder_input_ids: torch.LongTensor,  # (batch, tgt_len)
-        source: torch.Tensor,  # (batch, src_len, encoder_output_size)
+        encoder_outputs: BahdanauEncoderOutput,
         source_mask: torch.Tensor,  # (batch, src_len)
-        state: BahdanauDecoderState,
-        output_attentions: bool,
-    ) -> tuple[torch.Tensor, torch.Tensor, BahdanauDecoderState, torch.Tensor | None]:
+        state: BahdanauDecoderState | None,
+        **options: bool,
+    ) -> tuple[BaseModelOutputWithPastAndCrossAttentions, torch.Tensor]:
         """Scheduled sampling: after the first step, each sequence is fed its gold previous token with probability
-        `teacher_forcing_ratio`, else the model's own greedy prediction. Returns outputs, logits, state, weights."""
-        outputs, logits, weights = [], [], []
+        `teacher_forcing_ratio`, else the model's own greedy prediction."""
+        steps, logits = [], []
         step_input = decoder_input_ids[:, :1]  # (batch, 1)
         for step in range(decoder_input_ids.shape[1]):
-            output, state, step_weights = self.decoder(
-                step_input, source, source_mask, state, output_attentions=output_attentions
-            )
-            outputs.append(output)
-            logits.append(self.lm_head(output))  # (batch, 1, vocab)
-            weights.append(step_weights)
+            steps.append(self.decoder(step_input, encoder_outputs, source_mask, state, **options))
+            state = steps[-1].past_key_values
+            logits.append(self.lm_head(steps[-1].last_hidden_state))  # (batch, 1, vocab)
             if step + 1 < decoder_input_ids.shape[1]:
                 gold = decoder_input_ids[:, step + 1 : step + 2]
                 use_gold = torch.rand(gold.shape, device=gold.device) < self.config.teacher_forcing_ratio
                 step_input = torch.where(use_gold, gold, logits[-1].argmax(-1))
-        attention = torch.cat(weights, dim=1) if output_attentions else None
-        return torch.cat(outputs, dim=1), torch.cat(logits, dim=1), state, attention
 
-    def _loss(
-        self, logits: torch.Tensor, labels: torch.Tensor, num_items_in_batch: int | torch.Tensor | None
-    ) -> torch.Tensor:
-        """Token cross-entropy with label smoothing; mean over labelled tokens, or sum / `num_items_in_batch`."""
-        reduction = "mean" if num_items_in_batch is None else "sum"
-        loss = nn.functional.cross_entropy(
-            logits.reshape(-1, logits.shape[-1]).float(),
-            labels.reshape(-1).to(logits.device),
-            ignore_index=-100,
-            label_smoothing=self.config.label_smoothing,
-            reduction=reduction,
+        def joined(name: str, dim: int) -> tuple[torch.Tensor, ...] | None:
+            parts = [getattr(output, name) for output in steps]
+            return None if parts[0] is None else tuple(torch.cat(p, dim) for p in zip(*parts, strict=True))
+
+        outputs = BaseModelOutputWithPastAndCrossAttentions(
+            last_hidden_state=torch.cat([output.last_hidden_state for output in steps], dim=1),
+            past_key_values=state,
+            hidden_states=joined("hidden_states", 1),
+            cross_attentions=joined("cross_attentions", 2),
         )
-        return loss if num_items_in_batch is None else loss / num_items_in_batch
+        return outputs, torch.cat(logits, dim=1)
 
 
 __all__ = [

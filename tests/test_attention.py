@@ -177,20 +177,45 @@ def test_multihead_shape_and_d2l_equivalence(d2l):
     mha = MultiHeadAttention(num_hiddens, num_hiddens, num_hiddens, num_hiddens, num_heads, 0.5).eval()
     X, Y = torch.ones(2, 4, num_hiddens), torch.ones(2, 6, num_hiddens)
     valid_lens = torch.tensor([3, 2])
-    assert mha(X, Y, Y, valid_lens).shape == (2, 4, 100)  # the chapter's printed shape
+    assert mha(X, Y, Y, valid_lens)[0].shape == (2, 4, 100)  # the chapter's printed shape
     X, Y = torch.randn(2, 4, num_hiddens), torch.randn(2, 6, num_hiddens)
     expected = d2l_multihead(d2l, mha, X, Y, Y, valid_lens)
-    torch.testing.assert_close(mha(X, Y, Y, valid_lens), expected)
-    assert mha.attention_weights.shape == (2 * num_heads, 4, 6)
-    torch.testing.assert_close(mha(X, Y, Y, valid_lens, need_weights=False), expected, atol=1e-5, rtol=1e-5)
-    assert mha.attention_weights is None
+    out, weights = mha(X, Y, Y, valid_lens)
+    torch.testing.assert_close(out, expected)
+    assert weights.shape == (2, num_heads, 4, 6)
+    torch.testing.assert_close(weights.sum(-1), torch.ones(2, num_heads, 4))
+    assert torch.all(weights[0, :, :, 3:] == 0) and torch.all(weights[1, :, :, 2:] == 0)
+    fused, no_weights = mha(X, Y, Y, valid_lens, need_weights=False, implementation="sdpa")
+    torch.testing.assert_close(fused, expected, atol=1e-5, rtol=1e-5)
+    assert no_weights is None
+    eager, eager_weights = mha(X, Y, Y, valid_lens, need_weights=False)  # eager always has its weights
+    torch.testing.assert_close(eager, expected)
+    torch.testing.assert_close(eager_weights, weights)
+
+
+def test_multihead_takes_keys_and_values_projected_once():
+    mha = MultiHeadAttention(8, 6, 5, 12, 3).eval()
+    q, k, v = torch.randn(2, 3, 6), torch.randn(2, 4, 8), torch.randn(2, 4, 5)
+    key_values = mha.project_keys_values(k, v)
+    assert key_values[0].shape == key_values[1].shape == (2, 3, 4, 4)  # (batch, heads, keys, head_size)
+    for implementation in ("eager", "sdpa"):
+        torch.testing.assert_close(
+            mha(q, key_values=key_values, implementation=implementation, need_weights=False)[0],
+            mha(q, k, v)[0],
+            atol=1e-6,
+            rtol=1e-5,
+        )
+    with pytest.raises(ValueError, match="pass keys and values"):
+        mha(q)
+    with pytest.raises(ValueError, match="implementation must be"):
+        mha(q, k, v, need_weights=False, implementation="flash")
 
 
 def test_multihead_fused_path_handles_empty_rows_and_gradients():
     mha = MultiHeadAttention(8, 6, 5, 12, 3).eval()
     q, k, v = torch.randn(2, 3, 6, requires_grad=True), torch.randn(2, 4, 8), torch.randn(2, 4, 5)
     mask = torch.tensor([[True, True, False, False], [False, False, False, False]])
-    eager, fused = mha(q, k, v, mask), mha(q, k, v, mask, need_weights=False)
+    eager, fused = mha(q, k, v, mask)[0], mha(q, k, v, mask, need_weights=False, implementation="sdpa")[0]
     torch.testing.assert_close(fused, eager, atol=1e-5, rtol=1e-5)
     assert not torch.isnan(fused).any()
     fused.sum().backward()
@@ -219,3 +244,15 @@ def test_positional_encoding_formula_and_buffer():
 def test_positional_encoding_rejects_too_long_input():
     with pytest.raises(ValueError, match="sequence length 11 exceeds the encoding's max_len 10"):
         PositionalEncoding(8, max_len=10)(torch.zeros(1, 11, 8))
+    with pytest.raises(ValueError, match="position 10 exceeds the encoding's max_len 10"):
+        PositionalEncoding(8, max_len=10)(torch.zeros(1, 2, 8), positions=torch.tensor([[9, 10]]))
+
+
+def test_positional_encoding_at_given_positions():
+    pe = PositionalEncoding(6, max_len=20)
+    X = torch.randn(2, 3, 6)
+    positions = torch.tensor([[0, 0, 1], [4, 5, 6]])  # a left-padded row, and a row decoded from position 4
+    out = pe(X, positions)
+    torch.testing.assert_close(out[1], X[1] + pe.P[0, 4:7])
+    torch.testing.assert_close(out[0, 2], X[0, 2] + pe.P[0, 1])
+    torch.testing.assert_close(pe(X, torch.arange(3).expand(2, 3)), pe(X))

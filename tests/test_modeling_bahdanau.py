@@ -298,7 +298,7 @@ def test_generate_returns_attention_of_every_step():
 
 def test_generation_defaults_live_in_generation_config():
     model = make_model()
-    assert model.generation_config.num_beams == 4 and model.generation_config.max_new_tokens == 128
+    assert model.generation_config.num_beams == 5 and model.generation_config.max_new_tokens == 128
     assert "num_beams" not in model.config.to_dict()
 
 

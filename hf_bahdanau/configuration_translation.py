@@ -1,0 +1,88 @@
+"""What the configurations of both translation models share: vocabulary, regularisation, tying, languages, ids.
+
+This file is copied into saved model folders beside the models' own configuration files (`trust_remote_code`),
+so it imports nothing but transformers and huggingface_hub.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from huggingface_hub.dataclasses import strict
+from transformers import PretrainedConfig
+
+SPECIAL_IDS = ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id")
+
+
+@strict
+class TranslationConfig(PretrainedConfig):
+    r"""The fields every translation model of this package has; a model's config adds its architecture.
+
+    Args:
+        vocab_size (`int`, defaults to 8000):
+            Size of the one vocabulary shared by source and target (a joint tokenizer).
+        dropout (`float`, defaults to 0.1):
+            The model's main dropout probability (d2l's `dropout`).
+        label_smoothing (`float`, defaults to 0.0):
+            Label smoothing of the cross-entropy loss.
+        tie_word_embeddings (`bool`, defaults to `False`):
+            Share the decoder's input embedding with the output projection.
+        tie_encoder_decoder_embeddings (`bool`, defaults to `False`):
+            Share the encoder's embedding too (needs `tie_word_embeddings`).
+        source_language, target_language (`str`, *optional*):
+            Language codes of the translation direction the model was trained for (e.g. `"de"`, `"en"`).
+        use_cache (`bool`, defaults to `True`):
+            Return the decoder's state as `past_key_values` so that generation continues from it.
+        pad_token_id, bos_token_id, eos_token_id, decoder_start_token_id (`int`):
+            Special token ids, matching the tokenizers of `hf_bahdanau.tokenization` (0, 1, 2, 1).
+    """
+
+    keys_to_ignore_at_inference = ["past_key_values"]
+
+    vocab_size: int = 8000
+    dropout: float | int = 0.1
+    label_smoothing: float | int = 0.0
+    tie_word_embeddings: bool = False
+    tie_encoder_decoder_embeddings: bool = False
+    source_language: str | None = None
+    target_language: str | None = None
+    use_cache: bool = True
+    is_encoder_decoder: bool = True
+    pad_token_id: int | None = 0
+    bos_token_id: int | None = 1
+    eos_token_id: int | list[int] | None = 2
+    decoder_start_token_id: int | None = 1
+
+    def __post_init__(self, **kwargs: Any) -> None:
+        super().__post_init__(**kwargs)
+        self.check()
+
+    def check(self) -> None:
+        """Raise a ValueError naming the field for an invalid value or combination (also run before saving)."""
+        self._check_positive("vocab_size")
+        self._check_probability("dropout", "label_smoothing")
+        if self.tie_encoder_decoder_embeddings and not self.tie_word_embeddings:
+            raise ValueError("tie_encoder_decoder_embeddings needs tie_word_embeddings=True")
+        for name in SPECIAL_IDS:
+            value = getattr(self, name)
+            if isinstance(value, int) and not 0 <= value < self.vocab_size:
+                raise ValueError(f"{name}={value} is outside the vocabulary of size {self.vocab_size}")
+
+    def _check_positive(self, *names: str) -> None:
+        for name in names:
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+
+    def _check_probability(self, *names: str) -> None:
+        for name in names:
+            if not 0.0 <= getattr(self, name) < 1.0:
+                raise ValueError(f"{name} must be in [0, 1), got {getattr(self, name)}")
+
+    def save_pretrained(self, save_directory: str | os.PathLike, *args: Any, **kwargs: Any) -> None:
+        """Check the fields first, so that no folder holds a config that `from_pretrained` would reject."""
+        self.check()
+        super().save_pretrained(save_directory, *args, **kwargs)
+
+
+__all__ = ["TranslationConfig"]

@@ -1,0 +1,253 @@
+"""What both translation models share: the `PreTrainedModel` + `GenerationMixin` base of an encoder, a decoder and
+a language-model head.
+
+A model defines `encoder` (called as `encoder(input_ids, attention_mask, output_attentions=,
+output_hidden_states=)`, returning a batch-first `ModelOutput`), `decoder` (see `TranslationPreTrainedModel._decode`)
+and `lm_head`; the base does the rest: input checks, labels -> decoder inputs, the loss, outputs as transformers
+expects them, embedding access with tying, generation defaults and clear loading errors. This file is copied into
+saved model folders (`trust_remote_code`), so it imports nothing but torch, safetensors and transformers.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import torch
+from safetensors import SafetensorError
+from torch import nn
+from transformers import GenerationMixin, PreTrainedModel
+from transformers.modeling_outputs import BaseModelOutputWithPastAndCrossAttentions, ModelOutput, Seq2SeqLMOutput
+
+from .configuration_translation import TranslationConfig
+
+# The one place for a new model's generation settings (saved in its generation_config.json, overridable per call).
+GENERATION_DEFAULTS = {"num_beams": 5, "max_new_tokens": 128}
+
+
+def shift_tokens_right(labels: torch.Tensor, pad_token_id: int, decoder_start_token_id: int) -> torch.Tensor:
+    """Decoder inputs from labels: prepend the start token, drop the last label, replace -100 by padding."""
+    shifted = labels.new_full(labels.shape, pad_token_id)
+    shifted[:, 1:] = labels[:, :-1]
+    shifted[:, 0] = decoder_start_token_id
+    return shifted.masked_fill(shifted == -100, pad_token_id)
+
+
+def check_ids(name: str, ids: torch.Tensor, vocab_size: int) -> None:
+    """Raise a ValueError when `ids` hold a token outside `[0, vocab_size)`."""
+    if not ids.numel():
+        return
+    low, high = (int(value) for value in torch.aminmax(ids))  # one device sync
+    if low < 0 or high >= vocab_size:
+        raise ValueError(
+            f"{name} holds ids in [{low}, {high}], outside the vocabulary [0, {vocab_size}): "
+            "does the tokenizer match the model's config?"
+        )
+
+
+def check_source(input_ids: torch.Tensor, attention_mask: torch.Tensor | None, vocab_size: int) -> torch.Tensor:
+    """Validate the source batch; return the mask as booleans `(batch, src_len)`."""
+    if input_ids.dim() != 2 or input_ids.numel() == 0:
+        raise ValueError(f"input_ids must be a non-empty (batch, src_len) tensor, got shape {tuple(input_ids.shape)}")
+    check_ids("input_ids", input_ids, vocab_size)
+    if attention_mask is None:
+        return torch.ones_like(input_ids, dtype=torch.bool)
+    if attention_mask.shape != input_ids.shape:
+        raise ValueError(
+            f"attention_mask has shape {tuple(attention_mask.shape)} but input_ids has shape {tuple(input_ids.shape)}"
+        )
+    mask = attention_mask.bool()
+    empty = (~mask.any(1)).nonzero().flatten()
+    if empty.numel():
+        raise ValueError(f"source sequence(s) {empty.tolist()} have no token: attention_mask is all zeros there")
+    return mask
+
+
+class TranslationPreTrainedModel(PreTrainedModel, GenerationMixin):
+    """Base of the translation models: an `encoder`, a `decoder` and an `lm_head` over one joint vocabulary."""
+
+    config: TranslationConfig
+    config_class = TranslationConfig
+    main_input_name = "input_ids"
+    supports_gradient_checkpointing = False
+
+    def post_init(self) -> None:
+        """Declare the tied weights, initialise, and give a new model the translation generation defaults."""
+        self._tied_weights_keys = {"lm_head.weight": "decoder.embed_tokens.weight"}
+        if self.config.tie_encoder_decoder_embeddings:
+            self._tied_weights_keys["encoder.embed_tokens.weight"] = "decoder.embed_tokens.weight"
+        super().post_init()
+        self.generation_config.update(**GENERATION_DEFAULTS)
+
+    @classmethod
+    def from_pretrained(
+        cls, pretrained_model_name_or_path: str | os.PathLike, *args: Any, **kwargs: Any
+    ) -> TranslationPreTrainedModel:
+        """`PreTrainedModel.from_pretrained`, with a ValueError naming the problem for a checkpoint that does
+        not fit its config (e.g. another vocabulary size) or that is corrupt."""
+        try:
+            return super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
+        except SafetensorError as error:
+            raise ValueError(
+                f"the checkpoint in {pretrained_model_name_or_path} is corrupt or truncated ({error})"
+            ) from error
+        except RuntimeError as error:
+            if "mismatched_sizes" not in str(error):
+                raise
+            raise ValueError(
+                f"the checkpoint in {pretrained_model_name_or_path} does not match the config: its weight shapes "
+                "differ (the load report above lists them; usually vocab_size or a hidden size). Load it with its "
+                "own config, or pass ignore_mismatched_sizes=True to re-initialise the mismatched weights."
+            ) from error
+
+    def get_encoder(self, modality: str | None = None) -> nn.Module:
+        return self.encoder
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.decoder.embed_tokens
+
+    def set_input_embeddings(self, value: nn.Embedding) -> None:
+        self.decoder.embed_tokens = value
+        if self.config.tie_encoder_decoder_embeddings:
+            self.encoder.embed_tokens = value
+
+    def get_output_embeddings(self) -> nn.Linear:
+        return self.lm_head
+
+    def set_output_embeddings(self, new_embeddings: nn.Linear) -> None:
+        self.lm_head = new_embeddings
+
+    def resize_token_embeddings(
+        self, new_num_tokens: int | None = None, pad_to_multiple_of: int | None = None, mean_resizing: bool = True
+    ) -> nn.Embedding:
+        """Resize the decoder (and untied encoder) embeddings and the output layer to a new vocabulary size."""
+        embeddings = super().resize_token_embeddings(new_num_tokens, pad_to_multiple_of, mean_resizing)
+        if not self.config.tie_encoder_decoder_embeddings:  # the base class only resizes the decoder's
+            self.encoder.embed_tokens = self._get_resized_embeddings(
+                self.encoder.embed_tokens, embeddings.num_embeddings, mean_resizing=mean_resizing
+            )
+        return embeddings
+
+    def prepare_decoder_input_ids_from_labels(self, labels: torch.Tensor) -> torch.Tensor:
+        return shift_tokens_right(labels, self.config.pad_token_id, self.config.decoder_start_token_id)
+
+    def prepare_inputs_for_generation(
+        self,
+        input_ids: torch.LongTensor,
+        next_sequence_length: int | None = None,
+        past_key_values: Any = None,
+        **kwargs: Any,
+    ) -> dict[str, Any]:
+        """Feed the decoder only the tokens its state has not read yet, also when `generate` continues from a
+        returned `past_key_values` with the whole sequence so far."""
+        if next_sequence_length is None and past_key_values is not None:
+            seen = past_key_values.get_seq_length()
+            if 0 < seen < input_ids.shape[1]:
+                next_sequence_length = input_ids.shape[1] - seen
+        return super().prepare_inputs_for_generation(
+            input_ids, next_sequence_length=next_sequence_length, past_key_values=past_key_values, **kwargs
+        )
+
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        decoder_input_ids: torch.LongTensor | None = None,
+        encoder_outputs: ModelOutput | tuple | None = None,
+        past_key_values: Any = None,
+        labels: torch.LongTensor | None = None,
+        use_cache: bool | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+        num_items_in_batch: int | torch.Tensor | None = None,
+        **kwargs: Any,  # generation and Trainer extras
+    ) -> Seq2SeqLMOutput | tuple:
+        """Logits `(batch, tgt_len, vocab)`; `loss` when `labels` `(batch, tgt_len)` are given (-100 ignored).
+
+        With `past_key_values` (the state returned by the previous call) only the new decoder tokens are read.
+        `num_items_in_batch` (from the Trainer) makes the loss a sum divided by it, for gradient accumulation.
+        """
+        output_attentions = output_attentions if output_attentions is not None else self.config.output_attentions
+        output_hidden_states = (
+            output_hidden_states if output_hidden_states is not None else self.config.output_hidden_states
+        )
+        return_dict = return_dict if return_dict is not None else self.config.return_dict
+        if labels is not None:
+            use_cache = False
+            if decoder_input_ids is None:
+                decoder_input_ids = self.prepare_decoder_input_ids_from_labels(labels)
+        use_cache = use_cache if use_cache is not None else self.config.use_cache
+        if decoder_input_ids is None:
+            raise ValueError("pass decoder_input_ids or labels")
+        if past_key_values is None or past_key_values.get_seq_length() == 0:  # later steps feed generated tokens
+            check_ids("decoder_input_ids", decoder_input_ids, self.config.vocab_size)
+
+        if encoder_outputs is None:
+            if input_ids is None:
+                raise ValueError("pass input_ids or encoder_outputs")
+            encoder_outputs = self.encoder(
+                input_ids,
+                attention_mask,
+                output_attentions=output_attentions,
+                output_hidden_states=output_hidden_states,
+            )
+        elif not isinstance(encoder_outputs, ModelOutput):
+            encoder_outputs = self.encoder.output_class(*encoder_outputs)
+        source = encoder_outputs.last_hidden_state  # (batch, src_len, d)
+        source_mask = (
+            attention_mask.bool() if attention_mask is not None else source.new_ones(source.shape[:2], dtype=torch.bool)
+        )
+        decoder_outputs, logits = self._decode(
+            decoder_input_ids,
+            encoder_outputs,
+            source_mask,
+            past_key_values,
+            use_cache=use_cache,
+            output_attentions=output_attentions,
+            output_hidden_states=output_hidden_states,
+        )
+        output = Seq2SeqLMOutput(
+            loss=None if labels is None else self._loss(logits, labels, num_items_in_batch),
+            logits=logits,
+            past_key_values=decoder_outputs.past_key_values if use_cache else None,
+            decoder_hidden_states=decoder_outputs.hidden_states,
+            decoder_attentions=decoder_outputs.attentions,
+            cross_attentions=decoder_outputs.cross_attentions,
+            encoder_last_hidden_state=source,
+            encoder_hidden_states=encoder_outputs.hidden_states,
+            encoder_attentions=encoder_outputs.attentions,
+        )
+        return output if return_dict else output.to_tuple()
+
+    def _decode(
+        self,
+        decoder_input_ids: torch.LongTensor,  # (batch, tgt_len)
+        encoder_outputs: ModelOutput,
+        source_mask: torch.Tensor,  # (batch, src_len), bool
+        past_key_values: Any,
+        **options: bool,  # use_cache, output_attentions, output_hidden_states
+    ) -> tuple[BaseModelOutputWithPastAndCrossAttentions, torch.Tensor]:
+        """The decoder's outputs and the logits `(batch, tgt_len, vocab)`."""
+        outputs = self.decoder(decoder_input_ids, encoder_outputs, source_mask, past_key_values, **options)
+        return outputs, self.lm_head(outputs.last_hidden_state)
+
+    def _loss(
+        self, logits: torch.Tensor, labels: torch.Tensor, num_items_in_batch: int | torch.Tensor | None
+    ) -> torch.Tensor:
+        """Token cross-entropy with label smoothing; mean over labelled tokens, or sum / `num_items_in_batch`.
+
+        A batch with no labelled token gives a loss of 0 with zero gradients (not NaN)."""
+        flat_labels = labels.reshape(-1).to(logits.device)
+        loss = nn.functional.cross_entropy(
+            logits.reshape(-1, logits.shape[-1]).float(),
+            flat_labels,
+            ignore_index=-100,
+            label_smoothing=self.config.label_smoothing,
+            reduction="sum",
+        )
+        count = (flat_labels != -100).sum().clamp(min=1) if num_items_in_batch is None else num_items_in_batch
+        return loss / count
+
+
+__all__ = ["GENERATION_DEFAULTS", "TranslationPreTrainedModel", "check_ids", "check_source", "shift_tokens_right"]
