@@ -1,10 +1,8 @@
 """hf_bahdanau: d2l's attention translation models as first-class Hugging Face models.
 
-Importing the package registers `BahdanauConfig` / `BahdanauForConditionalGeneration` with `AutoConfig` and
-`AutoModelForSeq2SeqLM`, and the translation pipeline under the task `"bahdanau-translation"`.
+Importing the package registers both model types (`bahdanau`, `d2l_transformer`) with `AutoConfig` and
+`AutoModelForSeq2SeqLM`, and the translation pipeline (see `hf_bahdanau.pipelines`).
 """
-
-from transformers import AutoConfig, AutoModelForSeq2SeqLM
 
 from .attention import (
     AdditiveAttention,
@@ -15,20 +13,22 @@ from .attention import (
     masked_softmax,
 )
 from .configuration_bahdanau import BahdanauConfig
+from .configuration_transformer import TransformerConfig
+from .configuration_translation import TranslationConfig
 from .data import load_parallel_corpus, normalize_d2l, tokenize_corpus
 from .kernel_regression import AveragePooling, NonParametricPooling, NWKernelRegression
 from .metrics import bleu, load_metric, make_compute_metrics
 from .modeling_bahdanau import BahdanauForConditionalGeneration, BahdanauPreTrainedModel
+from .modeling_transformer import TransformerForConditionalGeneration, TransformerPreTrainedModel
+from .modeling_translation import GENERATION_DEFAULTS, TranslationPreTrainedModel
+from .models import MODEL_TYPES, get_model_type, register_auto_classes
 from .pipelines import TASK, TranslationPipeline, register_pipeline, save_for_pipeline, translate_with_attention
 from .tokenization import train_tokenizer
 from .visualization import show_heatmaps
 
 __version__ = "0.1.0"
 
-AutoConfig.register(BahdanauConfig.model_type, BahdanauConfig, exist_ok=True)
-AutoModelForSeq2SeqLM.register(BahdanauConfig, BahdanauForConditionalGeneration, exist_ok=True)
-BahdanauConfig.register_for_auto_class()
-BahdanauForConditionalGeneration.register_for_auto_class("AutoModelForSeq2SeqLM")
+register_auto_classes()
 register_pipeline()
 
 __all__ = [
@@ -39,13 +39,21 @@ __all__ = [
     "BahdanauPreTrainedModel",
     "BilinearAttention",
     "DotProductAttention",
+    "GENERATION_DEFAULTS",
+    "MODEL_TYPES",
     "MultiHeadAttention",
     "NWKernelRegression",
     "NonParametricPooling",
     "PositionalEncoding",
     "TASK",
+    "TransformerConfig",
+    "TransformerForConditionalGeneration",
+    "TransformerPreTrainedModel",
+    "TranslationConfig",
     "TranslationPipeline",
+    "TranslationPreTrainedModel",
     "bleu",
+    "get_model_type",
     "load_metric",
     "load_parallel_corpus",
     "make_compute_metrics",

@@ -1,17 +1,21 @@
 """d2l's own PyTorch code for the models we reimplement: the plain reference for equivalence tests and speed.
 
 Copied from *Dive into Deep Learning* ("Attention Scoring Functions", "Bahdanau Attention", "Multi-Head
-Attention", "Sequence-to-Sequence Learning"), kept as the book writes it (time-major GRUs, keys projected at
-every step, one sentence at a time in `predict_seq2seq`), with type hints added. `copy_weights` loads a
-`BahdanauForConditionalGeneration` into it.
+Attention", "Self-Attention and Positional Encoding", "The Transformer Architecture", "Sequence-to-Sequence
+Learning"), kept as the book writes it (time-major GRUs, keys projected at every step, the decoder's growing
+`key_values` state, one sentence at a time in `predict_seq2seq`), with type hints and explicit layer sizes added
+(the book uses `nn.LazyLinear`). `copy_weights` loads a `BahdanauForConditionalGeneration` into the RNN,
+`copy_transformer_weights` a `TransformerForConditionalGeneration` into the Transformer.
 """
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import nn
 
-from hf_bahdanau import BahdanauForConditionalGeneration
+from hf_bahdanau import BahdanauForConditionalGeneration, TransformerForConditionalGeneration
 
 PAD, BOS, EOS = 0, 1, 2
 
@@ -206,3 +210,203 @@ def transpose_output(X: torch.Tensor, num_heads: int) -> torch.Tensor:
     """d2l's `transpose_output`, the inverse of `transpose_qkv`."""
     X = X.reshape(-1, num_heads, X.shape[1], X.shape[2]).permute(0, 2, 1, 3)
     return X.reshape(X.shape[0], X.shape[1], -1)
+
+
+# ---- the Transformer ("Multi-Head Attention", "Self-Attention and Positional Encoding", "The Transformer") ----
+
+
+class DotProductAttention(nn.Module):
+    """d2l's `DotProductAttention`."""
+
+    def __init__(self, dropout: float) -> None:
+        super().__init__()
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, queries, keys, values, valid_lens=None) -> torch.Tensor:  # noqa: ANN001
+        d = queries.shape[-1]
+        scores = torch.bmm(queries, keys.transpose(1, 2)) / math.sqrt(d)
+        self.attention_weights = masked_softmax(scores, valid_lens)
+        return torch.bmm(self.dropout(self.attention_weights), values)
+
+
+class MultiHeadAttention(nn.Module):
+    """d2l's `MultiHeadAttention` (projections without bias)."""
+
+    def __init__(self, num_hiddens: int, num_heads: int, dropout: float, bias: bool = False) -> None:
+        super().__init__()
+        self.num_heads = num_heads
+        self.attention = DotProductAttention(dropout)
+        self.W_q = nn.Linear(num_hiddens, num_hiddens, bias=bias)
+        self.W_k = nn.Linear(num_hiddens, num_hiddens, bias=bias)
+        self.W_v = nn.Linear(num_hiddens, num_hiddens, bias=bias)
+        self.W_o = nn.Linear(num_hiddens, num_hiddens, bias=bias)
+
+    def forward(self, queries, keys, values, valid_lens) -> torch.Tensor:  # noqa: ANN001
+        queries = transpose_qkv(self.W_q(queries), self.num_heads)
+        keys = transpose_qkv(self.W_k(keys), self.num_heads)
+        values = transpose_qkv(self.W_v(values), self.num_heads)
+        if valid_lens is not None:
+            valid_lens = torch.repeat_interleave(valid_lens, repeats=self.num_heads, dim=0)
+        output = self.attention(queries, keys, values, valid_lens)
+        return self.W_o(transpose_output(output, self.num_heads))
+
+
+class PositionalEncoding(nn.Module):
+    """d2l's `PositionalEncoding`."""
+
+    def __init__(self, num_hiddens: int, dropout: float, max_len: int = 1000) -> None:
+        super().__init__()
+        self.dropout = nn.Dropout(dropout)
+        self.P = torch.zeros((1, max_len, num_hiddens))
+        X = torch.arange(max_len, dtype=torch.float32).reshape(-1, 1) / torch.pow(
+            10000, torch.arange(0, num_hiddens, 2, dtype=torch.float32) / num_hiddens
+        )
+        self.P[:, :, 0::2] = torch.sin(X)
+        self.P[:, :, 1::2] = torch.cos(X)
+
+    def forward(self, X: torch.Tensor) -> torch.Tensor:
+        X = X + self.P[:, : X.shape[1], :].to(X.device)
+        return self.dropout(X)
+
+
+class PositionWiseFFN(nn.Module):
+    """d2l's `PositionWiseFFN`."""
+
+    def __init__(self, num_hiddens: int, ffn_num_hiddens: int) -> None:
+        super().__init__()
+        self.dense1 = nn.Linear(num_hiddens, ffn_num_hiddens)
+        self.relu = nn.ReLU()
+        self.dense2 = nn.Linear(ffn_num_hiddens, num_hiddens)
+
+    def forward(self, X: torch.Tensor) -> torch.Tensor:
+        return self.dense2(self.relu(self.dense1(X)))
+
+
+class AddNorm(nn.Module):
+    """d2l's `AddNorm`."""
+
+    def __init__(self, num_hiddens: int, dropout: float) -> None:
+        super().__init__()
+        self.dropout = nn.Dropout(dropout)
+        self.ln = nn.LayerNorm(num_hiddens)
+
+    def forward(self, X: torch.Tensor, Y: torch.Tensor) -> torch.Tensor:
+        return self.ln(self.dropout(Y) + X)
+
+
+class TransformerEncoderBlock(nn.Module):
+    """d2l's `TransformerEncoderBlock`."""
+
+    def __init__(self, num_hiddens: int, ffn_num_hiddens: int, num_heads: int, dropout: float) -> None:
+        super().__init__()
+        self.attention = MultiHeadAttention(num_hiddens, num_heads, dropout)
+        self.addnorm1 = AddNorm(num_hiddens, dropout)
+        self.ffn = PositionWiseFFN(num_hiddens, ffn_num_hiddens)
+        self.addnorm2 = AddNorm(num_hiddens, dropout)
+
+    def forward(self, X, valid_lens) -> torch.Tensor:  # noqa: ANN001
+        Y = self.addnorm1(X, self.attention(X, X, X, valid_lens))
+        return self.addnorm2(Y, self.ffn(Y))
+
+
+class TransformerEncoder(nn.Module):
+    """d2l's `TransformerEncoder`."""
+
+    def __init__(self, vocab: int, num_hiddens: int, ffn_num_hiddens: int, num_heads: int, blks: int, dropout: float):
+        super().__init__()
+        self.num_hiddens = num_hiddens
+        self.embedding = nn.Embedding(vocab, num_hiddens)
+        self.pos_encoding = PositionalEncoding(num_hiddens, dropout)
+        self.blks = nn.Sequential()
+        for i in range(blks):
+            self.blks.add_module(str(i), TransformerEncoderBlock(num_hiddens, ffn_num_hiddens, num_heads, dropout))
+
+    def forward(self, X, valid_lens) -> torch.Tensor:  # noqa: ANN001
+        X = self.pos_encoding(self.embedding(X) * math.sqrt(self.num_hiddens))
+        self.attention_weights = [None] * len(self.blks)
+        for i, blk in enumerate(self.blks):
+            X = blk(X, valid_lens)
+            self.attention_weights[i] = blk.attention.attention.attention_weights
+        return X
+
+
+class TransformerDecoderBlock(nn.Module):
+    """d2l's `TransformerDecoderBlock`: the i-th block keeps its inputs so far in `state[2][i]`."""
+
+    def __init__(self, num_hiddens: int, ffn_num_hiddens: int, num_heads: int, dropout: float, i: int) -> None:
+        super().__init__()
+        self.i = i
+        self.attention1 = MultiHeadAttention(num_hiddens, num_heads, dropout)
+        self.addnorm1 = AddNorm(num_hiddens, dropout)
+        self.attention2 = MultiHeadAttention(num_hiddens, num_heads, dropout)
+        self.addnorm2 = AddNorm(num_hiddens, dropout)
+        self.ffn = PositionWiseFFN(num_hiddens, ffn_num_hiddens)
+        self.addnorm3 = AddNorm(num_hiddens, dropout)
+
+    def forward(self, X, state) -> tuple[torch.Tensor, list]:  # noqa: ANN001
+        enc_outputs, enc_valid_lens = state[0], state[1]
+        key_values = X if state[2][self.i] is None else torch.cat((state[2][self.i], X), dim=1)
+        state[2][self.i] = key_values
+        if self.training:
+            batch_size, num_steps, _ = X.shape
+            dec_valid_lens = torch.arange(1, num_steps + 1, device=X.device).repeat(batch_size, 1)
+        else:
+            dec_valid_lens = None
+        X2 = self.attention1(X, key_values, key_values, dec_valid_lens)
+        Y = self.addnorm1(X, X2)
+        Y2 = self.attention2(Y, enc_outputs, enc_outputs, enc_valid_lens)
+        Z = self.addnorm2(Y, Y2)
+        return self.addnorm3(Z, self.ffn(Z)), state
+
+
+class TransformerDecoder(nn.Module):
+    """d2l's `TransformerDecoder`."""
+
+    def __init__(self, vocab: int, num_hiddens: int, ffn_num_hiddens: int, num_heads: int, blks: int, dropout: float):
+        super().__init__()
+        self.num_hiddens, self.num_blks = num_hiddens, blks
+        self.embedding = nn.Embedding(vocab, num_hiddens)
+        self.pos_encoding = PositionalEncoding(num_hiddens, dropout)
+        self.blks = nn.Sequential()
+        for i in range(blks):
+            self.blks.add_module(str(i), TransformerDecoderBlock(num_hiddens, ffn_num_hiddens, num_heads, dropout, i))
+        self.dense = nn.Linear(num_hiddens, vocab)
+
+    def init_state(self, enc_outputs, enc_valid_lens) -> list:  # noqa: ANN001
+        return [enc_outputs, enc_valid_lens, [None] * self.num_blks]
+
+    def forward(self, X, state) -> tuple[torch.Tensor, list]:  # noqa: ANN001
+        X = self.pos_encoding(self.embedding(X) * math.sqrt(self.num_hiddens))
+        for blk in self.blks:
+            X, state = blk(X, state)
+        return self.dense(X), state
+
+
+def d2l_transformer(vocab: int, hidden: int, ffn: int, heads: int, blks: int, dropout: float) -> EncoderDecoder:
+    return EncoderDecoder(
+        TransformerEncoder(vocab, hidden, ffn, heads, blks, dropout),
+        TransformerDecoder(vocab, hidden, ffn, heads, blks, dropout),
+    )
+
+
+def copy_transformer_weights(ours: TransformerForConditionalGeneration, net: EncoderDecoder) -> None:
+    """Load our Transformer's weights into d2l's (module by module; the layouts are the same)."""
+
+    def attention(theirs: MultiHeadAttention, mine: nn.Module) -> list[tuple[nn.Module, nn.Module]]:
+        return [(getattr(theirs, name), getattr(mine, name)) for name in ("W_q", "W_k", "W_v", "W_o")]
+
+    pairs = [
+        (net.encoder.embedding, ours.encoder.embed_tokens),
+        (net.decoder.embedding, ours.decoder.embed_tokens),
+        (net.decoder.dense, ours.lm_head),
+    ]
+    for theirs, mine in zip(net.encoder.blks, ours.encoder.layers, strict=True):
+        pairs += attention(theirs.attention, mine.self_attn)
+        pairs += [(theirs.addnorm1.ln, mine.self_attn_norm.norm), (theirs.ffn, mine.ffn)]
+        pairs += [(theirs.addnorm2.ln, mine.ffn_norm.norm)]
+    for theirs, mine in zip(net.decoder.blks, ours.decoder.layers, strict=True):
+        pairs += attention(theirs.attention1, mine.self_attn) + attention(theirs.attention2, mine.cross_attn)
+        pairs += [(theirs.addnorm1.ln, mine.self_attn_norm.norm), (theirs.addnorm2.ln, mine.cross_attn_norm.norm)]
+        pairs += [(theirs.ffn, mine.ffn), (theirs.addnorm3.ln, mine.ffn_norm.norm)]
+    for theirs, mine in pairs:
+        theirs.load_state_dict(mine.state_dict())

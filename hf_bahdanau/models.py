@@ -1,0 +1,51 @@
+"""The registry of model types: the one place that knows which configuration and model classes exist.
+
+`__init__`, training and the command line read it; nothing else names a model type. Not copied into saved
+folders (the remote code of a folder is its own model's files).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from transformers import AutoConfig, AutoModelForSeq2SeqLM
+
+from .configuration_bahdanau import BahdanauConfig
+from .configuration_transformer import TransformerConfig
+from .configuration_translation import TranslationConfig
+from .modeling_bahdanau import BahdanauForConditionalGeneration
+from .modeling_transformer import TransformerForConditionalGeneration
+from .modeling_translation import TranslationPreTrainedModel
+
+
+class ModelType(NamedTuple):
+    config_class: type[TranslationConfig]
+    model_class: type[TranslationPreTrainedModel]
+
+
+MODEL_TYPES: dict[str, ModelType] = {
+    BahdanauConfig.model_type: ModelType(BahdanauConfig, BahdanauForConditionalGeneration),
+    TransformerConfig.model_type: ModelType(TransformerConfig, TransformerForConditionalGeneration),
+}
+# The short names the command line takes (`--model_type transformer`).
+MODEL_TYPE_NAMES = {"bahdanau": BahdanauConfig.model_type, "transformer": TransformerConfig.model_type}
+
+
+def get_model_type(name: str) -> ModelType:
+    """The classes of a model type, by its short name (`bahdanau`, `transformer`) or its `model_type`."""
+    model_type = MODEL_TYPE_NAMES.get(name, name)
+    if model_type not in MODEL_TYPES:
+        raise ValueError(f"unknown model type {name!r}; choose one of {', '.join(MODEL_TYPE_NAMES)}")
+    return MODEL_TYPES[model_type]
+
+
+def register_auto_classes() -> None:
+    """Register every model type with `AutoConfig` / `AutoModelForSeq2SeqLM`, in-process and as remote code."""
+    for config_class, model_class in MODEL_TYPES.values():
+        AutoConfig.register(config_class.model_type, config_class, exist_ok=True)
+        AutoModelForSeq2SeqLM.register(config_class, model_class, exist_ok=True)
+        config_class.register_for_auto_class()
+        model_class.register_for_auto_class("AutoModelForSeq2SeqLM")
+
+
+__all__ = ["MODEL_TYPES", "MODEL_TYPE_NAMES", "ModelType", "get_model_type", "register_auto_classes"]

@@ -1,0 +1,35 @@
+"""Tiny models of both types and the inputs the model tests share."""
+
+import torch
+from transformers import GenerationConfig
+
+from hf_bahdanau import get_model_type
+
+VOCAB = 40
+MODEL_TYPES = ["bahdanau", "d2l_transformer"]
+
+
+def tiny_sizes(model_type: str, width: int = 16) -> dict:
+    """Config sizes of a tiny model `width` wide (no dropout, so train mode is deterministic)."""
+    if model_type == "bahdanau":
+        return dict(embedding_size=width, hidden_size=width, dropout=0.0)
+    return dict(d_model=width, ffn_dim=2 * width, attention_heads=2, dropout=0.0)
+
+
+def make_model(model_type: str, seed: int = 0, width: int = 16, **overrides):
+    """A tiny model in eval mode with vocabulary `VOCAB` unless overridden."""
+    config_class, model_class = get_model_type(model_type)
+    torch.manual_seed(seed)
+    settings = dict(vocab_size=VOCAB, **tiny_sizes(model_type, width))
+    settings.update(overrides)
+    return model_class(config_class(**settings)).eval()
+
+
+def greedy_config(**kwargs) -> GenerationConfig:
+    """A generation config with the model's special tokens and nothing else (greedy unless overridden)."""
+    settings = dict(decoder_start_token_id=1, eos_token_id=2, pad_token_id=0, num_beams=1, do_sample=False)
+    return GenerationConfig(**{**settings, **kwargs})
+
+
+def random_ids(*shape, seed=0, vocab=VOCAB):
+    return torch.randint(3, vocab, shape, generator=torch.Generator().manual_seed(seed))
