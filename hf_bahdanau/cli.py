@@ -1,8 +1,8 @@
 """The `hf-bahdanau` command line: train, evaluate, translate.
 
-`train` takes transformers' example-script options (`HfArgumentParser` over `ModelArguments`, `DataArguments`,
-`Seq2SeqTrainingArguments`, `RunArguments`; underscores or dashes), optionally from a YAML/JSON `--config` file
-that command-line options override.
+`train` takes transformers' example-script options (`HfArgumentParser` over `ModelArguments`, `TokenizerArguments`,
+`DataArguments`, `Seq2SeqTrainingArguments`, `RunArguments`; underscores or dashes), optionally from a YAML/JSON
+`--config` file that command-line options override.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from .training import (
     DataArguments,
     ModelArguments,
     RunArguments,
+    TokenizerArguments,
     check_tokenizer_matches,
     corpus_id,
     read_data_settings,
@@ -43,7 +44,7 @@ from .visualization import show_heatmaps
 
 logger = logging.getLogger("hf_bahdanau")
 
-TRAIN_ARGUMENTS = (ModelArguments, DataArguments, Seq2SeqTrainingArguments, RunArguments)
+TRAIN_ARGUMENTS = (ModelArguments, TokenizerArguments, DataArguments, Seq2SeqTrainingArguments, RunArguments)
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
 
 
@@ -71,7 +72,7 @@ def _read_config_file(path: str) -> dict:
 
 
 def parse_train_args(argv: Sequence[str]) -> tuple:
-    """(ModelArguments, DataArguments, Seq2SeqTrainingArguments, RunArguments) from options and `--config`."""
+    """The `TRAIN_ARGUMENTS` dataclasses from options and `--config`."""
     pre = argparse.ArgumentParser(add_help=False)
     pre.add_argument("--config")
     known, rest = pre.parse_known_args(argv)

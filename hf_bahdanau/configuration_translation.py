@@ -39,6 +39,7 @@ class TranslationConfig(PretrainedConfig):
     """
 
     keys_to_ignore_at_inference = ["past_key_values"]
+    run_options = ()  # fields a saved model may change when training goes on (not architecture)
 
     vocab_size: int = 8000
     dropout: float | int = 0.1

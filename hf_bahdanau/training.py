@@ -1,7 +1,7 @@
 """Training with `Seq2SeqTrainer`: argument dataclasses, tokenizer and model assembly, resume, final save.
 
-The flow: `load_parallel_corpus` -> `train_tokenizer` (or a saved one) -> `tokenize_corpus` -> a
-`BahdanauForConditionalGeneration` made from `ModelArguments` -> `Seq2SeqTrainer` with
+The flow: `load_parallel_corpus` -> `train_tokenizer` (or a saved one) -> `tokenize_corpus` -> a model of any
+registered type made from `ModelArguments` (each option defaults to its config's default) -> `Seq2SeqTrainer` with
 `DataCollatorForSeq2Seq`, sacreBLEU evaluation with generation, best-checkpoint keeping and early stopping ->
 a `save_pretrained` folder with tokenizer, generation config, remote code and the translation pipeline.
 Several GPUs need no change: run the same command under `accelerate launch`.
@@ -11,15 +11,18 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import shutil
+import typing
 from collections.abc import Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, make_dataclass
 from pathlib import Path
 from typing import Any
 
 import datasets
 import torch
 from transformers import (
+    AutoModelForSeq2SeqLM,
     AutoTokenizer,
     DataCollatorForSeq2Seq,
     EarlyStoppingCallback,
@@ -33,10 +36,11 @@ from transformers import (
 )
 from transformers.trainer_utils import get_last_checkpoint
 
-from .configuration_bahdanau import BahdanauConfig
+from .configuration_translation import TranslationConfig
 from .data import load_parallel_corpus, tokenize_corpus
 from .metrics import make_compute_metrics
-from .modeling_bahdanau import BahdanauForConditionalGeneration
+from .modeling_translation import TranslationPreTrainedModel
+from .models import MODEL_TYPE_NAMES, MODEL_TYPES, get_model_type
 from .pipelines import save_for_pipeline
 from .tokenization import train_tokenizer
 from .visualization import plot_training_curves
@@ -45,37 +49,91 @@ logger = logging.getLogger(__name__)
 
 
 @dataclass
-class ModelArguments:
-    """The model to train: a new one from these sizes, or a saved one (`model_name_or_path`)."""
+class TokenizerArguments:
+    """The tokenizer: a saved one, or a new one trained on the corpus."""
 
-    model_name_or_path: str | None = field(default=None, metadata={"help": "Continue from a saved model folder."})
     tokenizer_name_or_path: str | None = field(
-        default=None, metadata={"help": "A saved tokenizer to use instead of training one."}
+        default=None, metadata={"help": "A saved tokenizer (folder or Hub id) to use instead of training one."}
     )
     tokenizer_type: str = field(default="bpe", metadata={"help": "Tokenizer to train: bpe, unigram or word (d2l)."})
     vocab_size: int = field(default=8000, metadata={"help": "Joint vocabulary size of a trained tokenizer."})
     min_freq: int = field(default=2, metadata={"help": "Minimum frequency of a BPE merge or a word."})
-    embedding_size: int = 256
-    hidden_size: int = 256
-    encoder_layers: int = 2
-    decoder_layers: int = 2
-    rnn_type: str = field(default="gru", metadata={"help": "gru or lstm"})
-    bidirectional_encoder: bool = False
-    attention_type: str = field(default="additive", metadata={"help": "additive, dot or general"})
-    dropout: float = 0.1
-    embedding_dropout: float = 0.0
-    attention_hidden_size: int | None = field(default=None, metadata={"help": "Additive scorer size (hidden_size)."})
-    tie_word_embeddings: bool = False
-    tie_encoder_decoder_embeddings: bool = False
-    teacher_forcing_ratio: float = field(
-        default=1.0, metadata={"help": "Below 1: scheduled sampling (feed the model's own predictions)."}
-    )
 
-    def config_fields(self) -> dict[str, Any]:
-        """The fields that are `BahdanauConfig` fields too (sizes, RNN, attention, dropout, tying, ...); the
-        model's vocabulary size is not among them: it is the tokenizer's length."""
-        config_names = set(BahdanauConfig.__dataclass_fields__) - {"vocab_size"}
-        return {f.name: getattr(self, f.name) for f in fields(self) if f.name in config_names}
+
+# Config fields that are not model options: the tokenizer, the corpus and the Trainer decide them.
+_NOT_MODEL_OPTIONS = {"vocab_size", "label_smoothing", "source_language", "target_language", "use_cache"}
+_NOT_MODEL_OPTIONS |= {"is_encoder_decoder", "pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id"}
+
+
+def _documented_fields(config_class: type) -> dict[str, str]:
+    """`{field: first sentence of its description}` from the `Args:` sections of a config class and its bases (ours,
+    not `PretrainedConfig`'s)."""
+    helps: dict[str, str] = {}
+    for cls in reversed([cls for cls in config_class.__mro__ if issubclass(cls, TranslationConfig)]):
+        doc = (cls.__dict__.get("__doc__") or "").split("Args:")[-1]
+        for names, text in re.findall(r"^ {8}(\w[\w, ]*) \(`.*?\):\n((?: {12}.*\n?)+)", doc, re.MULTILINE):
+            sentence = " ".join(text.split()).split(". ")[0].rstrip(".")
+            helps.update({name.strip(): sentence for name in names.split(",")})
+    return helps
+
+
+def _option_type(annotation: Any) -> type:
+    """The one type an option parses to: float for `float | int`, the type itself otherwise."""
+    if isinstance(annotation, str):  # postponed annotations of builtin types, e.g. "float | int"
+        annotation = eval(annotation, {"__builtins__": __builtins__})
+    kinds = [kind for kind in typing.get_args(annotation) or (annotation,) if kind is not type(None)]
+    return float if float in kinds else kinds[0]
+
+
+def _model_option_fields() -> list[tuple[str, Any, Any]]:
+    """One optional option per architecture field of any registered model type; help says which types have it."""
+    options: dict[str, dict[str, Any]] = {}
+    for name, (config_class, _) in MODEL_TYPE_NAMES_AND_CLASSES.items():
+        helps, defaults = _documented_fields(config_class), config_class()
+        for field_name, config_field in config_class.__dataclass_fields__.items():
+            if field_name in _NOT_MODEL_OPTIONS or field_name not in helps:
+                continue
+            kind = _option_type(config_field.type)
+            option = options.setdefault(field_name, {"type": kind, "help": helps[field_name]})
+            option.setdefault("defaults", []).append(f"{name} {getattr(defaults, field_name)}")
+    return [
+        (
+            name,
+            option["type"] | None,
+            field(default=None, metadata={"help": f"{option['help']} (default: {', '.join(option['defaults'])})"}),
+        )
+        for name, option in options.items()
+    ]
+
+
+MODEL_TYPE_NAMES_AND_CLASSES = {name: get_model_type(name) for name in MODEL_TYPE_NAMES}
+
+
+def _config_overrides(self: Any) -> dict[str, Any]:
+    """The model options given (not None), checked to belong to the chosen model type."""
+    config_class = get_model_type(self.model_type).config_class
+    given = {f.name: getattr(self, f.name) for f in fields(self)[2:] if getattr(self, f.name) is not None}
+    foreign = sorted(set(given) - set(config_class.__dataclass_fields__))
+    if foreign:
+        raise ValueError(
+            f"--{', --'.join(foreign)} do(es) not apply to --model_type {self.model_type} "
+            f"(its options: see hf-bahdanau train --help)"
+        )
+    return given
+
+
+ModelArguments = make_dataclass(
+    "ModelArguments",
+    [
+        ("model_type", str, field(default="bahdanau", metadata={"help": f"One of {', '.join(MODEL_TYPE_NAMES)}."})),
+        ("model_name_or_path", str | None, field(default=None, metadata={"help": "Continue from a saved model."})),
+        *_model_option_fields(),
+    ],
+    namespace={
+        "__doc__": "The model: its type and the options of a new one (default: its config's), or a saved model.",
+        "config_overrides": _config_overrides,
+    },
+)
 
 
 @dataclass
@@ -125,8 +183,6 @@ TRAINING_DEFAULTS = dict(
     metric_for_best_model="bleu",
     greater_is_better=True,
     predict_with_generate=True,
-    generation_num_beams=5,
-    generation_max_length=128,
     train_sampling_strategy="group_by_length",
     dataloader_pin_memory=torch.cuda.is_available(),
     report_to="none",
@@ -151,7 +207,7 @@ def _is_training_run(folder: Path) -> bool:
     if any((folder / name).is_file() for name in RUN_FILES) or any(folder.glob("checkpoint-*")):
         return True
     config = folder / "config.json"
-    return config.is_file() and json.loads(config.read_text(encoding="utf-8")).get("model_type") == "bahdanau"
+    return config.is_file() and json.loads(config.read_text(encoding="utf-8")).get("model_type") in MODEL_TYPES
 
 
 def check_output_dir(output_dir: Path, resume: bool, overwrite: bool, inputs: Sequence[str | None] = ()) -> str | None:
@@ -193,15 +249,23 @@ def _data_settings(data_args: DataArguments) -> dict[str, Any]:
 
 
 def load_or_train_tokenizer(
-    model_args: ModelArguments, corpus: datasets.DatasetDict, output_dir: str | Path, resume: bool
+    tokenizer_args: TokenizerArguments,
+    model_name_or_path: str | None,
+    corpus: datasets.DatasetDict,
+    output_dir: str | Path,
+    resume: bool,
 ) -> PreTrainedTokenizerBase:
-    """The run's tokenizer: the one saved in `output_dir` when resuming, the given one, or a new one."""
-    source = str(output_dir) if resume else model_args.tokenizer_name_or_path or model_args.model_name_or_path
+    """The run's tokenizer: the one saved in `output_dir` when resuming, the given one (or the saved model's), or a
+    new one."""
+    source = str(output_dir) if resume else tokenizer_args.tokenizer_name_or_path or model_name_or_path
     if source is not None:
         return AutoTokenizer.from_pretrained(source)
-    logger.info("training a %s tokenizer of %d tokens", model_args.tokenizer_type, model_args.vocab_size)
+    logger.info("training a %s tokenizer of %d tokens", tokenizer_args.tokenizer_type, tokenizer_args.vocab_size)
     return train_tokenizer(
-        corpus["train"], model_args.vocab_size, model=model_args.tokenizer_type, min_freq=model_args.min_freq
+        corpus["train"],
+        tokenizer_args.vocab_size,
+        model=tokenizer_args.tokenizer_type,
+        min_freq=tokenizer_args.min_freq,
     )
 
 
@@ -211,17 +275,24 @@ def build_model(
     src_lang: str,
     tgt_lang: str,
     label_smoothing: float = 0.0,
-) -> BahdanauForConditionalGeneration:
-    """A new model sized by `model_args` for `tokenizer`, or the saved one, checked against the tokenizer.
+) -> TranslationPreTrainedModel:
+    """A new model of `model_args.model_type` for `tokenizer`, or the saved one, checked against the tokenizer.
 
-    A saved model keeps its architecture; the run's label smoothing and teacher forcing ratio apply to it."""
+    A saved model keeps its architecture: of the model options, only its config's `run_options` (e.g. the RNN's
+    teacher forcing ratio) may change; the run's label smoothing applies to it."""
+    overrides = model_args.config_overrides()
     if model_args.model_name_or_path is not None:
-        model = BahdanauForConditionalGeneration.from_pretrained(model_args.model_name_or_path)
-        model.config.label_smoothing = label_smoothing
-        model.config.teacher_forcing_ratio = model_args.teacher_forcing_ratio
+        model = AutoModelForSeq2SeqLM.from_pretrained(model_args.model_name_or_path)
+        fixed = sorted(set(overrides) - set(model.config.run_options))
+        if fixed:
+            raise ValueError(f"--{', --'.join(fixed)}: a saved model keeps its architecture; leave them out")
+        for name, value in {**overrides, "label_smoothing": label_smoothing}.items():
+            setattr(model.config, name, value)
+        model.config.check()
     else:
-        config = BahdanauConfig(
-            **model_args.config_fields(),
+        config_class, model_class = get_model_type(model_args.model_type)
+        config = config_class(
+            **overrides,
             vocab_size=len(tokenizer),
             label_smoothing=label_smoothing,
             source_language=src_lang,
@@ -231,12 +302,12 @@ def build_model(
             eos_token_id=tokenizer.eos_token_id,
             decoder_start_token_id=tokenizer.bos_token_id,
         )
-        model = BahdanauForConditionalGeneration(config)
+        model = model_class(config)
     check_tokenizer_matches(model.config, tokenizer)
     return model
 
 
-def check_tokenizer_matches(config: BahdanauConfig, tokenizer: PreTrainedTokenizerBase) -> None:
+def check_tokenizer_matches(config: TranslationConfig, tokenizer: PreTrainedTokenizerBase) -> None:
     """Raise a ValueError when `tokenizer` cannot feed a model of `config`."""
     if len(tokenizer) > config.vocab_size:
         raise ValueError(
@@ -252,9 +323,15 @@ def check_tokenizer_matches(config: BahdanauConfig, tokenizer: PreTrainedTokeniz
 
 
 def prepare_data(
-    data_args: DataArguments, model_args: ModelArguments, output_dir: Path, resume: bool
+    data_args: DataArguments,
+    tokenizer_args: TokenizerArguments,
+    model_name_or_path: str | None,
+    output_dir: Path,
+    resume: bool,
 ) -> tuple[datasets.DatasetDict, PreTrainedTokenizerBase]:
     """The corpus (cut to the sample limits) and the run's tokenizer."""
+    if not data_args.data or not data_args.src_lang or not data_args.tgt_lang:
+        raise ValueError("training needs --data, --src-lang and --tgt-lang")
     corpus = load_parallel_corpus(
         data_args.data,
         data_args.src_lang,
@@ -268,22 +345,68 @@ def prepare_data(
         if limit is not None:
             corpus[split] = corpus[split].select(range(min(limit, len(corpus[split]))))
     logger.info("corpus: %s", {split: len(rows) for split, rows in corpus.items()})
-    return corpus, load_or_train_tokenizer(model_args, corpus, output_dir, resume)
+    return corpus, load_or_train_tokenizer(tokenizer_args, model_name_or_path, corpus, output_dir, resume)
+
+
+def apply_generation_settings(model: TranslationPreTrainedModel, training_args: Seq2SeqTrainingArguments) -> None:
+    """Move `--generation_num_beams` / `--generation_max_length` (new tokens) into the model's generation config,
+    which evaluation and the saved model then use; without them, the model's defaults hold."""
+    if training_args.generation_num_beams:
+        model.generation_config.num_beams = training_args.generation_num_beams
+    if training_args.generation_max_length:
+        model.generation_config.max_new_tokens = training_args.generation_max_length
+    training_args.generation_num_beams = training_args.generation_max_length = None
+
+
+def build_trainer(
+    model: TranslationPreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    tokenized: datasets.DatasetDict,
+    training_args: Seq2SeqTrainingArguments,
+    run_args: RunArguments,
+) -> Seq2SeqTrainer:
+    """A `Seq2SeqTrainer` with length-padded batches, sacreBLEU evaluation and early stopping on BLEU."""
+    callbacks: list[TrainerCallback] = [TrainingStartLogger()]
+    if run_args.early_stopping_patience > 0 and training_args.load_best_model_at_end:
+        callbacks.append(EarlyStoppingCallback(early_stopping_patience=run_args.early_stopping_patience))
+    return Seq2SeqTrainer(
+        model=model,
+        args=training_args,
+        train_dataset=tokenized["train"],
+        eval_dataset=tokenized["validation"],
+        data_collator=DataCollatorForSeq2Seq(tokenizer, model=model, label_pad_token_id=-100),
+        processing_class=tokenizer,
+        compute_metrics=make_compute_metrics(tokenizer),
+        callbacks=callbacks,
+    )
+
+
+def save_run(trainer: Seq2SeqTrainer, tokenizer: PreTrainedTokenizerBase, output_dir: Path) -> None:
+    """Save the final model with its tokenizer, pipeline code, trainer state and training curves (main process)."""
+    # Seq2SeqTrainer's evaluation writes its legacy defaults (max_length=20) into the generation config; keep only
+    # our length limit, so that generate does not warn about both on every call with the saved model.
+    if trainer.model.generation_config.max_new_tokens is not None:
+        trainer.model.generation_config.max_length = None
+    if trainer.is_world_process_zero():
+        save_for_pipeline(trainer.model, tokenizer, output_dir)
+        trainer.save_state()
+        plot_training_curves(trainer.state.log_history, path=output_dir / "training_curves.png")
+        logger.info("saved the model, tokenizer and training curves in %s", output_dir)
 
 
 def train(
     model_args: ModelArguments,
+    tokenizer_args: TokenizerArguments,
     data_args: DataArguments,
     training_args: Seq2SeqTrainingArguments,
     run_args: RunArguments,
 ) -> Seq2SeqTrainer:
-    """Run the whole training job; the trained model, tokenizer and plots end up in `output_dir`.
+    """Run the whole training job: output folder -> corpus and tokenizer -> model -> trainer -> train -> save.
 
     With several processes (`accelerate launch`, `torchrun`) the main process checks the output folder and makes
     the tokenizer first; the others then load the corpus and read the tokenizer it saved (a shared file system).
     """
-    if not data_args.data or not data_args.src_lang or not data_args.tgt_lang:
-        raise ValueError("training needs --data, --src-lang and --tgt-lang")
+    get_model_type(model_args.model_type)  # an unknown type fails before anything is read
     output_dir = Path(training_args.output_dir)
     # The model computes label smoothing itself (so it also honours num_items_in_batch).
     label_smoothing, training_args.label_smoothing_factor = training_args.label_smoothing_factor, 0.0
@@ -291,11 +414,13 @@ def train(
 
     with training_args.main_process_first(local=False, desc="output folder, corpus and tokenizer"):
         if is_main:
-            inputs = (model_args.model_name_or_path, model_args.tokenizer_name_or_path, data_args.data)
+            inputs = (model_args.model_name_or_path, tokenizer_args.tokenizer_name_or_path, data_args.data)
             checkpoint = check_output_dir(output_dir, run_args.resume, run_args.overwrite, inputs)
         else:
             checkpoint = get_last_checkpoint(str(output_dir)) if run_args.resume else None
-        corpus, tokenizer = prepare_data(data_args, model_args, output_dir, run_args.resume or not is_main)
+        corpus, tokenizer = prepare_data(
+            data_args, tokenizer_args, model_args.model_name_or_path, output_dir, run_args.resume or not is_main
+        )
         model = build_model(model_args, tokenizer, data_args.src_lang, data_args.tgt_lang, label_smoothing)
         tokenized, _ = tokenize_corpus(
             corpus,
@@ -308,38 +433,13 @@ def train(
         )
         if is_main:
             _write_run_files(output_dir, tokenizer, _data_settings(data_args), resuming=checkpoint is not None)
-    # Generation settings live in the model's generation config (saved with it); the length is a number of new tokens.
-    model.generation_config.num_beams = training_args.generation_num_beams or model.generation_config.num_beams
-    if training_args.generation_max_length:
-        model.generation_config.max_new_tokens = training_args.generation_max_length
-        training_args.generation_max_length = None
-    logger.info("model: %s parameters", f"{model.num_parameters():,}")
-
-    callbacks: list[TrainerCallback] = [TrainingStartLogger()]
-    if run_args.early_stopping_patience > 0 and training_args.load_best_model_at_end:
-        callbacks.append(EarlyStoppingCallback(early_stopping_patience=run_args.early_stopping_patience))
-    trainer = Seq2SeqTrainer(
-        model=model,
-        args=training_args,
-        train_dataset=tokenized["train"],
-        eval_dataset=tokenized["validation"],
-        data_collator=DataCollatorForSeq2Seq(tokenizer, model=model, label_pad_token_id=-100),
-        processing_class=tokenizer,
-        compute_metrics=make_compute_metrics(tokenizer),
-        callbacks=callbacks,
-    )
+    apply_generation_settings(model, training_args)
+    logger.info("model: %s, %s parameters", model.config.model_type, f"{model.num_parameters():,}")
+    trainer = build_trainer(model, tokenizer, tokenized, training_args, run_args)
     if checkpoint is not None:
         logger.info("resuming from %s", checkpoint)
     trainer.train(resume_from_checkpoint=checkpoint)
-    # Seq2SeqTrainer's evaluation writes its legacy defaults (max_length=20) into the generation config; keep only
-    # our length limit, so that generate does not warn about both on every call with the saved model.
-    if trainer.model.generation_config.max_new_tokens is not None:
-        trainer.model.generation_config.max_length = None
-    if trainer.is_world_process_zero():
-        save_for_pipeline(trainer.model, tokenizer, output_dir)
-        trainer.save_state()
-        plot_training_curves(trainer.state.log_history, path=output_dir / "training_curves.png")
-        logger.info("saved the model, tokenizer and training curves in %s", output_dir)
+    save_run(trainer, tokenizer, output_dir)
     return trainer
 
 
@@ -373,6 +473,7 @@ __all__ = [
     "ModelArguments",
     "RunArguments",
     "TRAINING_DEFAULTS",
+    "TokenizerArguments",
     "build_model",
     "check_tokenizer_matches",
     "corpus_id",

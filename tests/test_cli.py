@@ -167,7 +167,7 @@ def test_output_dir_forms(tmp_path):
     assert training_args.output_dir == "somewhere"
     config = tmp_path / "train.yaml"
     config.write_text("output-dir: elsewhere\n")
-    assert parse_train_args(["--config", str(config)])[2].output_dir == "elsewhere"
+    assert parse_train_args(["--config", str(config)])[3].output_dir == "elsewhere"
     config.write_text("output_dir: null\n")
     with pytest.raises(UsageError, match="needs --output-dir"):
         parse_train_args(["--config", str(config)])
@@ -178,7 +178,7 @@ def test_output_dir_forms(tmp_path):
 def test_config_file_and_overrides(tmp_path):
     config = tmp_path / "train.yaml"
     config.write_text("hidden_size: 48\nrnn-type: lstm\nlearning_rate: 0.003\n")
-    model_args, data_args, training_args, _ = parse_train_args(
+    model_args, _, data_args, training_args, _ = parse_train_args(
         ["--config", str(config), "--output-dir", "x", "--hidden-size", "64", "--data", "multi30k"]
     )
     assert model_args.hidden_size == 64 and model_args.rnn_type == "lstm"
@@ -241,7 +241,7 @@ def test_a_loaded_model_takes_the_runs_label_smoothing(trained):
     model_args = ModelArguments(model_name_or_path=str(trained), teacher_forcing_ratio=0.8)
     model = build_model(model_args, tokenizer, "en", "fr", label_smoothing=0.1)
     assert model.config.label_smoothing == 0.1 and model.config.teacher_forcing_ratio == 0.8
-    model_args, _, training_args, _ = parse_train_args(["--output-dir", "x", "--label_smoothing_factor", "0.2"])
+    *_, training_args, _ = parse_train_args(["--output-dir", "x", "--label_smoothing_factor", "0.2"])
     assert training_args.label_smoothing_factor == 0.2  # train() hands it to the model config, as above
 
 
