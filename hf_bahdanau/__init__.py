@@ -12,6 +12,7 @@ from .attention import (
     PositionalEncoding,
     masked_softmax,
 )
+from .attention_maps import AttentionMaps, attention_maps, plot_attention_maps
 from .configuration_bahdanau import BahdanauConfig
 from .configuration_transformer import TransformerConfig
 from .configuration_translation import TranslationConfig
@@ -22,7 +23,7 @@ from .modeling_bahdanau import BahdanauForConditionalGeneration, BahdanauPreTrai
 from .modeling_transformer import TransformerForConditionalGeneration, TransformerPreTrainedModel
 from .modeling_translation import GENERATION_DEFAULTS, TranslationPreTrainedModel
 from .models import MODEL_TYPES, get_model_type, register_auto_classes
-from .pipelines import TASK, TranslationPipeline, register_pipeline, save_for_pipeline, translate_with_attention
+from .pipelines import TASK, TranslationPipeline, register_pipeline, save_for_pipeline
 from .tokenization import train_tokenizer
 from .visualization import show_heatmaps
 
@@ -33,6 +34,7 @@ register_pipeline()
 
 __all__ = [
     "AdditiveAttention",
+    "AttentionMaps",
     "AveragePooling",
     "BahdanauConfig",
     "BahdanauForConditionalGeneration",
@@ -52,6 +54,7 @@ __all__ = [
     "TranslationConfig",
     "TranslationPipeline",
     "TranslationPreTrainedModel",
+    "attention_maps",
     "bleu",
     "get_model_type",
     "load_metric",
@@ -59,9 +62,9 @@ __all__ = [
     "make_compute_metrics",
     "masked_softmax",
     "normalize_d2l",
+    "plot_attention_maps",
     "save_for_pipeline",
     "show_heatmaps",
     "tokenize_corpus",
     "train_tokenizer",
-    "translate_with_attention",
 ]

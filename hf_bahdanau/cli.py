@@ -26,9 +26,10 @@ from transformers import (
 )
 from transformers.tokenization_utils_base import PreTrainedTokenizerBase
 
+from .attention_maps import attention_maps, plot_attention_maps
 from .data import load_parallel_corpus
 from .metrics import load_metric
-from .pipelines import TranslationPipeline, translate_with_attention
+from .pipelines import TranslationPipeline
 from .training import (
     TRAINING_DEFAULTS,
     DataArguments,
@@ -40,7 +41,6 @@ from .training import (
     read_data_settings,
     train,
 )
-from .visualization import show_heatmaps
 
 logger = logging.getLogger("hf_bahdanau")
 
@@ -189,19 +189,11 @@ def _interactive_lines(prompt: str) -> Iterable[str]:
 def _write_heatmap(
     model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, text: str, path: str, **options: int
 ) -> str:
-    """Translate `text`, draw its attention (source tokens on x, generated tokens on y) to `path`; the translation."""
-    translation, source_tokens, target_tokens, weights = translate_with_attention(model, tokenizer, text, **options)
-    show_heatmaps(
-        weights,
-        xlabel="source tokens",
-        ylabel="generated tokens",
-        xticklabels=source_tokens,
-        yticklabels=target_tokens,
-        figsize=(max(3.0, 0.4 * len(source_tokens)), max(3.0, 0.4 * len(target_tokens))),
-        path=path,
-    )
-    logger.info("attention heatmap written to %s", path)
-    return translation
+    """Translate `text` and draw its attention to `path` (and its self-attention beside it); the translation."""
+    maps = attention_maps(model, tokenizer, text, **options)
+    for written in plot_attention_maps(maps, text, path):
+        logger.info("attention heatmap written to %s", written)
+    return maps.translation
 
 
 def run_translate(args: argparse.Namespace) -> None:

@@ -6,9 +6,10 @@ strings gives a list of such dicts (a list of lists with `num_return_sequences >
 
 - Empty (or whitespace-only) inputs translate to `""` without reaching the model, also inside a batch.
 - Inputs longer than the tokenizer's `model_max_length` are truncated to it, with a logged warning.
-- Batches are padded on the tokenizer's `padding_side`; the Bahdanau model translates both sides alike.
+- Batches are padded on the tokenizer's `padding_side`; both model types translate both sides alike.
 
-Registered under `TASK` by `register_pipeline()` (called on `import hf_bahdanau`). `save_for_pipeline` writes a
+Registered under `TASK` (and the old name `"bahdanau-translation"`) by `register_pipeline()` (called on
+`import hf_bahdanau`). `save_for_pipeline` writes a
 folder that `pipeline(TASK, model=folder, trust_remote_code=True)` loads where this package is not installed:
 this file is copied there as remote code, so it imports only the standard library, torch and transformers.
 Loading such a folder in-process without `trust_remote_code` needs `pipeline_class=TranslationPipeline`
@@ -24,11 +25,15 @@ from typing import Any
 
 import torch
 from transformers import AutoModelForSeq2SeqLM, Pipeline, PreTrainedModel, PreTrainedTokenizerBase
-from transformers.pipelines import PIPELINE_REGISTRY
+from transformers.pipelines import PIPELINE_REGISTRY, SUPPORTED_TASKS
 
 logger = logging.getLogger(__name__)
 
-TASK = "bahdanau-translation"
+TASK = "d2l-translation"
+# Also saved into model folders: the old task name, and transformers v4's "translation" where transformers no
+# longer provides it (a folder's own pipelines are looked up first, so `pipeline("translation", model=folder,
+# trust_remote_code=True)` works; in-process, transformers refuses a removed task name whatever is registered).
+TASK_ALIASES = ("bahdanau-translation",) + (() if "translation" in SUPPORTED_TASKS else ("translation",))
 Translation = dict[str, str]  # {"translation_text": ...}
 
 
@@ -37,7 +42,7 @@ def _pad_id(tokenizer: PreTrainedTokenizerBase) -> int:
     return tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
 
 
-def _encode(tokenizer: PreTrainedTokenizerBase, text: str) -> dict[str, torch.Tensor]:
+def encode(tokenizer: PreTrainedTokenizerBase, text: str) -> dict[str, torch.Tensor]:
     """`input_ids` and `attention_mask` `(1, src_len)`; an empty text gives one padding token under a zero mask."""
     if not isinstance(text, str):
         raise TypeError(f"expected a string to translate, got {type(text).__name__}")
@@ -82,7 +87,7 @@ class TranslationPipeline(Pipeline):
         return {}, generate_kwargs, {}
 
     def preprocess(self, text: str) -> dict[str, torch.Tensor]:
-        return _encode(self.tokenizer, text)
+        return encode(self.tokenizer, text)
 
     def _forward(self, model_inputs: dict[str, torch.Tensor], **generate_kwargs: Any) -> dict[str, torch.Tensor]:
         input_ids, attention_mask = model_inputs["input_ids"], model_inputs["attention_mask"]  # (batch, src_len)
@@ -109,12 +114,15 @@ class TranslationPipeline(Pipeline):
 
 
 def register_pipeline() -> None:
-    """Register `TranslationPipeline` for `pipeline(TASK, ...)` with `AutoModelForSeq2SeqLM` models; idempotent."""
-    if PIPELINE_REGISTRY.supported_tasks.get(TASK, {}).get("impl") is TranslationPipeline:
-        return
-    PIPELINE_REGISTRY.register_pipeline(
-        TASK, pipeline_class=TranslationPipeline, pt_model=AutoModelForSeq2SeqLM, type="text"
-    )
+    """Register `TranslationPipeline` for `pipeline(TASK, ...)` (and the old name) with `AutoModelForSeq2SeqLM`
+    models, and name every alias for saved folders; idempotent."""
+    for task in (TASK, "bahdanau-translation"):
+        if PIPELINE_REGISTRY.supported_tasks.get(task, {}).get("impl") is not TranslationPipeline:
+            PIPELINE_REGISTRY.register_pipeline(
+                task, pipeline_class=TranslationPipeline, pt_model=AutoModelForSeq2SeqLM, type="text"
+            )
+    impl = PIPELINE_REGISTRY.supported_tasks[TASK]
+    TranslationPipeline._registered_impl = {task: impl for task in (TASK, *TASK_ALIASES)}
 
 
 def save_for_pipeline(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, folder: str | os.PathLike) -> Path:
@@ -136,41 +144,4 @@ def save_for_pipeline(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase
     return Path(folder)
 
 
-@torch.no_grad()
-def translate_with_attention(
-    model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, text: str, **generate_kwargs: Any
-) -> tuple[str, list[str], list[str], torch.Tensor]:
-    """Translate `text` and return `(translation, source_tokens, target_tokens, weights)`.
-
-    `weights` `(len(target_tokens), len(source_tokens))` (CPU, float) holds the cross-attention (last layer,
-    averaged over heads) with which each generated token (end of sentence included) was predicted; rows sum to
-    1. They come from a teacher-forced pass over the best generated sequence, so they hold for beam search too.
-    For a heatmap: `show_heatmaps(weights, "source", "translation", xticklabels=source_tokens,
-    yticklabels=target_tokens)`.
-    """
-    inputs = _encode(tokenizer, text)
-    if not inputs["attention_mask"].any():
-        raise ValueError("cannot translate an empty text with attention weights")
-    inputs = {name: tensor.to(model.device) for name, tensor in inputs.items()}
-    was_training = model.training
-    model.eval()
-    try:
-        generate_kwargs.setdefault("pad_token_id", tokenizer.pad_token_id)
-        sequence = model.generate(**inputs, **generate_kwargs)[0]  # (1 + generated,), the decoder start first
-        generated = sequence[1:].tolist()
-        eos = model.generation_config.eos_token_id
-        eos_ids = set(eos) if isinstance(eos, list) else {eos}
-        length = next((i + 1 for i, token in enumerate(generated) if token in eos_ids), len(generated))
-        outputs = model(**inputs, decoder_input_ids=sequence[None, :length], output_attentions=True)
-    finally:
-        model.train(was_training)
-    weights = outputs.cross_attentions[-1][0].mean(0).float().cpu()  # (batch, heads, tgt, src) -> (tgt, src)
-    return (
-        tokenizer.decode(generated[:length], skip_special_tokens=True),
-        tokenizer.convert_ids_to_tokens(inputs["input_ids"][0].tolist()),
-        tokenizer.convert_ids_to_tokens(generated[:length]),
-        weights,
-    )
-
-
-__all__ = ["TASK", "TranslationPipeline", "register_pipeline", "save_for_pipeline", "translate_with_attention"]
+__all__ = ["TASK", "TASK_ALIASES", "TranslationPipeline", "encode", "register_pipeline", "save_for_pipeline"]

@@ -65,12 +65,16 @@ def show_heatmaps(
     path: str | Path | None = None,
     xticklabels: Sequence[str] | None = None,
     yticklabels: Sequence[str] | None = None,
+    row_labels: Sequence[str] | None = None,
+    suptitle: str | None = None,
+    colorbar_label: str | None = None,
 ) -> Figure:
     """d2l's grid of heatmaps with one shared colorbar.
 
     Args:
         matrices: `(num_rows, num_cols, n_queries, n_keys)` or `(n_queries, n_keys)` tensor/array.
-        titles: one title per column.
+        titles: one title per column; row_labels: one label per row (beside `ylabel`), e.g. layers.
+        suptitle: a title over the whole figure; colorbar_label: what the colours measure.
         xticklabels, yticklabels: labels of the `n_keys` columns / `n_queries` rows (e.g. source and
             generated tokens).
         path: also write the figure there.
@@ -81,6 +85,8 @@ def show_heatmaps(
     num_rows, num_cols, n_queries, n_keys = matrices.shape
     if titles is not None and len(titles) != num_cols:
         raise ValueError(f"{len(titles)} titles for {num_cols} columns")
+    if row_labels is not None and len(row_labels) != num_rows:
+        raise ValueError(f"{len(row_labels)} row_labels for {num_rows} rows")
     fig = Figure(figsize=figsize)
     axes = fig.subplots(num_rows, num_cols, sharex=True, sharey=True, squeeze=False)
     vmin, vmax = float(matrices.min()), float(matrices.max())
@@ -92,10 +98,14 @@ def show_heatmaps(
             if i == num_rows - 1:
                 ax.set_xlabel(xlabel)
             if j == 0:
-                ax.set_ylabel(ylabel)
-            if titles is not None:
+                ax.set_ylabel(ylabel if row_labels is None else f"{row_labels[i]}\n{ylabel}")
+            if titles is not None and i == 0:
                 ax.set_title(titles[j])
-    fig.colorbar(image, ax=axes, shrink=0.6)
+    colorbar = fig.colorbar(image, ax=axes, shrink=0.6)
+    if colorbar_label is not None:
+        colorbar.set_label(colorbar_label)
+    if suptitle is not None:
+        fig.suptitle(suptitle)
     if path is not None:
         save_figure(fig, path)
     return fig

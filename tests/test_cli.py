@@ -14,21 +14,26 @@ from pathlib import Path
 
 import pytest
 import torch
-from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+from transformers import AutoConfig, AutoModelForSeq2SeqLM, AutoTokenizer
 
 from hf_bahdanau import cli
 from hf_bahdanau.cli import UsageError, main, parse_train_args
 from hf_bahdanau.training import ModelArguments, build_model
 
-TINY = [
+TINY_RUN = [
     "--src-lang", "en", "--tgt-lang", "fr",
-    "--max_train_samples", "300", "--max_eval_samples", "16",
-    "--vocab_size", "400", "--embedding_size", "32", "--hidden_size", "32",
+    "--max_train_samples", "300", "--max_eval_samples", "16", "--vocab_size", "400",
     "--encoder_layers", "1", "--decoder_layers", "1", "--dropout", "0.0",
     "--per_device_train_batch_size", "32", "--per_device_eval_batch_size", "16",
     "--learning_rate", "0.01", "--warmup_steps", "0", "--logging_steps", "5",
     "--generation_num_beams", "2", "--generation_max_length", "20", "--label_smoothing_factor", "0.1",
 ]  # fmt: skip
+TINY_MODEL = {
+    "bahdanau": ["--embedding_size", "32", "--hidden_size", "32"],
+    "d2l_transformer": ["--model_type", "transformer", "--d_model", "32", "--attention_heads", "2", "--ffn_dim", "64",
+                        "--init_std", "0.18"],
+}  # fmt: skip
+TINY = [*TINY_RUN, *TINY_MODEL["bahdanau"]]
 
 
 def run_cli(*args: str, stdin: str | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -42,11 +47,12 @@ def run_cli(*args: str, stdin: str | None = None, env: dict | None = None) -> su
     )
 
 
-@pytest.fixture(scope="module")
-def trained(tmp_path_factory, tatoeba_tsv):
+@pytest.fixture(scope="module", params=list(TINY_MODEL))
+def trained(request, tmp_path_factory, tatoeba_tsv):
+    """A folder trained by `hf-bahdanau train` for 60 steps, for each model type."""
     output = tmp_path_factory.mktemp("run") / "model"
     status = main(
-        ["train", "--data", str(tatoeba_tsv), "--output-dir", str(output), *TINY,
+        ["train", "--data", str(tatoeba_tsv), "--output-dir", str(output), *TINY_RUN, *TINY_MODEL[request.param],
          "--max_steps", "60", "--eval_steps", "30", "--save_steps", "30"]
     )  # fmt: skip
     assert status == 0
@@ -54,8 +60,10 @@ def trained(tmp_path_factory, tatoeba_tsv):
 
 
 def test_train_writes_a_loadable_model_and_the_loss_falls(trained):
+    model_type = json.loads((trained / "config.json").read_text())["model_type"]
+    modeling_file = {"bahdanau": "modeling_bahdanau.py", "d2l_transformer": "modeling_transformer.py"}[model_type]
     for name in ("model.safetensors", "config.json", "generation_config.json", "tokenizer.json",
-                 "trainer_state.json", "training_curves.png", "modeling_bahdanau.py"):  # fmt: skip
+                 "trainer_state.json", "training_curves.png", modeling_file, "modeling_translation.py"):  # fmt: skip
         assert (trained / name).is_file(), name
     assert (trained / "training_curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     state = json.loads((trained / "trainer_state.json").read_text())
@@ -98,6 +106,9 @@ def test_translate_arguments_stdin_and_heatmap(trained, tmp_path, capsys, monkey
     heatmap = tmp_path / "attention.png"
     assert main(["translate", "--model", str(trained), "He's calm.", "--heatmap", str(heatmap)]) == 0
     assert heatmap.read_bytes()[:4] == b"\x89PNG"
+    self_attention = [tmp_path / "attention-encoder.png", tmp_path / "attention-decoder.png"]
+    is_transformer = AutoConfig.from_pretrained(trained).model_type == "d2l_transformer"
+    assert all(path.is_file() == is_transformer for path in self_attention)
 
 
 def test_translate_prompts_when_stdin_is_a_terminal(trained):
@@ -125,7 +136,7 @@ def test_pipeline_from_trained_folder_with_remote_code(trained, tmp_path):
         import sys
         sys.modules["hf_bahdanau"] = None
         from transformers import pipeline
-        translator = pipeline("bahdanau-translation", model={str(trained)!r}, trust_remote_code=True)
+        translator = pipeline("translation", model={str(trained)!r}, trust_remote_code=True)  # as in v4
         print(translator(["Go.", ""], num_beams=2))
         """
     )

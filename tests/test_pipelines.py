@@ -1,5 +1,5 @@
-"""The translation pipeline: v4 output format, batching, generation parameters, empty and over-long inputs,
-padding sides, remote-code loading without the package, and attention weights for heatmaps."""
+"""The translation pipeline, for both model types: v4 output format, batching, generation parameters, empty and
+over-long inputs, padding sides, remote-code loading without the package, and attention maps for heatmaps."""
 
 from __future__ import annotations
 
@@ -14,18 +14,13 @@ import textwrap
 
 import pytest
 import torch
+from helpers import MODEL_TYPES, make_model
 from transformers import pipeline
 from transformers.pipelines import get_supported_tasks
 from transformers.pipelines.base import pad_collate_fn
 
-from hf_bahdanau import BahdanauConfig, BahdanauForConditionalGeneration
-from hf_bahdanau.pipelines import (
-    TASK,
-    TranslationPipeline,
-    register_pipeline,
-    save_for_pipeline,
-    translate_with_attention,
-)
+from hf_bahdanau import attention_maps, plot_attention_maps
+from hf_bahdanau.pipelines import TASK, TASK_ALIASES, TranslationPipeline, register_pipeline, save_for_pipeline
 from hf_bahdanau.tokenization import train_tokenizer
 
 SUBJECTS = ["i", "you", "we", "they", "the cat"]
@@ -48,11 +43,9 @@ def tokenizer():
     return make_tokenizer()
 
 
-@pytest.fixture(scope="module")
-def model(tokenizer):
-    torch.manual_seed(0)
-    config = BahdanauConfig(vocab_size=len(tokenizer), embedding_size=16, hidden_size=16)
-    return BahdanauForConditionalGeneration(config).eval()
+@pytest.fixture(scope="module", params=MODEL_TYPES)
+def model(request, tokenizer):
+    return make_model(request.param, vocab_size=len(tokenizer))
 
 
 @pytest.fixture(scope="module")
@@ -187,10 +180,12 @@ def test_left_padding_equals_right_padding(model, pipe):
 
 def test_save_for_pipeline_writes_code_and_config(model, tokenizer, pipe, tmp_path):
     folder = save_for_pipeline(model, tokenizer, tmp_path / "saved")
-    assert {"pipelines.py", "modeling_bahdanau.py", "model.safetensors", "tokenizer.json"} <= set(os.listdir(folder))
+    modeling_file = f"{type(model).__module__.split('.')[-1]}.py"
+    assert {"pipelines.py", modeling_file, "modeling_translation.py", "model.safetensors"} <= set(os.listdir(folder))
     config = json.loads((folder / "config.json").read_text())
     assert config["custom_pipelines"] == {
-        TASK: {"impl": "pipelines.TranslationPipeline", "pt": ["AutoModelForSeq2SeqLM"], "type": "text"}
+        task: {"impl": "pipelines.TranslationPipeline", "pt": ["AutoModelForSeq2SeqLM"], "type": "text"}
+        for task in (TASK, "bahdanau-translation", "translation")
     }
     assert "AutoModelForSeq2SeqLM" in config["auto_map"]
     assert not hasattr(model.config, "custom_pipelines")  # only the saved copy names the pipeline
@@ -214,7 +209,7 @@ def test_save_for_pipeline_writes_code_and_config(model, tokenizer, pipe, tmp_pa
     assert all(level == 0 for level, _ in imported)
     # In-process: a config naming a custom pipeline needs the class (or trust_remote_code) in transformers 5.
     loaded = pipeline(TASK, model=str(folder), pipeline_class=TranslationPipeline, max_new_tokens=MAX_NEW)
-    assert type(loaded.model) is BahdanauForConditionalGeneration
+    assert type(loaded.model) is type(model)
     assert loaded(TEXTS, batch_size=2) == pipe(TEXTS)
 
 
@@ -227,10 +222,11 @@ def test_remote_code_pipeline_without_the_package(model, tokenizer, pipe, tmp_pa
         import json, sys
         sys.modules["hf_bahdanau"] = None  # as if the package were not installed
         from transformers import pipeline
-        pipe = pipeline({TASK!r}, model={str(folder)!r}, trust_remote_code=True, max_new_tokens={MAX_NEW})
-        assert type(pipe).__module__.startswith("transformers_modules"), type(pipe).__module__
-        assert type(pipe.model).__module__.startswith("transformers_modules"), type(pipe.model).__module__
-        print(json.dumps(pipe({texts!r}, batch_size=2)))
+        for task in {[TASK, *TASK_ALIASES]!r}:  # "translation", as transformers v4 users type it
+            pipe = pipeline(task, model={str(folder)!r}, trust_remote_code=True, max_new_tokens={MAX_NEW})
+            assert type(pipe).__module__.startswith("transformers_modules"), type(pipe).__module__
+            assert type(pipe.model).__module__.startswith("transformers_modules"), type(pipe.model).__module__
+            print(json.dumps(pipe({texts!r}, batch_size=2)))
         """
     )
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf_home"), "PYTHONPATH": ""}
@@ -238,31 +234,38 @@ def test_remote_code_pipeline_without_the_package(model, tokenizer, pipe, tmp_pa
         [sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    assert json.loads(result.stdout.strip().splitlines()[-1]) == expected
+    outputs = result.stdout.strip().splitlines()[-1 - len(TASK_ALIASES) :]
+    assert [json.loads(line) for line in outputs] == [expected] * (1 + len(TASK_ALIASES))
 
 
 # ---- attention weights ------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("num_beams", [1, 3])
-def test_translate_with_attention(model, tokenizer, pipe, num_beams):
+def test_attention_maps_of_a_translation(model, tokenizer, pipe, num_beams):
     text = TEXTS[1]
-    translation, source, target, weights = translate_with_attention(
-        model, tokenizer, text, num_beams=num_beams, max_new_tokens=MAX_NEW
-    )
-    assert translation == pipe(text, num_beams=num_beams)[0]["translation_text"]
-    assert source == tokenizer.convert_ids_to_tokens(tokenizer(text)["input_ids"])
-    assert weights.shape == (len(target), len(source)) and 1 <= len(target) <= MAX_NEW
-    torch.testing.assert_close(weights.sum(-1), torch.ones(len(target)))
-    assert translation == tokenizer.convert_tokens_to_string(
-        [token for token in target if token not in tokenizer.all_special_tokens]
+    maps = attention_maps(model, tokenizer, text, num_beams=num_beams, max_new_tokens=MAX_NEW)
+    assert maps.translation == pipe(text, num_beams=num_beams)[0]["translation_text"]
+    assert maps.source_tokens == tokenizer.convert_ids_to_tokens(tokenizer(text)["input_ids"])  # word-level: as is
+    tgt, src = len(maps.target_tokens), len(maps.source_tokens)
+    layers = 1 if model.config.model_type == "bahdanau" else model.config.decoder_layers
+    heads = 1 if model.config.model_type == "bahdanau" else model.config.attention_heads
+    assert maps.cross.shape == (layers, heads, tgt, src) and 1 <= tgt <= MAX_NEW
+    torch.testing.assert_close(maps.cross.sum(-1), torch.ones(layers, heads, tgt))
+    if model.config.model_type == "bahdanau":
+        assert maps.encoder is None and maps.decoder is None
+    else:
+        assert maps.encoder.shape == (model.config.encoder_layers, heads, src, src)
+        assert maps.decoder.shape == (layers, heads, tgt, tgt) and torch.all(maps.decoder.triu(1) == 0)
+    assert maps.translation == tokenizer.convert_tokens_to_string(
+        [token for token in maps.target_tokens if token not in tokenizer.all_special_tokens]
     )
 
 
 def test_attention_matches_generate_cross_attentions(model, tokenizer):
     """Greedy: the teacher-forced weights are those `generate` reports step by step."""
     text = TEXTS[2]
-    _, _, target, weights = translate_with_attention(model, tokenizer, text, num_beams=1, max_new_tokens=MAX_NEW)
+    maps = attention_maps(model, tokenizer, text, num_beams=1, max_new_tokens=MAX_NEW)
     output = model.generate(
         **tokenizer(text, return_tensors="pt"),
         num_beams=1,
@@ -270,10 +273,19 @@ def test_attention_matches_generate_cross_attentions(model, tokenizer):
         return_dict_in_generate=True,
         output_attentions=True,
     )
-    steps = torch.cat([step[0][0, 0] for step in output.cross_attentions])  # steps x (batch, 1, 1, src) -> (tgt, src)
-    torch.testing.assert_close(weights, steps[: len(target)])
+    # steps x layers x (batch, heads, 1, src) -> (layers, heads, tgt, src)
+    steps = torch.stack([torch.stack([layer[0] for layer in step]) for step in output.cross_attentions], dim=2)
+    torch.testing.assert_close(maps.cross, steps[:, :, : len(maps.target_tokens), 0])
+
+
+def test_attention_heatmaps_are_written_per_attention_kind(model, tokenizer, tmp_path):
+    maps = attention_maps(model, tokenizer, TEXTS[0], num_beams=1, max_new_tokens=MAX_NEW)
+    written = plot_attention_maps(maps, TEXTS[0], tmp_path / "attention.png")
+    expected = ["attention.png"] + ([] if maps.encoder is None else ["attention-encoder.png", "attention-decoder.png"])
+    assert [path.name for path in written] == expected
+    assert all(path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for path in written)
 
 
 def test_attention_rejects_empty_text(model, tokenizer):
     with pytest.raises(ValueError, match="empty"):
-        translate_with_attention(model, tokenizer, "  ")
+        attention_maps(model, tokenizer, "  ")

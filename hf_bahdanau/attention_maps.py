@@ -1,0 +1,126 @@
+"""The attention weights of one translation, for heatmaps: `(layers, heads, queries, keys)` for any model type.
+
+The Bahdanau RNN has one cross-attention "layer" with one "head"; the Transformer has encoder self-attention,
+decoder self-attention and cross-attention per layer and head.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+from .pipelines import encode
+from .visualization import show_heatmaps
+
+_WORD_START = ("\u2581", "\u0120")  # SentencePiece's and byte-level BPE's word-start marks
+
+
+@dataclass
+class AttentionMaps:
+    """A translation and its attention, on CPU as float.
+
+    Args:
+        translation: the decoded translation.
+        source_tokens, target_tokens: display labels of the source tokens and of the generated tokens (end of
+            sentence included); a piece that continues a word starts with "-".
+        cross: `(layers, heads, tgt_len, src_len)` encoder-decoder attention; each row sums to 1.
+        encoder: `(layers, heads, src_len, src_len)` encoder self-attention, or None (no such attention).
+        decoder: `(layers, heads, tgt_len, tgt_len)` causal decoder self-attention, or None.
+    """
+
+    translation: str
+    source_tokens: list[str]
+    target_tokens: list[str]
+    cross: torch.Tensor
+    encoder: torch.Tensor | None = None
+    decoder: torch.Tensor | None = None
+
+
+def display_tokens(tokenizer: PreTrainedTokenizerBase, ids: list[int]) -> list[str]:
+    """Token labels for a figure: word-start marks dropped, word-continuing pieces prefixed with "-"."""
+    tokens = tokenizer.convert_ids_to_tokens(ids)
+    if not any(token.startswith(_WORD_START) for token in tokens):  # a word-level vocabulary
+        return tokens
+    special = set(tokenizer.all_special_tokens)
+    return [
+        token if token in special else token[1:] if token.startswith(_WORD_START) else f"-{token}" for token in tokens
+    ]
+
+
+def _stack(layers: tuple[torch.Tensor, ...] | None) -> torch.Tensor | None:
+    """One `(batch=1, heads, q, k)` tensor per layer -> `(layers, heads, q, k)`."""
+    return None if not layers else torch.stack([weights[0] for weights in layers]).float().cpu()
+
+
+@torch.no_grad()
+def attention_maps(
+    model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, text: str, **generate_kwargs: object
+) -> AttentionMaps:
+    """Translate `text` and return its attention maps.
+
+    The weights come from a teacher-forced pass over the best generated sequence (up to its end of sentence), so
+    they hold for beam search too: row i is the attention with which generated token i was predicted.
+    """
+    inputs = encode(tokenizer, text)
+    if not inputs["attention_mask"].any():
+        raise ValueError("cannot translate an empty text with attention weights")
+    inputs = {name: tensor.to(model.device) for name, tensor in inputs.items()}
+    was_training = model.training
+    model.eval()
+    try:
+        generate_kwargs.setdefault("pad_token_id", tokenizer.pad_token_id)
+        sequence = model.generate(**inputs, **generate_kwargs)[0]  # (1 + generated,), the decoder start first
+        generated = sequence[1:].tolist()
+        eos = model.generation_config.eos_token_id
+        eos_ids = set(eos) if isinstance(eos, list) else {eos}
+        length = next((i + 1 for i, token in enumerate(generated) if token in eos_ids), len(generated))
+        outputs = model(**inputs, decoder_input_ids=sequence[None, :length], output_attentions=True)
+    finally:
+        model.train(was_training)
+    return AttentionMaps(
+        translation=tokenizer.decode(generated[:length], skip_special_tokens=True),
+        source_tokens=display_tokens(tokenizer, inputs["input_ids"][0].tolist()),
+        target_tokens=display_tokens(tokenizer, generated[:length]),
+        cross=_stack(outputs.cross_attentions),
+        encoder=_stack(outputs.encoder_attentions),
+        decoder=_stack(outputs.decoder_attentions),
+    )
+
+
+def plot_attention_maps(maps: AttentionMaps, source: str, path: str | Path) -> list[Path]:
+    """Heatmaps of `maps`: the cross-attention at `path` (one panel, or a layers x heads grid), and the encoder and
+    decoder self-attention beside it (`<stem>-encoder<suffix>`, `<stem>-decoder<suffix>`) when the model has them.
+    Returns the files written."""
+    path = Path(path)
+    kinds = [
+        ("encoder-decoder attention", maps.cross, maps.source_tokens, maps.target_tokens, path),
+        ("encoder self-attention", maps.encoder, maps.source_tokens, maps.source_tokens, "encoder"),
+        ("decoder self-attention", maps.decoder, maps.target_tokens, maps.target_tokens, "decoder"),
+    ]
+    written = []
+    for title, weights, keys, queries, where in kinds:
+        if weights is None:
+            continue
+        target = where if isinstance(where, Path) else path.with_name(f"{path.stem}-{where}{path.suffix}")
+        layers, heads = weights.shape[:2]
+        show_heatmaps(
+            weights,
+            xlabel="keys" if keys is not maps.source_tokens or queries is maps.source_tokens else "source",
+            ylabel="translation" if queries is maps.target_tokens else "source",
+            titles=[f"head {head + 1}" for head in range(heads)] if heads > 1 else None,
+            row_labels=[f"layer {layer + 1}" for layer in range(layers)] if layers > 1 else None,
+            xticklabels=keys,
+            yticklabels=queries,
+            figsize=(max(3.0, 0.35 * len(keys)) * heads, max(3.0, 0.35 * len(queries)) * layers),
+            suptitle=f"{title}\n{source}\n→ {maps.translation}",
+            colorbar_label="attention weight",
+            path=target,
+        )
+        written.append(target)
+    return written
+
+
+__all__ = ["AttentionMaps", "attention_maps", "display_tokens", "plot_attention_maps"]
