@@ -33,6 +33,7 @@ from transformers import (
 )
 from transformers.trainer_utils import get_last_checkpoint
 
+from . import hub
 from .configuration_bahdanau import BahdanauConfig
 from .data import load_parallel_corpus, tokenize_corpus
 from .metrics import make_compute_metrics
@@ -287,6 +288,7 @@ def train(
     output_dir = Path(training_args.output_dir)
     # The model computes label smoothing itself (so it also honours num_items_in_batch).
     label_smoothing, training_args.label_smoothing_factor = training_args.label_smoothing_factor, 0.0
+    push_to_hub = hub.take_push_from_trainer(training_args)  # our card and file selection, not the Trainer's
     is_main = training_args.process_index == 0
 
     with training_args.main_process_first(local=False, desc="output folder, corpus and tokenizer"):
@@ -340,6 +342,7 @@ def train(
         trainer.save_state()
         plot_training_curves(trainer.state.log_history, path=output_dir / "training_curves.png")
         logger.info("saved the model, tokenizer and training curves in %s", output_dir)
+        hub.finish_training(output_dir, training_args, push_to_hub)  # records the command; publishes if asked
     return trainer
 
 
