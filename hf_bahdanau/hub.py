@@ -195,7 +195,7 @@ def _training_summary(state: dict[str, Any]) -> dict[str, Any] | None:
         "epochs": round(state.get("epoch") or 0.0, 2),
         "time": f"{hours} h {minutes:02d} min" if hours else f"{minutes} min {seconds:02d} s",
         "batch_size": state.get("train_batch_size"),
-        "best_bleu": round(max(bleus), 2) if bleus else None,
+        "best_bleu": f"{max(bleus):.2f}" if bleus else None,
     }
 
 
