@@ -14,6 +14,7 @@ from unittest.mock import patch
 import httpx
 import huggingface_hub
 import pytest
+from conftest import load_script
 from huggingface_hub import HfApi, ModelCard, RepoUrl
 from huggingface_hub.errors import HfHubHTTPError
 from huggingface_hub.utils import filter_repo_objects
@@ -161,6 +162,14 @@ def test_publish_uploads_exactly_the_selection_and_never_the_token(trained, tmp_
     for path in folder.rglob("*"):
         assert not path.is_file() or TOKEN.encode() not in path.read_bytes(), path
     assert TOKEN not in caplog.text + out.out + out.err
+
+
+def test_make_model_cards_script_writes_the_publish_card(trained, tmp_path):
+    folder = trained["folder"]
+    assert main(["publish", "--model", str(folder), "--repo-id", REPO_ID, "--dry-run"]) == 0
+    written = load_script("make_model_cards").main(["--model", str(folder), "--repo-id", REPO_ID,
+                                                    "--output", str(tmp_path / "card.md")])  # fmt: skip
+    assert written.read_text(encoding="utf-8") == (folder / "README.md").read_text(encoding="utf-8")
 
 
 def _not_a_model(folder):
