@@ -443,14 +443,18 @@ def finish_training(output_dir: str | Path, training_args: TrainingArguments, pu
 
 
 __all__ = [
+    "DEFAULT_LICENSE",
     "EVAL_RESULTS_FILE",
     "MODEL_DESCRIPTIONS",
     "Publication",
     "card_data",
+    "check_model_folder",
+    "check_repo_id",
     "files_to_upload",
     "finish_training",
     "make_card",
     "publish",
+    "read_evaluations",
     "record_evaluation",
     "take_push_from_trainer",
     "write_card",
