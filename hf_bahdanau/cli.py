@@ -1,4 +1,4 @@
-"""The `hf-bahdanau` command line: train, evaluate, translate.
+"""The `hf-bahdanau` command line: train, evaluate, translate, publish.
 
 `train` takes transformers' example-script options (`HfArgumentParser` over `ModelArguments`, `TokenizerArguments`,
 `DataArguments`, `Seq2SeqTrainingArguments`, `RunArguments`; underscores or dashes), optionally from a YAML/JSON
@@ -28,6 +28,7 @@ from transformers.tokenization_utils_base import PreTrainedTokenizerBase
 
 from .attention_maps import attention_maps, plot_attention_maps
 from .data import load_parallel_corpus
+from .hub import DEFAULT_LICENSE, publish, record_evaluation
 from .metrics import load_metric
 from .pipelines import TranslationPipeline
 from .training import (
@@ -162,6 +163,9 @@ def run_evaluate(args: argparse.Namespace) -> None:
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text("".join(f"{line}\n" for line in hypotheses), encoding="utf-8")
     scores = load_metric().compute(predictions=hypotheses, references=[[ref] for ref in references])
+    beams = args.num_beams if args.num_beams is not None else model.generation_config.num_beams
+    record_evaluation(args.model, scores, data=data, split=args.split, languages=(src_lang, tgt_lang),
+                      num_beams=beams, samples=len(hypotheses))  # fmt: skip
     sys.stdout.write(
         f"BLEU = {scores['bleu']:.2f}  ({scores['bleu_signature']})\n"
         f"chrF = {scores['chrf']:.2f}  ({scores['chrf_signature']})\n"
@@ -217,6 +221,19 @@ def run_translate(args: argparse.Namespace) -> None:
         sys.stdout.write(line + "\n")
 
 
+# ---- publish ----------------------------------------------------------------------------------------------
+
+
+def run_publish(args: argparse.Namespace) -> None:
+    options = dict(private=args.private, revision=args.revision, commit_message=args.commit_message)
+    done = publish(args.model, args.repo_id, license=args.license, dry_run=args.dry_run, **options)
+    if args.dry_run:
+        sys.stdout.write(f"dry run: would upload to {done.repo_id}:\n" + "".join(f"  {n}\n" for n in done.files))
+        sys.stdout.write(f"model card: {done.card}\n")
+    else:
+        sys.stdout.write(f"{done.url}\n")
+
+
 # ---- entry point ------------------------------------------------------------------------------------------
 
 
@@ -245,6 +262,15 @@ def build_parser() -> argparse.ArgumentParser:
     _add_generation_arguments(translate)
     translate.add_argument("text", nargs="*", help="Sentences to translate (default: stdin).")
     translate.add_argument("--heatmap", help="Write the attention of the first sentence as a PNG.")
+
+    publishing = commands.add_parser("publish", help="write the model card and upload the model to the Hub")
+    publishing.add_argument("--model", required=True, help="A saved model folder (from `train`).")
+    publishing.add_argument("--repo-id", "--repo_id", required=True, help="OWNER/NAME on the Hub.")
+    publishing.add_argument("--private", action="store_true", help="Create the repo private.")
+    publishing.add_argument("--revision", help="Upload to this branch (created if needed; default: main).")
+    publishing.add_argument("--commit-message", "--commit_message")
+    publishing.add_argument("--license", default=DEFAULT_LICENSE, help="License id for the card.")
+    publishing.add_argument("--dry-run", "--dry_run", action="store_true", help="Card and file list only.")
     return parser
 
 
@@ -260,6 +286,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise UsageError(f"unrecognized arguments: {' '.join(rest)}")
         elif args.command == "evaluate":
             run_evaluate(args)
+        elif args.command == "publish":
+            run_publish(args)
         else:
             run_translate(args)
     except (UsageError, ValueError, OSError) as error:  # the user's input; anything else is a bug: traceback

@@ -36,6 +36,7 @@ from transformers import (
 )
 from transformers.trainer_utils import get_last_checkpoint
 
+from . import hub
 from .configuration_translation import TranslationConfig
 from .data import load_parallel_corpus, tokenize_corpus
 from .metrics import make_compute_metrics
@@ -381,8 +382,11 @@ def build_trainer(
     )
 
 
-def save_run(trainer: Seq2SeqTrainer, tokenizer: PreTrainedTokenizerBase, output_dir: Path) -> None:
-    """Save the final model with its tokenizer, pipeline code, trainer state and training curves (main process)."""
+def save_run(
+    trainer: Seq2SeqTrainer, tokenizer: PreTrainedTokenizerBase, output_dir: Path, push_to_hub: bool = False
+) -> None:
+    """Save the final model with its tokenizer, pipeline code, trainer state and training curves, record the
+    command, and publish the folder when asked (main process)."""
     # Seq2SeqTrainer's evaluation writes its legacy defaults (max_length=20) into the generation config; keep only
     # our length limit, so that generate does not warn about both on every call with the saved model.
     if trainer.model.generation_config.max_new_tokens is not None:
@@ -392,6 +396,7 @@ def save_run(trainer: Seq2SeqTrainer, tokenizer: PreTrainedTokenizerBase, output
         trainer.save_state()
         plot_training_curves(trainer.state.log_history, path=output_dir / "training_curves.png")
         logger.info("saved the model, tokenizer and training curves in %s", output_dir)
+        hub.finish_training(output_dir, trainer.args, push_to_hub)  # records the command; publishes if asked
 
 
 def train(
@@ -410,6 +415,7 @@ def train(
     output_dir = Path(training_args.output_dir)
     # The model computes label smoothing itself (so it also honours num_items_in_batch).
     label_smoothing, training_args.label_smoothing_factor = training_args.label_smoothing_factor, 0.0
+    push_to_hub = hub.take_push_from_trainer(training_args)  # our card and file selection, not the Trainer's
     is_main = training_args.process_index == 0
 
     with training_args.main_process_first(local=False, desc="output folder, corpus and tokenizer"):
@@ -439,7 +445,7 @@ def train(
     if checkpoint is not None:
         logger.info("resuming from %s", checkpoint)
     trainer.train(resume_from_checkpoint=checkpoint)
-    save_run(trainer, tokenizer, output_dir)
+    save_run(trainer, tokenizer, output_dir, push_to_hub)
     return trainer
 
 

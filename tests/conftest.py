@@ -46,10 +46,15 @@ def tatoeba_tsv(data_dir: Path) -> Path:
     return path
 
 
-@pytest.fixture(scope="session")
-def d2l() -> ModuleType:
-    """`scripts/d2l_reference.py`: d2l's own code, the reference our maths is checked against."""
-    spec = importlib.util.spec_from_file_location("d2l_reference", REPO_ROOT / "scripts" / "d2l_reference.py")
+def load_script(name: str) -> ModuleType:
+    """`scripts/<name>.py` imported as a module."""
+    spec = importlib.util.spec_from_file_location(name, REPO_ROOT / "scripts" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+@pytest.fixture(scope="session")
+def d2l() -> ModuleType:
+    """`scripts/d2l_reference.py`: d2l's own code, the reference our maths is checked against."""
+    return load_script("d2l_reference")
