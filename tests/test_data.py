@@ -136,8 +136,59 @@ def test_json_lines_and_csv(tmp_path):
         ("a cat", "eine Katze"),
         ("a dog, brown", "ein Hund, braun"),
     ]
-    with pytest.raises(ValueError, match=r"row 2: needs languages 'en' and 'fr'; languages available: \['de', 'en'\]"):
+    with pytest.raises(
+        ValueError, match=r"line 1 \(header\): needs languages 'en' and 'fr'; languages available: \['de', 'en'\]"
+    ):
         load_parallel_corpus(csv_file, "en", "fr")
+
+
+def test_csv_rows_must_have_every_field_and_may_span_lines(tmp_path):
+    csv_file = tmp_path / "pairs.csv"
+    csv_file.write_text('de,en\n"Ein Hund\nrennt","A dog\r\nruns"\n\nKatze,cat\n', "utf-8", newline="")
+    corpus = load_parallel_corpus(csv_file, "de", "en", split_ratios=(1, 0, 0))
+    assert sorted(_pairs(corpus["train"], "de", "en")) == [("Ein Hund\nrennt", "A dog\r\nruns"), ("Katze", "cat")]
+    csv_file.write_text('de,en\n"Ein Hund\nrennt",A dog runs\nnur deutsch\nKatze,cat\n', "utf-8")
+    with pytest.raises(ValueError, match=r"pairs.csv: line 4 has 1 comma-separated fields, the header 2"):
+        load_parallel_corpus(csv_file, "de", "en")
+    csv_file.write_text("de,en\nKatze,cat\nein Hund, braun,a dog\n", "utf-8")  # an unquoted comma
+    with pytest.raises(ValueError, match=r"pairs.csv: line 3 has 3 comma-separated fields, the header 2"):
+        load_parallel_corpus(csv_file, "de", "en")
+
+
+def test_json_file_may_hold_one_array(tmp_path):
+    rows = [{"translation": {"en": "a cat", "de": "eine Katze"}}, {"en": "a dog", "de": "ein Hund"}]
+    json_file = tmp_path / "pairs.json"
+    json_file.write_text("\n" + json.dumps(rows, indent=2), "utf-8")
+    corpus = load_parallel_corpus(json_file, "en", "de", split_ratios=(1, 0, 0))
+    assert sorted(_pairs(corpus["train"], "en", "de")) == [("a cat", "eine Katze"), ("a dog", "ein Hund")]
+    json_file.write_text(json.dumps([rows[0], ["a dog", "ein Hund"]]), "utf-8")
+    with pytest.raises(ValueError, match=r"pairs.json: JSON array item 2: expected an object of languages"):
+        load_parallel_corpus(json_file, "en", "de")
+    json_file.write_text('[\n  {"en": "a", "de": "b"},\n  {"en": "c" "de": "d"}\n]', "utf-8")
+    with pytest.raises(ValueError, match=r"pairs.json: line 3 is not valid JSON .*one JSON array of objects"):
+        load_parallel_corpus(json_file, "en", "de")
+    jsonl = tmp_path / "pairs.jsonl"
+    jsonl.write_text('{"en": "a", "de": "b"}\n["c", "d"]\n', "utf-8")  # valid JSON, but not an object
+    with pytest.raises(ValueError, match=r"pairs.jsonl: line 2: expected an object of languages"):
+        load_parallel_corpus(jsonl, "en", "de")
+
+
+def test_byte_order_mark_is_not_part_of_the_first_sentence(tmp_path):
+    bom = "\ufeff"
+    files = {
+        "pairs.tsv": "Go.\tVa !\n",
+        "pairs.csv": "en,fr\nGo.,Va !\n",
+        "pairs.jsonl": '{"en": "Go.", "fr": "Va !"}\n',
+        "pairs.json": '[{"en": "Go.", "fr": "Va !"}]',
+    }
+    for name, text in files.items():
+        (tmp_path / name).write_text(bom + text, "utf-8")
+        corpus = load_parallel_corpus(tmp_path / name, "en", "fr", split_ratios=(1, 0, 0))
+        assert _pairs(corpus["train"], "en", "fr") == [("Go.", "Va !")], name
+    folder = tmp_path / "corpus"
+    _write_folder(folder, {"train.en": [bom + "Go."], "train.fr": [bom + "Va !"], "test.en": ["a"], "test.fr": ["b"]})
+    corpus = load_parallel_corpus(folder, "en", "fr", test_split="test")
+    assert _pairs(corpus["train"], "en", "fr") == [("Go.", "Va !")]
 
 
 def test_folder_errors(tmp_path):
