@@ -9,6 +9,7 @@ rows look like `{"translation": {"en": "...", "fr": "..."}}`. `tokenize_corpus` 
 from __future__ import annotations
 
 import csv
+import difflib
 import gzip
 import hashlib
 import itertools
@@ -299,7 +300,16 @@ def _read_json(path: Path, src_lang: str, tgt_lang: str) -> dict[str, Pairs]:
 
 def _read_hub(name: str, src_lang: str, tgt_lang: str, hub_config: str | None) -> dict[str, Pairs]:
     """Splits of a Hub dataset; a train split alone is returned as "all" (to be split)."""
-    loaded = datasets.load_dataset(name, hub_config)
+    try:
+        loaded = datasets.load_dataset(name, hub_config)
+    except (ConnectionError, FileNotFoundError) as err:  # offline, unreachable, or no such dataset
+        close = difflib.get_close_matches(name, _NAMED_CORPORA, n=1)
+        offline = " (offline mode is on: HF_HUB_OFFLINE)" if datasets.config.HF_HUB_OFFLINE else ""
+        message = (
+            f"{name!r} is not a file, folder or named corpus (named corpora: {', '.join(sorted(_NAMED_CORPORA))}"
+            f"{f'; did you mean {close[0]!r}?' if close else ''}), and loading it from the Hub failed{offline}: {err}"
+        )
+        raise (ConnectionError if isinstance(err, ConnectionError) else FileNotFoundError)(message) from err
     result: dict[str, Pairs] = {}
     for split_name, split in loaded.items():
         key = "test" if split_name == "test" else _SPLIT_ALIASES.get(split_name)
@@ -401,8 +411,10 @@ def load_parallel_corpus(
         seed: seed of the split and order of unsplit sources.
 
     Raises:
-        ConnectionError: a named corpus that is neither in `$HF_BAHDANAU_DATA_DIR` nor downloadable.
-        FileNotFoundError: a missing file, split or language file (the available ones are listed).
+        ConnectionError: a named corpus that is neither in `$HF_BAHDANAU_DATA_DIR` nor downloadable, or a name
+            that is no file, folder or named corpus while the Hub is unreachable (the named corpora are listed).
+        FileNotFoundError: a missing file, split or language file (the available ones are listed), or a name
+            that is neither a named corpus nor a Hub dataset.
         ValueError: a missing language, parallel files of different lengths, undecodable bytes (file and
             line), malformed lines, or no pair left after filtering.
     """

@@ -277,3 +277,21 @@ def test_hub_name_goes_to_load_dataset(monkeypatch):
     assert sorted(row["en"] for split in corpus.values() for row in split["translation"]) == sorted(
         row["translation"]["en"] for row in rows
     )
+
+
+@pytest.mark.parametrize("hub_error", [ConnectionError, datasets.exceptions.DatasetNotFoundError])
+def test_unknown_corpus_name_lists_the_known_ones(monkeypatch, hub_error):
+    def fake_load_dataset(name, config):
+        raise hub_error(f"Couldn't reach {name!r} on the Hub (OfflineModeIsEnabled)")
+
+    monkeypatch.setattr(datasets, "load_dataset", fake_load_dataset)
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)
+    with pytest.raises(OSError) as err:  # the CLI reports OSErrors in one line
+        load_parallel_corpus("multi31k", "de", "en")
+    message = str(err.value)
+    assert "(named corpora: multi30k, tatoeba-fra-eng; did you mean 'multi30k'?" in message
+    assert (
+        "from the Hub failed (offline mode is on: HF_HUB_OFFLINE)" in message
+        and "Couldn't reach 'multi31k' on the Hub" in message
+    )
+    assert isinstance(err.value, ConnectionError) == (hub_error is ConnectionError)
