@@ -95,9 +95,14 @@ def _cache_root() -> Path:
     return Path(os.environ.get(CACHE_DIR_ENV, Path.home() / ".cache" / "hf_bahdanau"))
 
 
+def _part_file(target: Path) -> Path:
+    """Where `target` is written until it is complete (then renamed), so a complete-looking file is complete."""
+    return target.with_name(target.name + ".part")
+
+
 def _download(url: str, target: Path) -> None:
     """Fetch `url` into `target` (written atomically through a `.part` file)."""
-    part = target.with_name(target.name + ".part")
+    part = _part_file(target)
     with urllib.request.urlopen(url, timeout=60) as response, open(part, "wb") as out:
         shutil.copyfileobj(response, out)
     part.replace(target)
@@ -119,28 +124,43 @@ def resolve_corpus(name: str) -> Path:
     if data_dir and (Path(data_dir) / name).exists():
         return Path(data_dir) / name
     folder = _cache_root() / name
+    created = [path for path in (folder, *folder.parents) if not path.exists()]  # deepest first
     folder.mkdir(parents=True, exist_ok=True)
-    for file_name, remote in _NAMED_CORPORA[name].items():
-        target = folder / file_name
-        if target.exists():
-            continue
-        logger.info("downloading %s to %s", remote.url, target)
-        try:
-            _download(remote.url, target)
-        except OSError as err:
-            raise ConnectionError(
-                f"could not download corpus {name!r} from {remote.url} ({err}). On an offline machine, "
-                f"put the corpus in a folder <DIR>/{name} and set {DATA_DIR_ENV}=<DIR>."
-            ) from err
-        digest = _sha256(target)
-        if remote.sha256 is not None and digest != remote.sha256:
-            target.unlink()
-            raise ValueError(f"checksum mismatch for {remote.url}: got {digest}, expected {remote.sha256}")
-        logger.info("sha256 of %s: %s", target, digest)
-    if name == "tatoeba-fra-eng" and not (folder / "fra-eng.tsv").exists():
-        with zipfile.ZipFile(folder / "fra-eng.zip") as archive:
-            (folder / "fra-eng.tsv").write_bytes(archive.read("fra-eng/fra.txt"))
+    target = folder
+    try:
+        for file_name, remote in _NAMED_CORPORA[name].items():
+            target = folder / file_name
+            if not target.exists():
+                _fetch(name, remote, target)
+        target = folder / _NAMED_CORPUS_FILE.get(name, "")
+        if name == "tatoeba-fra-eng" and not target.exists():
+            with zipfile.ZipFile(folder / "fra-eng.zip") as archive:
+                _part_file(target).write_bytes(archive.read("fra-eng/fra.txt"))
+            _part_file(target).replace(target)
+    except BaseException:  # also Ctrl-C: leave no partial file, and no empty folder made here
+        _part_file(target).unlink(missing_ok=True)
+        for path in created:
+            if path.is_dir() and not any(path.iterdir()):
+                path.rmdir()
+        raise
     return folder
+
+
+def _fetch(name: str, remote: _RemoteFile, target: Path) -> None:
+    """Download one file of corpus `name` to `target` and check its sha256 (when pinned)."""
+    logger.info("downloading %s to %s", remote.url, target)
+    try:
+        _download(remote.url, target)
+    except OSError as err:
+        raise ConnectionError(
+            f"could not download corpus {name!r} from {remote.url} ({err}). On an offline machine, "
+            f"put the corpus in a folder <DIR>/{name} and set {DATA_DIR_ENV}=<DIR>."
+        ) from err
+    digest = _sha256(target)
+    if remote.sha256 is not None and digest != remote.sha256:
+        target.unlink()
+        raise ValueError(f"checksum mismatch for {remote.url}: got {digest}, expected {remote.sha256}")
+    logger.info("sha256 of %s: %s", target, digest)
 
 
 # --------------------------------------------------------------------------------------------------------

@@ -60,6 +60,37 @@ def test_named_corpus_offline_error(tmp_path, monkeypatch):
     assert "fra-eng.zip" in str(err.value)
 
 
+def test_failed_download_leaves_no_partial_file_or_empty_folder(tmp_path, monkeypatch):
+    cache = tmp_path / "cache"
+    monkeypatch.setenv(data.DATA_DIR_ENV, str(tmp_path / "empty"))
+    monkeypatch.setenv(data.CACHE_DIR_ENV, str(cache))
+    fetched = []
+
+    def cut_off_after_one_file(url, target):
+        if fetched:  # the connection drops after the first bytes of the second file
+            data._part_file(target).write_bytes(b"\x1f\x8b")
+            raise OSError("connection reset")
+        fetched.append(target.name)
+        target.write_bytes(b"complete")
+
+    monkeypatch.setattr(data, "_download", cut_off_after_one_file)
+    with pytest.raises(ConnectionError, match="connection reset"):
+        load_parallel_corpus("multi30k", "de", "en")
+    assert sorted(path.name for path in (cache / "multi30k").iterdir()) == fetched  # complete files stay, no .part
+    fetched.append("the first file failed too")
+    with pytest.raises(ConnectionError, match="connection reset"):
+        load_parallel_corpus("tatoeba-fra-eng", "en", "fr")
+    assert sorted(path.name for path in cache.iterdir()) == ["multi30k"]  # no empty tatoeba-fra-eng folder
+    (cache / "multi30k" / fetched[0]).unlink()
+    with pytest.raises(ConnectionError):
+        load_parallel_corpus("multi30k", "de", "en")
+    assert not list((cache / "multi30k").iterdir())  # an existing folder is left, emptied of partial files
+    monkeypatch.setenv(data.CACHE_DIR_ENV, str(tmp_path / "new" / "cache"))
+    with pytest.raises(ConnectionError):
+        load_parallel_corpus("multi30k", "de", "en")
+    assert not (tmp_path / "new").exists()  # nor the cache folders made for the failed download
+
+
 def test_download_verifies_pinned_checksum(tmp_path, monkeypatch):
     payload = b"train\n"
     good = data._RemoteFile("https://example.invalid/a", hashlib.sha256(payload).hexdigest())
