@@ -136,9 +136,12 @@ def run_evaluate(args: argparse.Namespace) -> None:
     model, tokenizer = load_translation_model(args.model)
     # Unless told otherwise, read the corpus exactly as training did (same normalisation, hence the same split).
     settings = read_data_settings(args.model)
-    if args.data and corpus_id(args.data) != settings.get("data"):  # another corpus: only normalisation carries over
-        settings = {"d2l_normalize": settings.get("d2l_normalize", False)}
+    if args.data and corpus_id(args.data) not in (settings.get("data"), settings.get("data_path")):
+        settings = {"d2l_normalize": settings.get("d2l_normalize", False)}  # another corpus: only this carries over
     data = args.data or settings.get("data")
+    if settings.get("data_path") and Path(settings["data_path"]).exists():  # a named corpus: where training read it
+        logger.info("reading %s from %s, where training read it", data, settings["data_path"])
+        data = settings["data_path"]
     src_lang = args.src_lang or model.config.source_language
     tgt_lang = args.tgt_lang or model.config.target_language
     if not data:

@@ -163,6 +163,15 @@ def _fetch(name: str, remote: _RemoteFile, target: Path) -> None:
     logger.info("sha256 of %s: %s", target, digest)
 
 
+def named_corpus_path(source: str | os.PathLike[str]) -> str | None:
+    """The absolute file or folder a named corpus is read from (resolving, so maybe downloading, it now); None
+    for a source that is no corpus name (an existing path of that name takes precedence over the name)."""
+    name = str(source)
+    if name not in _NAMED_CORPORA or Path(source).exists():
+        return None
+    return str((resolve_corpus(name) / _NAMED_CORPUS_FILE.get(name, "")).resolve())
+
+
 # --------------------------------------------------------------------------------------------------------
 # Readers: each returns {split: [(src, tgt), ...]}; the split names are those of SPLITS or "all".
 # --------------------------------------------------------------------------------------------------------
@@ -348,9 +357,7 @@ def _read_source(
     columns: Sequence[str] | None,
     hub_config: str | None,
 ) -> dict[str, Pairs]:
-    path = Path(source)
-    if not path.exists() and str(source) in _NAMED_CORPORA:
-        path = resolve_corpus(str(source)) / _NAMED_CORPUS_FILE.get(str(source), "")
+    path = Path(named_corpus_path(source) or source)
     if path.is_dir():
         return _read_folder(path, src_lang, tgt_lang, test_split)
     if path.is_file():

@@ -34,7 +34,7 @@ from transformers import (
 from transformers.trainer_utils import get_last_checkpoint
 
 from .configuration_bahdanau import BahdanauConfig
-from .data import load_parallel_corpus, tokenize_corpus
+from .data import load_parallel_corpus, named_corpus_path, tokenize_corpus
 from .metrics import make_compute_metrics
 from .modeling_bahdanau import BahdanauForConditionalGeneration
 from .pipelines import save_for_pipeline
@@ -189,7 +189,7 @@ def corpus_id(data: str) -> str:
 def _data_settings(data_args: DataArguments) -> dict[str, Any]:
     """What `evaluate` needs to read the corpus as training did."""
     settings = {name: getattr(data_args, name) for name in ("src_lang", "tgt_lang", "test_split", "d2l_normalize")}
-    return {"data": corpus_id(data_args.data), **settings}
+    return {"data": corpus_id(data_args.data), "data_path": named_corpus_path(data_args.data), **settings}
 
 
 def load_or_train_tokenizer(
@@ -350,7 +350,7 @@ def _write_run_files(
     and the corpus settings. A resumed run keeps its files, and must use the corpus settings it started with."""
     if resuming:
         recorded = read_data_settings(output_dir)
-        if recorded and recorded != settings:
+        if recorded and {**recorded, "data_path": None} != {**settings, "data_path": None}:  # the corpus may move
             raise ValueError(
                 f"--resume with other corpus settings than the run started with: {settings} instead of {recorded}"
             )

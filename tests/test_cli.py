@@ -16,7 +16,7 @@ import pytest
 import torch
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
-from hf_bahdanau import cli
+from hf_bahdanau import cli, data, training
 from hf_bahdanau.cli import UsageError, main, parse_train_args
 from hf_bahdanau.training import ModelArguments, build_model
 
@@ -247,7 +247,7 @@ def test_a_loaded_model_takes_the_runs_label_smoothing(trained):
 
 def test_evaluate_reads_the_corpus_as_training_did(trained, tmp_path, monkeypatch, capsys):
     settings = json.loads((trained / "translation_data.json").read_text())
-    assert settings == {"data": settings["data"], "src_lang": "en", "tgt_lang": "fr",
+    assert settings == {"data": settings["data"], "data_path": None, "src_lang": "en", "tgt_lang": "fr",
                         "test_split": "test_2016_flickr", "d2l_normalize": False}  # fmt: skip
     normalized = tmp_path / "normalized"
     shutil.copytree(trained, normalized)
@@ -303,3 +303,41 @@ def test_bf16_training_on_gpu(tatoeba_tsv, tmp_path):
     assert main(["train", "--data", str(tatoeba_tsv), "--output-dir", str(output), *TINY, "--max_steps", "10",
                  "--eval_steps", "10", "--save_steps", "10", "--bf16", "true"]) == 0  # fmt: skip
     assert (output / "model.safetensors").is_file()
+
+
+def test_evaluate_finds_a_named_corpus_where_training_read_it(tatoeba_tsv, tmp_path, monkeypatch, capsys):
+    output = tmp_path / "named"
+    assert main(["train", "--data", "tatoeba-fra-eng", "--output-dir", str(output), *TINY, "--max_steps", "2",
+                 "--logging_steps", "1", "--eval_strategy", "no", "--load_best_model_at_end", "false",
+                 "--save_strategy", "no"]) == 0  # fmt: skip
+    settings = json.loads((output / "translation_data.json").read_text())
+    assert settings["data"] == "tatoeba-fra-eng" and settings["data_path"] == str(tatoeba_tsv.resolve())
+
+    # A new shell: no HF_BAHDANAU_DATA_DIR, and no network.
+    monkeypatch.delenv(data.DATA_DIR_ENV)
+    monkeypatch.setenv(data.CACHE_DIR_ENV, str(tmp_path / "cache"))
+    monkeypatch.setattr(data, "_download", lambda url, target: (_ for _ in ()).throw(OSError("network is off")))
+    evaluate = ["evaluate", "--model", str(output), "--max-samples", "3", "--num-beams", "1"]
+    assert main(evaluate) == 0 and "3 test sentences" in capsys.readouterr().out
+    assert main([*evaluate, "--data", "tatoeba-fra-eng"]) == 0  # the same corpus, named: the same place
+    assert not (tmp_path / "cache").exists()  # nothing was downloaded
+
+    moved = {**settings, "data_path": str(tmp_path / "gone" / "fra-eng.tsv")}
+    (output / "translation_data.json").write_text(json.dumps(moved))
+    assert main(evaluate) == 1  # the corpus is no longer there: the name is resolved again, and the download fails
+    assert not (tmp_path / "cache").exists()  # and leaves no empty cache folder behind
+
+
+def test_resume_does_not_compare_where_the_corpus_was_found(tmp_path):
+    """A run recorded before `data_path` existed, or whose named corpus was found elsewhere, resumes."""
+    settings = {"data": "multi30k", "data_path": "/new/multi30k", "src_lang": "de", "tgt_lang": "en",
+                "test_split": "test_2016_flickr", "d2l_normalize": False}  # fmt: skip
+    recorded = tmp_path / training.DATA_SETTINGS_FILE
+    for earlier in ({**settings, "data_path": "/old/multi30k"}, {**settings, "data_path": None}):
+        recorded.write_text(json.dumps(earlier))
+        training._write_run_files(tmp_path, None, settings, resuming=True)
+    del settings["data_path"]
+    recorded.write_text(json.dumps(settings))
+    training._write_run_files(tmp_path, None, {**settings, "data_path": "/new/multi30k"}, resuming=True)
+    with pytest.raises(ValueError, match="other corpus settings"):
+        training._write_run_files(tmp_path, None, {**settings, "d2l_normalize": True}, resuming=True)
