@@ -108,11 +108,22 @@ def _generation_options(args: argparse.Namespace) -> dict[str, int]:
     return {name: value for name, value in options.items() if value is not None}
 
 
+def positive_int(text: str) -> int:
+    """argparse type: an integer of at least 1 (anything else is a one-line usage error)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
 def _add_generation_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", required=True, help="A saved model folder (from `train`).")
-    parser.add_argument("--num-beams", "--num_beams", type=int, help="Default: the model's generation config.")
-    parser.add_argument("--max-new-tokens", "--max_new_tokens", type=int, help="Default: the model's.")
-    parser.add_argument("--batch-size", "--batch_size", type=int, default=32)
+    parser.add_argument("--num-beams", "--num_beams", type=positive_int, help="Default: the model's generation config.")
+    parser.add_argument("--max-new-tokens", "--max_new_tokens", type=positive_int, help="Default: the model's.")
+    parser.add_argument("--batch-size", "--batch_size", type=positive_int, default=32)
 
 
 def translate_texts(
@@ -132,7 +143,16 @@ def translate_texts(
 # ---- evaluate ---------------------------------------------------------------------------------------------
 
 
+def _check_output_file(output: Path, model_dir: Path) -> None:
+    """Refuse a hypotheses file that would overwrite a file of the model folder (earlier hypotheses excepted)."""
+    if output.exists() and output.resolve().is_relative_to(model_dir.resolve()):
+        if not (output.is_file() and output.name.startswith("hypotheses")):
+            raise UsageError(f"--output {output} would overwrite part of the model folder {model_dir}: choose another")
+
+
 def run_evaluate(args: argparse.Namespace) -> None:
+    if args.output:
+        _check_output_file(Path(args.output), Path(args.model))
     model, tokenizer = load_translation_model(args.model)
     # Unless told otherwise, read the corpus exactly as training did (same normalisation, hence the same split).
     settings = read_data_settings(args.model)
@@ -248,7 +268,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     evaluate.add_argument("--src-lang", "--src_lang")
     evaluate.add_argument("--tgt-lang", "--tgt_lang")
-    evaluate.add_argument("--max-samples", "--max_samples", type=int)
+    evaluate.add_argument("--max-samples", "--max_samples", type=positive_int)
     evaluate.add_argument("--output", help="Hypotheses file (default: in the model folder).")
 
     translate = commands.add_parser("translate", help="translate arguments, stdin lines, or at a prompt")

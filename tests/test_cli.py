@@ -341,3 +341,32 @@ def test_resume_does_not_compare_where_the_corpus_was_found(tmp_path):
     training._write_run_files(tmp_path, None, {**settings, "data_path": "/new/multi30k"}, resuming=True)
     with pytest.raises(ValueError, match="other corpus settings"):
         training._write_run_files(tmp_path, None, {**settings, "d2l_normalize": True}, resuming=True)
+
+
+@pytest.mark.parametrize(
+    "command, option, value",
+    [("translate", "--batch-size", "-1"), ("translate", "--num-beams", "0"), ("evaluate", "--num-beams", "-2"),
+     ("translate", "--max-new-tokens", "0"), ("evaluate", "--max-samples", "0"), ("evaluate", "--batch-size", "x")],
+)  # fmt: skip
+def test_counts_must_be_positive_integers(command, option, value, tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_info:  # argparse's usage error, before any model is loaded
+        main([command, "--model", str(tmp_path), option, value])
+    assert exit_info.value.code == 2
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert f"argument {option}" in error and f"expected a positive integer, got {value}" in error.replace("'", "")
+    assert cli.build_parser().parse_args([command, "--model", "m", option, "3"]) is not None
+
+
+def test_evaluate_output_never_overwrites_the_model_folder(trained, tmp_path, caplog):
+    model = tmp_path / "model"
+    shutil.copytree(trained, model)
+    for name in ("config.json", "tokenizer.json", "translation_data.json", "."):
+        before = {path: path.read_bytes() for path in model.iterdir() if path.is_file()}
+        assert main(["evaluate", "--model", str(model), "--max-samples", "2", "--output", str(model / name)]) == 1
+        assert {path: path.read_bytes() for path in model.iterdir() if path.is_file()} == before
+        assert "would overwrite part of the model folder" in caplog.records[-1].getMessage()
+    earlier = model / "hypotheses.test.en-fr.txt"
+    earlier.write_text("old\n")
+    assert main(["evaluate", "--model", str(model), "--max-samples", "2", "--output", str(earlier)]) == 0
+    assert len(earlier.read_text().splitlines()) == 2  # an earlier hypotheses file is replaced
+
