@@ -26,7 +26,7 @@ from transformers import (
 )
 from transformers.tokenization_utils_base import PreTrainedTokenizerBase
 
-from .data import load_parallel_corpus
+from .data import decode_lines, load_parallel_corpus
 from .metrics import load_metric
 from .pipelines import TranslationPipeline, translate_with_attention
 from .training import (
@@ -226,6 +226,13 @@ def _write_heatmap(
     return translation
 
 
+def _stdin_lines() -> list[str]:
+    """Lines of stdin as UTF-8; bad bytes become U+FFFD (a warning names the line), so the rest still translates."""
+    stream = getattr(sys.stdin, "buffer", None)  # None for a text stand-in such as io.StringIO
+    raw = stream if stream is not None else (line.encode("utf-8", "surrogateescape") for line in sys.stdin)
+    return [line.rstrip("\r\n") for line in decode_lines(raw, "stdin", replace=True)]
+
+
 def run_translate(args: argparse.Namespace) -> None:
     model, tokenizer = load_translation_model(args.model)
     translator = TranslationPipeline(model=model, tokenizer=tokenizer, device=model.device)
@@ -241,8 +248,7 @@ def run_translate(args: argparse.Namespace) -> None:
             sys.stdout.write(translate_texts(translator, [line], 1, **options)[0] + "\n")
         return
     else:
-        texts = [line.rstrip("\r\n") for line in sys.stdin]
-        translations = translate_texts(translator, texts, args.batch_size, **options)
+        translations = translate_texts(translator, _stdin_lines(), args.batch_size, **options)
     for line in translations:
         sys.stdout.write(line + "\n")
 

@@ -370,3 +370,13 @@ def test_evaluate_output_never_overwrites_the_model_folder(trained, tmp_path, ca
     assert main(["evaluate", "--model", str(model), "--max-samples", "2", "--output", str(earlier)]) == 0
     assert len(earlier.read_text().splitlines()) == 2  # an earlier hypotheses file is replaced
 
+
+def test_translate_replaces_bad_bytes_in_stdin_and_translates_every_line(trained, monkeypatch, capsys, caplog):
+    assert main(["translate", "--model", str(trained), "--num-beams", "1", "Go.", "I \ufffd lost.", "Hello!"]) == 0
+    expected = capsys.readouterr().out
+    stdin = io.TextIOWrapper(io.BytesIO(b"\xef\xbb\xbfGo.\nI \xff lost.\nHello!\n"), encoding="utf-8")
+    monkeypatch.setattr(sys, "stdin", stdin)  # a byte order mark, and one byte that is not UTF-8
+    assert main(["translate", "--model", str(trained), "--num-beams", "1"]) == 0
+    assert capsys.readouterr().out == expected and len(expected.splitlines()) == 3
+    assert "stdin: line 2 is not valid UTF-8" in caplog.text
+
