@@ -59,7 +59,14 @@ def _read_config_file(path: str) -> dict:
     if not file.is_file():
         raise UsageError(f"config file {file} not found")
     text = file.read_text(encoding="utf-8")
-    values = json.loads(text) if file.suffix == ".json" else yaml.safe_load(text)
+    try:
+        values = json.loads(text) if file.suffix == ".json" else yaml.safe_load(text)
+    except json.JSONDecodeError as err:
+        raise UsageError(f"config file {file}: line {err.lineno} is not valid JSON ({err.msg})") from err
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f"line {mark.line + 1} is not valid YAML" if mark else "not valid YAML"
+        raise UsageError(f"config file {file}: {where} ({getattr(err, 'problem', None) or err})") from err
     if not isinstance(values, dict):
         raise UsageError(f"config file {file} must hold a mapping of option names to values")
     known = {f.name for cls in TRAIN_ARGUMENTS for f in fields(cls)}

@@ -284,6 +284,8 @@ def train(
     """
     if not data_args.data or not data_args.src_lang or not data_args.tgt_lang:
         raise ValueError("training needs --data, --src-lang and --tgt-lang")
+    if data_args.src_lang == data_args.tgt_lang:
+        raise ValueError(f"--src-lang and --tgt-lang are both {data_args.src_lang!r}: choose two languages")
     output_dir = Path(training_args.output_dir)
     # The model computes label smoothing itself (so it also honours num_items_in_batch).
     label_smoothing, training_args.label_smoothing_factor = training_args.label_smoothing_factor, 0.0

@@ -380,3 +380,24 @@ def test_translate_replaces_bad_bytes_in_stdin_and_translates_every_line(trained
     assert capsys.readouterr().out == expected and len(expected.splitlines()) == 3
     assert "stdin: line 2 is not valid UTF-8" in caplog.text
 
+
+def test_train_refuses_one_language_on_both_sides(tatoeba_tsv, tmp_path, caplog):
+    output = tmp_path / "copy"
+    assert main(["train", "--data", str(tatoeba_tsv), "--output-dir", str(output), *TINY, "--src-lang", "en",
+                 "--tgt-lang", "en", "--max_steps", "1", "--logging_steps", "1", "--eval_strategy", "no",
+                 "--load_best_model_at_end", "false", "--save_strategy", "no"]) == 1  # fmt: skip
+    assert caplog.records[-1].getMessage() == "--src-lang and --tgt-lang are both 'en': choose two languages"
+    assert not output.exists()
+
+
+@pytest.mark.parametrize(
+    "name, text, error",
+    [("train.yaml", "hidden_size: 48\nrnn_type: [gru\n", "train.yaml: line 3 is not valid YAML"),
+     ("train.json", '{"hidden_size": 48,\n "rnn_type" "gru"}', "train.json: line 2 is not valid JSON")],
+)  # fmt: skip
+def test_an_invalid_config_file_is_a_one_line_error(name, text, error, tmp_path, caplog):
+    config = tmp_path / name
+    config.write_text(text)
+    assert main(["train", "--config", str(config), "--output-dir", str(tmp_path / "out")]) == 1
+    message = caplog.records[-1].getMessage()
+    assert error in message and "\n" not in message
