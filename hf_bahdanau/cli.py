@@ -166,9 +166,12 @@ def run_evaluate(args: argparse.Namespace) -> None:
     if args.data and corpus_id(args.data) not in (settings.get("data"), settings.get("data_path")):
         settings = {"d2l_normalize": settings.get("d2l_normalize", False)}  # another corpus: only this carries over
     data = args.data or settings.get("data")
-    if settings.get("data_path") and Path(settings["data_path"]).exists():  # a named corpus: where training read it
-        logger.info("reading %s from %s, where training read it", data, settings["data_path"])
-        data = settings["data_path"]
+    location = settings.get("data_path")  # a named corpus: where training read it
+    if location and Path(location).exists():
+        logger.info("reading %s from %s, where training read it", data, location)
+        data = location
+    elif location:
+        logger.warning("%s is no longer in %s, where training read it: looking it up by name", data, location)
     src_lang = args.src_lang or model.config.source_language
     tgt_lang = args.tgt_lang or model.config.target_language
     if not data:

@@ -21,7 +21,7 @@ import re
 import shutil
 import urllib.request
 import zipfile
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -262,7 +262,7 @@ def _read_tsv(path: Path, src_lang: str, tgt_lang: str, columns: Sequence[str] |
     return {"all": pairs}
 
 
-def _check_languages(available: Iterable[str], src_lang: str, tgt_lang: str, where: str) -> None:
+def _check_languages(available: Collection[str], src_lang: str, tgt_lang: str, where: str) -> None:
     if src_lang not in available or tgt_lang not in available:
         raise ValueError(
             f"{where}: needs languages {src_lang!r} and {tgt_lang!r}; languages available: {sorted(available)}"

@@ -305,7 +305,7 @@ def test_bf16_training_on_gpu(tatoeba_tsv, tmp_path):
     assert (output / "model.safetensors").is_file()
 
 
-def test_evaluate_finds_a_named_corpus_where_training_read_it(tatoeba_tsv, tmp_path, monkeypatch, capsys):
+def test_evaluate_finds_a_named_corpus_where_training_read_it(tatoeba_tsv, tmp_path, monkeypatch, capsys, caplog):
     output = tmp_path / "named"
     assert main(["train", "--data", "tatoeba-fra-eng", "--output-dir", str(output), *TINY, "--max_steps", "2",
                  "--logging_steps", "1", "--eval_strategy", "no", "--load_best_model_at_end", "false",
@@ -325,6 +325,7 @@ def test_evaluate_finds_a_named_corpus_where_training_read_it(tatoeba_tsv, tmp_p
     moved = {**settings, "data_path": str(tmp_path / "gone" / "fra-eng.tsv")}
     (output / "translation_data.json").write_text(json.dumps(moved))
     assert main(evaluate) == 1  # the corpus is no longer there: the name is resolved again, and the download fails
+    assert "no longer in" in caplog.text and "could not download corpus 'tatoeba-fra-eng'" in caplog.text
     assert not (tmp_path / "cache").exists()  # and leaves no empty cache folder behind
 
 
