@@ -27,7 +27,7 @@ from transformers import (
 from transformers.tokenization_utils_base import PreTrainedTokenizerBase
 
 from .attention_maps import attention_maps, plot_attention_maps
-from .data import load_parallel_corpus
+from .data import decode_lines, load_parallel_corpus
 from .hub import DEFAULT_LICENSE, publish, record_evaluation
 from .metrics import load_metric
 from .pipelines import TranslationPipeline
@@ -61,7 +61,14 @@ def _read_config_file(path: str) -> dict:
     if not file.is_file():
         raise UsageError(f"config file {file} not found")
     text = file.read_text(encoding="utf-8")
-    values = json.loads(text) if file.suffix == ".json" else yaml.safe_load(text)
+    try:
+        values = json.loads(text) if file.suffix == ".json" else yaml.safe_load(text)
+    except json.JSONDecodeError as err:
+        raise UsageError(f"config file {file}: line {err.lineno} is not valid JSON ({err.msg})") from err
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f"line {mark.line + 1} is not valid YAML" if mark else "not valid YAML"
+        raise UsageError(f"config file {file}: {where} ({getattr(err, 'problem', None) or err})") from err
     if not isinstance(values, dict):
         raise UsageError(f"config file {file} must hold a mapping of option names to values")
     known = {f.name for cls in TRAIN_ARGUMENTS for f in fields(cls)}
@@ -110,11 +117,22 @@ def _generation_options(args: argparse.Namespace) -> dict[str, int]:
     return {name: value for name, value in options.items() if value is not None}
 
 
+def positive_int(text: str) -> int:
+    """argparse type: an integer of at least 1 (anything else is a one-line usage error)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
 def _add_generation_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", required=True, help="A saved model folder (from `train`).")
-    parser.add_argument("--num-beams", "--num_beams", type=int, help="Default: the model's generation config.")
-    parser.add_argument("--max-new-tokens", "--max_new_tokens", type=int, help="Default: the model's.")
-    parser.add_argument("--batch-size", "--batch_size", type=int, default=32)
+    parser.add_argument("--num-beams", "--num_beams", type=positive_int, help="Default: the model's generation config.")
+    parser.add_argument("--max-new-tokens", "--max_new_tokens", type=positive_int, help="Default: the model's.")
+    parser.add_argument("--batch-size", "--batch_size", type=positive_int, default=32)
 
 
 def translate_texts(
@@ -134,13 +152,28 @@ def translate_texts(
 # ---- evaluate ---------------------------------------------------------------------------------------------
 
 
+def _check_output_file(output: Path, model_dir: Path) -> None:
+    """Refuse a hypotheses file that would overwrite a file of the model folder (earlier hypotheses excepted)."""
+    if output.exists() and output.resolve().is_relative_to(model_dir.resolve()):
+        if not (output.is_file() and output.name.startswith("hypotheses")):
+            raise UsageError(f"--output {output} would overwrite part of the model folder {model_dir}: choose another")
+
+
 def run_evaluate(args: argparse.Namespace) -> None:
+    if args.output:
+        _check_output_file(Path(args.output), Path(args.model))
     model, tokenizer = load_translation_model(args.model)
     # Unless told otherwise, read the corpus exactly as training did (same normalisation, hence the same split).
     settings = read_data_settings(args.model)
-    if args.data and corpus_id(args.data) != settings.get("data"):  # another corpus: only normalisation carries over
-        settings = {"d2l_normalize": settings.get("d2l_normalize", False)}
+    if args.data and corpus_id(args.data) not in (settings.get("data"), settings.get("data_path")):
+        settings = {"d2l_normalize": settings.get("d2l_normalize", False)}  # another corpus: only this carries over
     data = args.data or settings.get("data")
+    location = settings.get("data_path")  # a named corpus: where training read it
+    if location and Path(location).exists():
+        logger.info("reading %s from %s, where training read it", data, location)
+        data = location
+    elif location:
+        logger.warning("%s is no longer in %s, where training read it: looking it up by name", data, location)
     src_lang = args.src_lang or model.config.source_language
     tgt_lang = args.tgt_lang or model.config.target_language
     if not data:
@@ -200,6 +233,13 @@ def _write_heatmap(
     return maps.translation
 
 
+def _stdin_lines() -> list[str]:
+    """Lines of stdin as UTF-8; bad bytes become U+FFFD (a warning names the line), so the rest still translates."""
+    stream = getattr(sys.stdin, "buffer", None)  # None for a text stand-in such as io.StringIO
+    raw = stream if stream is not None else (line.encode("utf-8", "surrogateescape") for line in sys.stdin)
+    return [line.rstrip("\r\n") for line in decode_lines(raw, "stdin", replace=True)]
+
+
 def run_translate(args: argparse.Namespace) -> None:
     model, tokenizer = load_translation_model(args.model)
     translator = TranslationPipeline(model=model, tokenizer=tokenizer, device=model.device)
@@ -215,8 +255,7 @@ def run_translate(args: argparse.Namespace) -> None:
             sys.stdout.write(translate_texts(translator, [line], 1, **options)[0] + "\n")
         return
     else:
-        texts = [line.rstrip("\r\n") for line in sys.stdin]
-        translations = translate_texts(translator, texts, args.batch_size, **options)
+        translations = translate_texts(translator, _stdin_lines(), args.batch_size, **options)
     for line in translations:
         sys.stdout.write(line + "\n")
 
@@ -255,7 +294,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     evaluate.add_argument("--src-lang", "--src_lang")
     evaluate.add_argument("--tgt-lang", "--tgt_lang")
-    evaluate.add_argument("--max-samples", "--max_samples", type=int)
+    evaluate.add_argument("--max-samples", "--max_samples", type=positive_int)
     evaluate.add_argument("--output", help="Hypotheses file (default: in the model folder).")
 
     translate = commands.add_parser("translate", help="translate arguments, stdin lines, or at a prompt")

@@ -9,8 +9,10 @@ rows look like `{"translation": {"en": "...", "fr": "..."}}`. `tokenize_corpus` 
 from __future__ import annotations
 
 import csv
+import difflib
 import gzip
 import hashlib
+import itertools
 import json
 import logging
 import os
@@ -19,7 +21,7 @@ import re
 import shutil
 import urllib.request
 import zipfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -93,9 +95,14 @@ def _cache_root() -> Path:
     return Path(os.environ.get(CACHE_DIR_ENV, Path.home() / ".cache" / "hf_bahdanau"))
 
 
+def _part_file(target: Path) -> Path:
+    """Where `target` is written until it is complete (then renamed), so a complete-looking file is complete."""
+    return target.with_name(target.name + ".part")
+
+
 def _download(url: str, target: Path) -> None:
     """Fetch `url` into `target` (written atomically through a `.part` file)."""
-    part = target.with_name(target.name + ".part")
+    part = _part_file(target)
     with urllib.request.urlopen(url, timeout=60) as response, open(part, "wb") as out:
         shutil.copyfileobj(response, out)
     part.replace(target)
@@ -117,28 +124,52 @@ def resolve_corpus(name: str) -> Path:
     if data_dir and (Path(data_dir) / name).exists():
         return Path(data_dir) / name
     folder = _cache_root() / name
+    created = [path for path in (folder, *folder.parents) if not path.exists()]  # deepest first
     folder.mkdir(parents=True, exist_ok=True)
-    for file_name, remote in _NAMED_CORPORA[name].items():
-        target = folder / file_name
-        if target.exists():
-            continue
-        logger.info("downloading %s to %s", remote.url, target)
-        try:
-            _download(remote.url, target)
-        except OSError as err:
-            raise ConnectionError(
-                f"could not download corpus {name!r} from {remote.url} ({err}). On an offline machine, "
-                f"put the corpus in a folder <DIR>/{name} and set {DATA_DIR_ENV}=<DIR>."
-            ) from err
-        digest = _sha256(target)
-        if remote.sha256 is not None and digest != remote.sha256:
-            target.unlink()
-            raise ValueError(f"checksum mismatch for {remote.url}: got {digest}, expected {remote.sha256}")
-        logger.info("sha256 of %s: %s", target, digest)
-    if name == "tatoeba-fra-eng" and not (folder / "fra-eng.tsv").exists():
-        with zipfile.ZipFile(folder / "fra-eng.zip") as archive:
-            (folder / "fra-eng.tsv").write_bytes(archive.read("fra-eng/fra.txt"))
+    target = folder
+    try:
+        for file_name, remote in _NAMED_CORPORA[name].items():
+            target = folder / file_name
+            if not target.exists():
+                _fetch(name, remote, target)
+        target = folder / _NAMED_CORPUS_FILE.get(name, "")
+        if name == "tatoeba-fra-eng" and not target.exists():
+            with zipfile.ZipFile(folder / "fra-eng.zip") as archive:
+                _part_file(target).write_bytes(archive.read("fra-eng/fra.txt"))
+            _part_file(target).replace(target)
+    except BaseException:  # also Ctrl-C: leave no partial file, and no empty folder made here
+        _part_file(target).unlink(missing_ok=True)
+        for path in created:
+            if path.is_dir() and not any(path.iterdir()):
+                path.rmdir()
+        raise
     return folder
+
+
+def _fetch(name: str, remote: _RemoteFile, target: Path) -> None:
+    """Download one file of corpus `name` to `target` and check its sha256 (when pinned)."""
+    logger.info("downloading %s to %s", remote.url, target)
+    try:
+        _download(remote.url, target)
+    except OSError as err:
+        raise ConnectionError(
+            f"could not download corpus {name!r} from {remote.url} ({err}). On an offline machine, "
+            f"put the corpus in a folder <DIR>/{name} and set {DATA_DIR_ENV}=<DIR>."
+        ) from err
+    digest = _sha256(target)
+    if remote.sha256 is not None and digest != remote.sha256:
+        target.unlink()
+        raise ValueError(f"checksum mismatch for {remote.url}: got {digest}, expected {remote.sha256}")
+    logger.info("sha256 of %s: %s", target, digest)
+
+
+def named_corpus_path(source: str | os.PathLike[str]) -> str | None:
+    """The absolute file or folder a named corpus is read from (resolving, so maybe downloading, it now); None
+    for a source that is no corpus name (an existing path of that name takes precedence over the name)."""
+    name = str(source)
+    if name not in _NAMED_CORPORA or Path(source).exists():
+        return None
+    return str((resolve_corpus(name) / _NAMED_CORPUS_FILE.get(name, "")).resolve())
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -149,15 +180,29 @@ Pairs = list[tuple[str, str]]
 _FILE_SUFFIXES = (".tsv", ".txt", ".jsonl", ".json", ".csv", ".gz")
 
 
-def _read_lines(path: Path) -> Iterator[str]:
-    """Lines of a UTF-8 (optionally gzipped) text file, without line ends; bad bytes name file and line."""
+def decode_lines(raw_lines: Iterable[bytes], where: str | Path, replace: bool = False) -> Iterator[str]:
+    """UTF-8 lines of `raw_lines` (line ends kept), without the byte order mark a first line may start with.
+
+    Undecodable bytes raise a ValueError naming `where` and the line; with `replace`, they become U+FFFD and a
+    warning names the line instead.
+    """
+    for number, raw in enumerate(raw_lines, start=1):
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as err:
+            if not replace:
+                raise ValueError(f"{where}: line {number} is not valid UTF-8 ({err})") from err
+            logger.warning("%s: line %d is not valid UTF-8 (%s); bad bytes replaced by U+FFFD", where, number, err)
+            line = raw.decode("utf-8", errors="replace")
+        yield line.removeprefix("\ufeff") if number == 1 else line
+
+
+def _read_lines(path: Path, keep_ends: bool = False) -> Iterator[str]:
+    """Lines of a UTF-8 (optionally gzipped) text file, by default without line ends; bad bytes name file and line."""
     opener = gzip.open if path.suffix == ".gz" else open
     with opener(path, "rb") as f:
-        for number, raw in enumerate(f, start=1):
-            try:
-                yield raw.decode("utf-8").rstrip("\r\n")
-            except UnicodeDecodeError as err:
-                raise ValueError(f"{path}: line {number} is not valid UTF-8 ({err})") from err
+        for line in decode_lines(f, path):
+            yield line if keep_ends else line.rstrip("\r\n")
 
 
 def _read_folder(folder: Path, src_lang: str, tgt_lang: str, test_split: str) -> dict[str, Pairs]:
@@ -217,35 +262,83 @@ def _read_tsv(path: Path, src_lang: str, tgt_lang: str, columns: Sequence[str] |
     return {"all": pairs}
 
 
-def _pair_from_row(row: dict[str, Any], src_lang: str, tgt_lang: str, where: str) -> tuple[str, str]:
+def _check_languages(available: Collection[str], src_lang: str, tgt_lang: str, where: str) -> None:
+    if src_lang not in available or tgt_lang not in available:
+        raise ValueError(
+            f"{where}: needs languages {src_lang!r} and {tgt_lang!r}; languages available: {sorted(available)}"
+        )
+
+
+def _pair_from_row(row: Any, src_lang: str, tgt_lang: str, where: str) -> tuple[str, str]:
+    if not isinstance(row, dict):
+        raise ValueError(f"{where}: expected an object of languages or {{'translation': ...}}, got {row!r:.60}")
     fields = row.get("translation", row)
-    if not isinstance(fields, dict) or src_lang not in fields or tgt_lang not in fields:
-        available = sorted(fields) if isinstance(fields, dict) else []
-        raise ValueError(f"{where}: needs languages {src_lang!r} and {tgt_lang!r}; languages available: {available}")
+    _check_languages(fields if isinstance(fields, dict) else [], src_lang, tgt_lang, where)
     return str(fields[src_lang] or ""), str(fields[tgt_lang] or "")
 
 
-def _read_records(path: Path, src_lang: str, tgt_lang: str) -> dict[str, Pairs]:
-    """JSON lines (translation format or one key a language) or CSV with one column a language."""
-    lines = _read_lines(path)
-    if path.suffix.lower() == ".csv":
-        rows: Iterator[dict[str, Any]] = csv.DictReader(lines)
-        return {"all": [_pair_from_row(r, src_lang, tgt_lang, f"{path}: row {n}") for n, r in enumerate(rows, 2)]}
+def _read_csv(path: Path, src_lang: str, tgt_lang: str) -> dict[str, Pairs]:
+    """A CSV file whose header row names the language of each column; a quoted field may span lines."""
+    # The lines keep their ends, as with a file opened with newline="": line breaks inside quotes survive.
+    reader = csv.reader(_read_lines(path, keep_ends=True))
+    header = next(reader, [])
+    _check_languages(header, src_lang, tgt_lang, f"{path}: line 1 (header)")
+    i, j = header.index(src_lang), header.index(tgt_lang)
     pairs: Pairs = []
-    for number, line in enumerate(lines, start=1):
+    first_line = reader.line_num + 1
+    for row in reader:
+        number, first_line = first_line, reader.line_num + 1  # a row spanning lines is named by its first line
+        if not row:  # a blank line
+            continue
+        if len(row) != len(header):
+            raise ValueError(f"{path}: line {number} has {len(row)} comma-separated fields, the header {len(header)}")
+        pairs.append((row[i], row[j]))
+    return {"all": pairs}
+
+
+def _read_json(path: Path, src_lang: str, tgt_lang: str) -> dict[str, Pairs]:
+    """JSON lines, or one JSON array; each row in the translation format or with one key a language."""
+    expected = "expected JSON lines (one object a line) or one JSON array of objects"
+    lines = _read_lines(path)
+    head: list[str] = []  # up to the first line that is not blank
+    for line in lines:
+        head.append(line)
+        if line.strip():
+            break
+    if head and head[-1].lstrip().startswith("["):
+        try:
+            rows = json.loads("\n".join(itertools.chain(head, lines)))
+        except json.JSONDecodeError as err:
+            raise ValueError(f"{path}: line {err.lineno} is not valid JSON ({err.msg}); {expected}") from err
+        return {
+            "all": [
+                _pair_from_row(row, src_lang, tgt_lang, f"{path}: JSON array item {n}") for n, row in enumerate(rows, 1)
+            ]
+        }
+    pairs: Pairs = []
+    for number, line in enumerate(itertools.chain(head, lines), start=1):
         if not line.strip():
             continue
         try:
             row = json.loads(line)
         except json.JSONDecodeError as err:
-            raise ValueError(f"{path}: line {number} is not valid JSON ({err})") from err
+            raise ValueError(f"{path}: line {number} is not valid JSON ({err.msg}); {expected}") from err
         pairs.append(_pair_from_row(row, src_lang, tgt_lang, f"{path}: line {number}"))
     return {"all": pairs}
 
 
 def _read_hub(name: str, src_lang: str, tgt_lang: str, hub_config: str | None) -> dict[str, Pairs]:
     """Splits of a Hub dataset; a train split alone is returned as "all" (to be split)."""
-    loaded = datasets.load_dataset(name, hub_config)
+    try:
+        loaded = datasets.load_dataset(name, hub_config)
+    except (ConnectionError, FileNotFoundError) as err:  # offline, unreachable, or no such dataset
+        close = difflib.get_close_matches(name, _NAMED_CORPORA, n=1)
+        offline = " (offline mode is on: HF_HUB_OFFLINE)" if datasets.config.HF_HUB_OFFLINE else ""
+        message = (
+            f"{name!r} is not a file, folder or named corpus (named corpora: {', '.join(sorted(_NAMED_CORPORA))}"
+            f"{f'; did you mean {close[0]!r}?' if close else ''}), and loading it from the Hub failed{offline}: {err}"
+        )
+        raise (ConnectionError if isinstance(err, ConnectionError) else FileNotFoundError)(message) from err
     result: dict[str, Pairs] = {}
     for split_name, split in loaded.items():
         key = "test" if split_name == "test" else _SPLIT_ALIASES.get(split_name)
@@ -264,15 +357,15 @@ def _read_source(
     columns: Sequence[str] | None,
     hub_config: str | None,
 ) -> dict[str, Pairs]:
-    path = Path(source)
-    if not path.exists() and str(source) in _NAMED_CORPORA:
-        path = resolve_corpus(str(source)) / _NAMED_CORPUS_FILE.get(str(source), "")
+    path = Path(named_corpus_path(source) or source)
     if path.is_dir():
         return _read_folder(path, src_lang, tgt_lang, test_split)
     if path.is_file():
         suffixes = [s.lower() for s in path.suffixes if s.lower() != ".gz"]
-        if suffixes and suffixes[-1] in (".jsonl", ".json", ".csv"):
-            return _read_records(path, src_lang, tgt_lang)
+        if suffixes and suffixes[-1] == ".csv":
+            return _read_csv(path, src_lang, tgt_lang)
+        if suffixes and suffixes[-1] in (".jsonl", ".json"):
+            return _read_json(path, src_lang, tgt_lang)
         return _read_tsv(path, src_lang, tgt_lang, columns)
     if not isinstance(source, str) or re.match(r"[~./\\]", source) or path.suffix.lower() in _FILE_SUFFIXES:
         raise FileNotFoundError(f"no such file or folder: {source}")  # a path, not a Hub name
@@ -327,8 +420,9 @@ def load_parallel_corpus(
             - a TSV file of pairs, one pair a line. `columns` names the language of each column; by default
               a manythings/Tatoeba name `xxx-eng.tsv` means English first (`fra-eng.tsv`: ("en", "fr")),
               any other name means `(src_lang, tgt_lang)`. Extra columns (attribution) are ignored;
-            - a `.jsonl`/`.json` (JSON lines) or `.csv` file whose rows are in the translation format or
-              have one field per language;
+            - a `.jsonl`/`.json` file (JSON lines, or one JSON array) whose rows are in the translation format
+              or have one field per language, or a `.csv` file whose header row names the language of each
+              column (every row has the header's number of fields; quoted fields may span lines);
             - a corpus name, `multi30k` or `tatoeba-fra-eng`: read from `$HF_BAHDANAU_DATA_DIR/<name>`
               when that exists, else downloaded once into `$HF_BAHDANAU_CACHE` (`~/.cache/hf_bahdanau`);
             - otherwise a Hub dataset name for `datasets.load_dataset(source, hub_config)`.
@@ -344,8 +438,10 @@ def load_parallel_corpus(
         seed: seed of the split and order of unsplit sources.
 
     Raises:
-        ConnectionError: a named corpus that is neither in `$HF_BAHDANAU_DATA_DIR` nor downloadable.
-        FileNotFoundError: a missing file, split or language file (the available ones are listed).
+        ConnectionError: a named corpus that is neither in `$HF_BAHDANAU_DATA_DIR` nor downloadable, or a name
+            that is no file, folder or named corpus while the Hub is unreachable (the named corpora are listed).
+        FileNotFoundError: a missing file, split or language file (the available ones are listed), or a name
+            that is neither a named corpus nor a Hub dataset.
         ValueError: a missing language, parallel files of different lengths, undecodable bytes (file and
             line), malformed lines, or no pair left after filtering.
     """

@@ -38,7 +38,7 @@ from transformers.trainer_utils import get_last_checkpoint
 
 from . import hub
 from .configuration_translation import TranslationConfig
-from .data import load_parallel_corpus, tokenize_corpus
+from .data import load_parallel_corpus, named_corpus_path, tokenize_corpus
 from .metrics import make_compute_metrics
 from .modeling_translation import TranslationPreTrainedModel
 from .models import MODEL_TYPE_NAMES, MODEL_TYPES, get_model_type
@@ -246,7 +246,7 @@ def corpus_id(data: str) -> str:
 def _data_settings(data_args: DataArguments) -> dict[str, Any]:
     """What `evaluate` needs to read the corpus as training did."""
     settings = {name: getattr(data_args, name) for name in ("src_lang", "tgt_lang", "test_split", "d2l_normalize")}
-    return {"data": corpus_id(data_args.data), **settings}
+    return {"data": corpus_id(data_args.data), "data_path": named_corpus_path(data_args.data), **settings}
 
 
 def load_or_train_tokenizer(
@@ -331,8 +331,6 @@ def prepare_data(
     resume: bool,
 ) -> tuple[datasets.DatasetDict, PreTrainedTokenizerBase]:
     """The corpus (cut to the sample limits) and the run's tokenizer."""
-    if not data_args.data or not data_args.src_lang or not data_args.tgt_lang:
-        raise ValueError("training needs --data, --src-lang and --tgt-lang")
     corpus = load_parallel_corpus(
         data_args.data,
         data_args.src_lang,
@@ -412,6 +410,10 @@ def train(
     the tokenizer first; the others then load the corpus and read the tokenizer it saved (a shared file system).
     """
     get_model_type(model_args.model_type)  # an unknown type fails before anything is read
+    if not data_args.data or not data_args.src_lang or not data_args.tgt_lang:
+        raise ValueError("training needs --data, --src-lang and --tgt-lang")
+    if data_args.src_lang == data_args.tgt_lang:
+        raise ValueError(f"--src-lang and --tgt-lang are both {data_args.src_lang!r}: choose two languages")
     output_dir = Path(training_args.output_dir)
     # The model computes label smoothing itself (so it also honours num_items_in_batch).
     label_smoothing, training_args.label_smoothing_factor = training_args.label_smoothing_factor, 0.0
@@ -456,7 +458,7 @@ def _write_run_files(
     and the corpus settings. A resumed run keeps its files, and must use the corpus settings it started with."""
     if resuming:
         recorded = read_data_settings(output_dir)
-        if recorded and recorded != settings:
+        if recorded and {**recorded, "data_path": None} != {**settings, "data_path": None}:  # the corpus may move
             raise ValueError(
                 f"--resume with other corpus settings than the run started with: {settings} instead of {recorded}"
             )

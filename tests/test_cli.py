@@ -16,7 +16,7 @@ import pytest
 import torch
 from transformers import AutoConfig, AutoModelForSeq2SeqLM, AutoTokenizer
 
-from hf_bahdanau import cli
+from hf_bahdanau import cli, data, training
 from hf_bahdanau.cli import UsageError, main, parse_train_args
 from hf_bahdanau.training import ModelArguments, build_model
 
@@ -258,7 +258,7 @@ def test_a_loaded_model_takes_the_runs_label_smoothing(trained):
 
 def test_evaluate_reads_the_corpus_as_training_did(trained, tmp_path, monkeypatch, capsys):
     settings = json.loads((trained / "translation_data.json").read_text())
-    assert settings == {"data": settings["data"], "src_lang": "en", "tgt_lang": "fr",
+    assert settings == {"data": settings["data"], "data_path": None, "src_lang": "en", "tgt_lang": "fr",
                         "test_split": "test_2016_flickr", "d2l_normalize": False}  # fmt: skip
     normalized = tmp_path / "normalized"
     shutil.copytree(trained, normalized)
@@ -314,3 +314,102 @@ def test_bf16_training_on_gpu(tatoeba_tsv, tmp_path):
     assert main(["train", "--data", str(tatoeba_tsv), "--output-dir", str(output), *TINY, "--max_steps", "10",
                  "--eval_steps", "10", "--save_steps", "10", "--bf16", "true"]) == 0  # fmt: skip
     assert (output / "model.safetensors").is_file()
+
+
+def test_evaluate_finds_a_named_corpus_where_training_read_it(tatoeba_tsv, tmp_path, monkeypatch, capsys, caplog):
+    output = tmp_path / "named"
+    assert main(["train", "--data", "tatoeba-fra-eng", "--output-dir", str(output), *TINY, "--max_steps", "2",
+                 "--logging_steps", "1", "--eval_strategy", "no", "--load_best_model_at_end", "false",
+                 "--save_strategy", "no"]) == 0  # fmt: skip
+    settings = json.loads((output / "translation_data.json").read_text())
+    assert settings["data"] == "tatoeba-fra-eng" and settings["data_path"] == str(tatoeba_tsv.resolve())
+
+    # A new shell: no HF_BAHDANAU_DATA_DIR, and no network.
+    monkeypatch.delenv(data.DATA_DIR_ENV)
+    monkeypatch.setenv(data.CACHE_DIR_ENV, str(tmp_path / "cache"))
+    monkeypatch.setattr(data, "_download", lambda url, target: (_ for _ in ()).throw(OSError("network is off")))
+    evaluate = ["evaluate", "--model", str(output), "--max-samples", "3", "--num-beams", "1"]
+    assert main(evaluate) == 0 and "3 test sentences" in capsys.readouterr().out
+    assert main([*evaluate, "--data", "tatoeba-fra-eng"]) == 0  # the same corpus, named: the same place
+    assert not (tmp_path / "cache").exists()  # nothing was downloaded
+
+    moved = {**settings, "data_path": str(tmp_path / "gone" / "fra-eng.tsv")}
+    (output / "translation_data.json").write_text(json.dumps(moved))
+    assert main(evaluate) == 1  # the corpus is no longer there: the name is resolved again, and the download fails
+    assert "no longer in" in caplog.text and "could not download corpus 'tatoeba-fra-eng'" in caplog.text
+    assert not (tmp_path / "cache").exists()  # and leaves no empty cache folder behind
+
+
+def test_resume_does_not_compare_where_the_corpus_was_found(tmp_path):
+    """A run recorded before `data_path` existed, or whose named corpus was found elsewhere, resumes."""
+    settings = {"data": "multi30k", "data_path": "/new/multi30k", "src_lang": "de", "tgt_lang": "en",
+                "test_split": "test_2016_flickr", "d2l_normalize": False}  # fmt: skip
+    recorded = tmp_path / training.DATA_SETTINGS_FILE
+    for earlier in ({**settings, "data_path": "/old/multi30k"}, {**settings, "data_path": None}):
+        recorded.write_text(json.dumps(earlier))
+        training._write_run_files(tmp_path, None, settings, resuming=True)
+    del settings["data_path"]
+    recorded.write_text(json.dumps(settings))
+    training._write_run_files(tmp_path, None, {**settings, "data_path": "/new/multi30k"}, resuming=True)
+    with pytest.raises(ValueError, match="other corpus settings"):
+        training._write_run_files(tmp_path, None, {**settings, "d2l_normalize": True}, resuming=True)
+
+
+@pytest.mark.parametrize(
+    "command, option, value",
+    [("translate", "--batch-size", "-1"), ("translate", "--num-beams", "0"), ("evaluate", "--num-beams", "-2"),
+     ("translate", "--max-new-tokens", "0"), ("evaluate", "--max-samples", "0"), ("evaluate", "--batch-size", "x")],
+)  # fmt: skip
+def test_counts_must_be_positive_integers(command, option, value, tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_info:  # argparse's usage error, before any model is loaded
+        main([command, "--model", str(tmp_path), option, value])
+    assert exit_info.value.code == 2
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert f"argument {option}" in error and f"expected a positive integer, got {value}" in error.replace("'", "")
+    assert cli.build_parser().parse_args([command, "--model", "m", option, "3"]) is not None
+
+
+def test_evaluate_output_never_overwrites_the_model_folder(trained, tmp_path, caplog):
+    model = tmp_path / "model"
+    shutil.copytree(trained, model)
+    for name in ("config.json", "tokenizer.json", "translation_data.json", "."):
+        before = {path: path.read_bytes() for path in model.iterdir() if path.is_file()}
+        assert main(["evaluate", "--model", str(model), "--max-samples", "2", "--output", str(model / name)]) == 1
+        assert {path: path.read_bytes() for path in model.iterdir() if path.is_file()} == before
+        assert "would overwrite part of the model folder" in caplog.records[-1].getMessage()
+    earlier = model / "hypotheses.test.en-fr.txt"
+    earlier.write_text("old\n")
+    assert main(["evaluate", "--model", str(model), "--max-samples", "2", "--output", str(earlier)]) == 0
+    assert len(earlier.read_text().splitlines()) == 2  # an earlier hypotheses file is replaced
+
+
+def test_translate_replaces_bad_bytes_in_stdin_and_translates_every_line(trained, monkeypatch, capsys, caplog):
+    assert main(["translate", "--model", str(trained), "--num-beams", "1", "Go.", "I \ufffd lost.", "Hello!"]) == 0
+    expected = capsys.readouterr().out
+    stdin = io.TextIOWrapper(io.BytesIO(b"\xef\xbb\xbfGo.\nI \xff lost.\nHello!\n"), encoding="utf-8")
+    monkeypatch.setattr(sys, "stdin", stdin)  # a byte order mark, and one byte that is not UTF-8
+    assert main(["translate", "--model", str(trained), "--num-beams", "1"]) == 0
+    assert capsys.readouterr().out == expected and len(expected.splitlines()) == 3
+    assert "stdin: line 2 is not valid UTF-8" in caplog.text
+
+
+def test_train_refuses_one_language_on_both_sides(tatoeba_tsv, tmp_path, caplog):
+    output = tmp_path / "copy"
+    assert main(["train", "--data", str(tatoeba_tsv), "--output-dir", str(output), *TINY, "--src-lang", "en",
+                 "--tgt-lang", "en", "--max_steps", "1", "--logging_steps", "1", "--eval_strategy", "no",
+                 "--load_best_model_at_end", "false", "--save_strategy", "no"]) == 1  # fmt: skip
+    assert caplog.records[-1].getMessage() == "--src-lang and --tgt-lang are both 'en': choose two languages"
+    assert not output.exists()
+
+
+@pytest.mark.parametrize(
+    "name, text, error",
+    [("train.yaml", "hidden_size: 48\nrnn_type: [gru\n", "train.yaml: line 3 is not valid YAML"),
+     ("train.json", '{"hidden_size": 48,\n "rnn_type" "gru"}', "train.json: line 2 is not valid JSON")],
+)  # fmt: skip
+def test_an_invalid_config_file_is_a_one_line_error(name, text, error, tmp_path, caplog):
+    config = tmp_path / name
+    config.write_text(text)
+    assert main(["train", "--config", str(config), "--output-dir", str(tmp_path / "out")]) == 1
+    message = caplog.records[-1].getMessage()
+    assert error in message and "\n" not in message

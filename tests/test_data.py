@@ -60,6 +60,37 @@ def test_named_corpus_offline_error(tmp_path, monkeypatch):
     assert "fra-eng.zip" in str(err.value)
 
 
+def test_failed_download_leaves_no_partial_file_or_empty_folder(tmp_path, monkeypatch):
+    cache = tmp_path / "cache"
+    monkeypatch.setenv(data.DATA_DIR_ENV, str(tmp_path / "empty"))
+    monkeypatch.setenv(data.CACHE_DIR_ENV, str(cache))
+    fetched = []
+
+    def cut_off_after_one_file(url, target):
+        if fetched:  # the connection drops after the first bytes of the second file
+            data._part_file(target).write_bytes(b"\x1f\x8b")
+            raise OSError("connection reset")
+        fetched.append(target.name)
+        target.write_bytes(b"complete")
+
+    monkeypatch.setattr(data, "_download", cut_off_after_one_file)
+    with pytest.raises(ConnectionError, match="connection reset"):
+        load_parallel_corpus("multi30k", "de", "en")
+    assert sorted(path.name for path in (cache / "multi30k").iterdir()) == fetched  # complete files stay, no .part
+    fetched.append("the first file failed too")
+    with pytest.raises(ConnectionError, match="connection reset"):
+        load_parallel_corpus("tatoeba-fra-eng", "en", "fr")
+    assert sorted(path.name for path in cache.iterdir()) == ["multi30k"]  # no empty tatoeba-fra-eng folder
+    (cache / "multi30k" / fetched[0]).unlink()
+    with pytest.raises(ConnectionError):
+        load_parallel_corpus("multi30k", "de", "en")
+    assert not list((cache / "multi30k").iterdir())  # an existing folder is left, emptied of partial files
+    monkeypatch.setenv(data.CACHE_DIR_ENV, str(tmp_path / "new" / "cache"))
+    with pytest.raises(ConnectionError):
+        load_parallel_corpus("multi30k", "de", "en")
+    assert not (tmp_path / "new").exists()  # nor the cache folders made for the failed download
+
+
 def test_download_verifies_pinned_checksum(tmp_path, monkeypatch):
     payload = b"train\n"
     good = data._RemoteFile("https://example.invalid/a", hashlib.sha256(payload).hexdigest())
@@ -136,8 +167,59 @@ def test_json_lines_and_csv(tmp_path):
         ("a cat", "eine Katze"),
         ("a dog, brown", "ein Hund, braun"),
     ]
-    with pytest.raises(ValueError, match=r"row 2: needs languages 'en' and 'fr'; languages available: \['de', 'en'\]"):
+    with pytest.raises(
+        ValueError, match=r"line 1 \(header\): needs languages 'en' and 'fr'; languages available: \['de', 'en'\]"
+    ):
         load_parallel_corpus(csv_file, "en", "fr")
+
+
+def test_csv_rows_must_have_every_field_and_may_span_lines(tmp_path):
+    csv_file = tmp_path / "pairs.csv"
+    csv_file.write_text('de,en\n"Ein Hund\nrennt","A dog\r\nruns"\n\nKatze,cat\n', "utf-8", newline="")
+    corpus = load_parallel_corpus(csv_file, "de", "en", split_ratios=(1, 0, 0))
+    assert sorted(_pairs(corpus["train"], "de", "en")) == [("Ein Hund\nrennt", "A dog\r\nruns"), ("Katze", "cat")]
+    csv_file.write_text('de,en\n"Ein Hund\nrennt",A dog runs\nnur deutsch\nKatze,cat\n', "utf-8")
+    with pytest.raises(ValueError, match=r"pairs.csv: line 4 has 1 comma-separated fields, the header 2"):
+        load_parallel_corpus(csv_file, "de", "en")
+    csv_file.write_text("de,en\nKatze,cat\nein Hund, braun,a dog\n", "utf-8")  # an unquoted comma
+    with pytest.raises(ValueError, match=r"pairs.csv: line 3 has 3 comma-separated fields, the header 2"):
+        load_parallel_corpus(csv_file, "de", "en")
+
+
+def test_json_file_may_hold_one_array(tmp_path):
+    rows = [{"translation": {"en": "a cat", "de": "eine Katze"}}, {"en": "a dog", "de": "ein Hund"}]
+    json_file = tmp_path / "pairs.json"
+    json_file.write_text("\n" + json.dumps(rows, indent=2), "utf-8")
+    corpus = load_parallel_corpus(json_file, "en", "de", split_ratios=(1, 0, 0))
+    assert sorted(_pairs(corpus["train"], "en", "de")) == [("a cat", "eine Katze"), ("a dog", "ein Hund")]
+    json_file.write_text(json.dumps([rows[0], ["a dog", "ein Hund"]]), "utf-8")
+    with pytest.raises(ValueError, match=r"pairs.json: JSON array item 2: expected an object of languages"):
+        load_parallel_corpus(json_file, "en", "de")
+    json_file.write_text('[\n  {"en": "a", "de": "b"},\n  {"en": "c" "de": "d"}\n]', "utf-8")
+    with pytest.raises(ValueError, match=r"pairs.json: line 3 is not valid JSON .*one JSON array of objects"):
+        load_parallel_corpus(json_file, "en", "de")
+    jsonl = tmp_path / "pairs.jsonl"
+    jsonl.write_text('{"en": "a", "de": "b"}\n["c", "d"]\n', "utf-8")  # valid JSON, but not an object
+    with pytest.raises(ValueError, match=r"pairs.jsonl: line 2: expected an object of languages"):
+        load_parallel_corpus(jsonl, "en", "de")
+
+
+def test_byte_order_mark_is_not_part_of_the_first_sentence(tmp_path):
+    bom = "\ufeff"
+    files = {
+        "pairs.tsv": "Go.\tVa !\n",
+        "pairs.csv": "en,fr\nGo.,Va !\n",
+        "pairs.jsonl": '{"en": "Go.", "fr": "Va !"}\n',
+        "pairs.json": '[{"en": "Go.", "fr": "Va !"}]',
+    }
+    for name, text in files.items():
+        (tmp_path / name).write_text(bom + text, "utf-8")
+        corpus = load_parallel_corpus(tmp_path / name, "en", "fr", split_ratios=(1, 0, 0))
+        assert _pairs(corpus["train"], "en", "fr") == [("Go.", "Va !")], name
+    folder = tmp_path / "corpus"
+    _write_folder(folder, {"train.en": [bom + "Go."], "train.fr": [bom + "Va !"], "test.en": ["a"], "test.fr": ["b"]})
+    corpus = load_parallel_corpus(folder, "en", "fr", test_split="test")
+    assert _pairs(corpus["train"], "en", "fr") == [("Go.", "Va !")]
 
 
 def test_folder_errors(tmp_path):
@@ -226,3 +308,21 @@ def test_hub_name_goes_to_load_dataset(monkeypatch):
     assert sorted(row["en"] for split in corpus.values() for row in split["translation"]) == sorted(
         row["translation"]["en"] for row in rows
     )
+
+
+@pytest.mark.parametrize("hub_error", [ConnectionError, datasets.exceptions.DatasetNotFoundError])
+def test_unknown_corpus_name_lists_the_known_ones(monkeypatch, hub_error):
+    def fake_load_dataset(name, config):
+        raise hub_error(f"Couldn't reach {name!r} on the Hub (OfflineModeIsEnabled)")
+
+    monkeypatch.setattr(datasets, "load_dataset", fake_load_dataset)
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)
+    with pytest.raises(OSError) as err:  # the CLI reports OSErrors in one line
+        load_parallel_corpus("multi31k", "de", "en")
+    message = str(err.value)
+    assert "(named corpora: multi30k, tatoeba-fra-eng; did you mean 'multi30k'?" in message
+    assert (
+        "from the Hub failed (offline mode is on: HF_HUB_OFFLINE)" in message
+        and "Couldn't reach 'multi31k' on the Hub" in message
+    )
+    assert isinstance(err.value, ConnectionError) == (hub_error is ConnectionError)
