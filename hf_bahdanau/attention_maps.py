@@ -26,6 +26,8 @@ class AttentionMaps:
         translation: the decoded translation.
         source_tokens, target_tokens: display labels of the source tokens and of the generated tokens (end of
             sentence included); a piece that continues a word starts with "-".
+        decoder_input_tokens: the decoder's inputs (the start token, then `target_tokens` but the last): the keys
+            of the decoder self-attention.
         cross: `(layers, heads, tgt_len, src_len)` encoder-decoder attention; each row sums to 1.
         encoder: `(layers, heads, src_len, src_len)` encoder self-attention, or None (no such attention).
         decoder: `(layers, heads, tgt_len, tgt_len)` causal decoder self-attention, or None.
@@ -34,6 +36,7 @@ class AttentionMaps:
     translation: str
     source_tokens: list[str]
     target_tokens: list[str]
+    decoder_input_tokens: list[str]
     cross: torch.Tensor
     encoder: torch.Tensor | None = None
     decoder: torch.Tensor | None = None
@@ -84,38 +87,40 @@ def attention_maps(
         translation=tokenizer.decode(generated[:length], skip_special_tokens=True),
         source_tokens=display_tokens(tokenizer, inputs["input_ids"][0].tolist()),
         target_tokens=display_tokens(tokenizer, generated[:length]),
+        decoder_input_tokens=display_tokens(tokenizer, sequence[:length].tolist()),
         cross=_stack(outputs.cross_attentions),
         encoder=_stack(outputs.encoder_attentions),
         decoder=_stack(outputs.decoder_attentions),
     )
 
 
-def plot_attention_maps(maps: AttentionMaps, source: str, path: str | Path) -> list[Path]:
+def plot_attention_maps(maps: AttentionMaps, text: str, path: str | Path) -> list[Path]:
     """Heatmaps of `maps`: the cross-attention at `path` (one panel, or a layers x heads grid), and the encoder and
     decoder self-attention beside it (`<stem>-encoder<suffix>`, `<stem>-decoder<suffix>`) when the model has them.
     Returns the files written."""
     path = Path(path)
-    kinds = [
-        ("encoder-decoder attention", maps.cross, maps.source_tokens, maps.target_tokens, path),
-        ("encoder self-attention", maps.encoder, maps.source_tokens, maps.source_tokens, "encoder"),
-        ("decoder self-attention", maps.decoder, maps.target_tokens, maps.target_tokens, "decoder"),
+    source, target, decoder_inputs = maps.source_tokens, maps.target_tokens, maps.decoder_input_tokens
+    kinds = [  # (title, weights, (x label, keys), (y label, queries), file)
+        ("encoder-decoder attention", maps.cross, ("source", source), ("translation", target), path),
+        ("encoder self-attention", maps.encoder, ("source", source), ("source", source), "encoder"),
+        ("decoder self-attention", maps.decoder, ("decoder input", decoder_inputs), ("translation", target), "decoder"),
     ]
     written = []
-    for title, weights, keys, queries, where in kinds:
+    for title, weights, (xlabel, keys), (ylabel, queries), where in kinds:
         if weights is None:
             continue
         target = where if isinstance(where, Path) else path.with_name(f"{path.stem}-{where}{path.suffix}")
         layers, heads = weights.shape[:2]
         show_heatmaps(
             weights,
-            xlabel="keys" if keys is not maps.source_tokens or queries is maps.source_tokens else "source",
-            ylabel="translation" if queries is maps.target_tokens else "source",
+            xlabel=xlabel,
+            ylabel=ylabel,
             titles=[f"head {head + 1}" for head in range(heads)] if heads > 1 else None,
             row_labels=[f"layer {layer + 1}" for layer in range(layers)] if layers > 1 else None,
             xticklabels=keys,
             yticklabels=queries,
             figsize=(max(3.0, 0.35 * len(keys)) * heads, max(3.0, 0.35 * len(queries)) * layers),
-            suptitle=f"{title}\n{source}\n→ {maps.translation}",
+            suptitle=f"{title}\n{text}\n→ {maps.translation}",
             colorbar_label="attention weight",
             path=target,
         )

@@ -27,7 +27,7 @@ from transformers import (
 from transformers.tokenization_utils_base import PreTrainedTokenizerBase
 
 from .attention_maps import attention_maps, plot_attention_maps
-from .data import decode_lines, load_parallel_corpus
+from .data import corpus_id, decode_lines, load_parallel_corpus, read_data_settings
 from .hub import DEFAULT_LICENSE, publish, record_evaluation
 from .metrics import load_metric
 from .pipelines import TranslationPipeline
@@ -38,8 +38,6 @@ from .training import (
     RunArguments,
     TokenizerArguments,
     check_tokenizer_matches,
-    corpus_id,
-    read_data_settings,
     train,
 )
 

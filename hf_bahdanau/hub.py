@@ -29,8 +29,7 @@ from huggingface_hub.errors import HfHubHTTPError, OfflineModeIsEnabled
 from safetensors import safe_open
 from transformers import TrainingArguments
 
-from . import training  # a module import: training.py imports this module too
-from .data import normalize_d2l
+from .data import normalize_d2l, read_data_settings
 
 logger = logging.getLogger(__name__)
 
@@ -227,7 +226,7 @@ def card_data(folder: str | Path, repo_id: str, license: str = DEFAULT_LICENSE) 
     """The card's metadata: languages, license, tags, datasets and a `model-index` from `eval_results.json`."""
     folder = Path(folder)
     config = _read_json(folder / "config.json")
-    settings = training.read_data_settings(folder)
+    settings = read_data_settings(folder)
     src = settings.get("src_lang") or config.get("source_language")
     tgt = settings.get("tgt_lang") or config.get("target_language")
     dataset = dataset_label(settings["data"]) if settings.get("data") else None
@@ -269,7 +268,7 @@ def make_card(folder: str | Path, repo_id: str, license: str = DEFAULT_LICENSE) 
     folder = check_model_folder(folder)
     data = card_data(folder, repo_id, license)
     config = _read_json(folder / "config.json")
-    settings = training.read_data_settings(folder)
+    settings = read_data_settings(folder)
     src, tgt = (data.language + ["?", "?"])[:2]
     generation = _read_json(folder / "generation_config.json")
     command, config_file = _recorded_command(folder)

@@ -38,7 +38,14 @@ from transformers.trainer_utils import get_last_checkpoint
 
 from . import hub
 from .configuration_translation import TranslationConfig
-from .data import load_parallel_corpus, named_corpus_path, tokenize_corpus
+from .data import (
+    DATA_SETTINGS_FILE,
+    corpus_id,
+    load_parallel_corpus,
+    named_corpus_path,
+    read_data_settings,
+    tokenize_corpus,
+)
 from .metrics import make_compute_metrics
 from .modeling_translation import TranslationPreTrainedModel
 from .models import MODEL_TYPE_NAMES, MODEL_TYPES, get_model_type
@@ -110,14 +117,14 @@ def _model_option_fields() -> list[tuple[str, Any, Any]]:
 MODEL_TYPE_NAMES_AND_CLASSES = {name: get_model_type(name) for name in MODEL_TYPE_NAMES}
 
 
-def _config_overrides(self: Any) -> dict[str, Any]:
-    """The model options given (not None), checked to belong to the chosen model type."""
-    config_class = get_model_type(self.model_type).config_class
+def _config_overrides(self: Any, config_class: type[TranslationConfig] | None = None) -> dict[str, Any]:
+    """The model options given (not None), checked to belong to `config_class` (default: `model_type`'s)."""
+    config_class = config_class or get_model_type(self.model_type).config_class
     given = {f.name: getattr(self, f.name) for f in fields(self)[2:] if getattr(self, f.name) is not None}
     foreign = sorted(set(given) - set(config_class.__dataclass_fields__))
     if foreign:
         raise ValueError(
-            f"--{', --'.join(foreign)} do(es) not apply to --model_type {self.model_type} "
+            f"--{', --'.join(foreign)} do(es) not apply to a {config_class.model_type} model "
             f"(its options: see hf-bahdanau train --help)"
         )
     return given
@@ -199,7 +206,6 @@ class TrainingStartLogger(TrainerCallback):
         logger.info("training starts at step %d of %d", state.global_step, state.max_steps)
 
 
-DATA_SETTINGS_FILE = "translation_data.json"  # the corpus settings of a run, read back by `evaluate`
 RUN_FILES = ("trainer_state.json", DATA_SETTINGS_FILE)
 
 
@@ -236,11 +242,6 @@ def check_output_dir(output_dir: Path, resume: bool, overwrite: bool, inputs: Se
                     f"--overwrite would delete {path}, which this run reads: choose another --output-dir"
                 )
     return None
-
-
-def corpus_id(data: str) -> str:
-    """How a run records its corpus: an existing path absolute (valid from any folder), a name as given."""
-    return str(Path(data).resolve()) if Path(data).exists() else data
 
 
 def _data_settings(data_args: DataArguments) -> dict[str, Any]:
@@ -281,9 +282,9 @@ def build_model(
 
     A saved model keeps its architecture: of the model options, only its config's `run_options` (e.g. the RNN's
     teacher forcing ratio) may change; the run's label smoothing applies to it."""
-    overrides = model_args.config_overrides()
     if model_args.model_name_or_path is not None:
         model = AutoModelForSeq2SeqLM.from_pretrained(model_args.model_name_or_path)
+        overrides = model_args.config_overrides(type(model.config))
         fixed = sorted(set(overrides) - set(model.config.run_options))
         if fixed:
             raise ValueError(f"--{', --'.join(fixed)}: a saved model keeps its architecture; leave them out")
@@ -293,7 +294,7 @@ def build_model(
     else:
         config_class, model_class = get_model_type(model_args.model_type)
         config = config_class(
-            **overrides,
+            **model_args.config_overrides(),
             vocab_size=len(tokenizer),
             label_smoothing=label_smoothing,
             source_language=src_lang,
@@ -470,12 +471,6 @@ def _write_run_files(
     (output_dir / DATA_SETTINGS_FILE).write_text(json.dumps(settings, indent=2), encoding="utf-8")
 
 
-def read_data_settings(model_dir: str | Path) -> dict[str, Any]:
-    """The corpus settings a model folder was trained with (empty for a folder not made by `train`)."""
-    path = Path(model_dir) / DATA_SETTINGS_FILE
-    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
-
-
 __all__ = [
     "DataArguments",
     "ModelArguments",
@@ -484,7 +479,5 @@ __all__ = [
     "TokenizerArguments",
     "build_model",
     "check_tokenizer_matches",
-    "corpus_id",
-    "read_data_settings",
     "train",
 ]

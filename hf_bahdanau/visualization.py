@@ -87,7 +87,7 @@ def show_heatmaps(
         raise ValueError(f"{len(titles)} titles for {num_cols} columns")
     if row_labels is not None and len(row_labels) != num_rows:
         raise ValueError(f"{len(row_labels)} row_labels for {num_rows} rows")
-    fig = Figure(figsize=figsize)
+    fig = Figure(figsize=figsize, layout="constrained")  # room for the titles, labels and colorbar
     axes = fig.subplots(num_rows, num_cols, sharex=True, sharey=True, squeeze=False)
     vmin, vmax = float(matrices.min()), float(matrices.max())
     for i, (row_axes, row_matrices) in enumerate(zip(axes, matrices, strict=True)):

@@ -247,13 +247,32 @@ def test_output_dir_is_required_and_overwrite_keeps_the_old_run_until_ready(trai
     assert (not_a_run / "thesis.tex").read_text() == "precious"
 
 
-def test_a_loaded_model_takes_the_runs_label_smoothing(trained):
+def test_a_loaded_model_takes_the_runs_label_smoothing_and_keeps_its_architecture(trained):
     tokenizer = AutoTokenizer.from_pretrained(trained)
-    model_args = ModelArguments(model_name_or_path=str(trained), teacher_forcing_ratio=0.8)
-    model = build_model(model_args, tokenizer, "en", "fr", label_smoothing=0.1)
-    assert model.config.label_smoothing == 0.1 and model.config.teacher_forcing_ratio == 0.8
+    model = build_model(ModelArguments(model_name_or_path=str(trained)), tokenizer, "en", "fr", label_smoothing=0.1)
+    assert model.config.label_smoothing == 0.1
+    with pytest.raises(ValueError, match="--encoder_layers: a saved model keeps its architecture"):
+        build_model(ModelArguments(model_name_or_path=str(trained), encoder_layers=3), tokenizer, "en", "fr")
+    if model.config.model_type == "bahdanau":  # a run option of the RNN: it may change when training goes on
+        run_option = ModelArguments(model_name_or_path=str(trained), teacher_forcing_ratio=0.8)
+        assert build_model(run_option, tokenizer, "en", "fr").config.teacher_forcing_ratio == 0.8
+    else:
+        with pytest.raises(ValueError, match="--teacher_forcing_ratio do\\(es\\) not apply to a d2l_transformer model"):
+            build_model(
+                ModelArguments(model_name_or_path=str(trained), teacher_forcing_ratio=0.8), tokenizer, "en", "fr"
+            )
     *_, training_args, _ = parse_train_args(["--output-dir", "x", "--label_smoothing_factor", "0.2"])
     assert training_args.label_smoothing_factor == 0.2  # train() hands it to the model config, as above
+
+
+def test_model_options_belong_to_the_model_type():
+    model_args = parse_train_args(["--output-dir", "x", "--model_type", "transformer", "--d_model", "64"])[0]
+    assert model_args.config_overrides() == {"d_model": 64}
+    wrong = parse_train_args(["--output-dir", "x", "--model_type", "transformer", "--rnn_type", "lstm"])[0]
+    with pytest.raises(ValueError, match="--rnn_type do\\(es\\) not apply to a d2l_transformer model"):
+        wrong.config_overrides()
+    with pytest.raises(ValueError, match="unknown model type 'rnn'; choose one of bahdanau, transformer"):
+        parse_train_args(["--output-dir", "x", "--model_type", "rnn"])[0].config_overrides()
 
 
 def test_evaluate_reads_the_corpus_as_training_did(trained, tmp_path, monkeypatch, capsys):
@@ -344,7 +363,7 @@ def test_resume_does_not_compare_where_the_corpus_was_found(tmp_path):
     """A run recorded before `data_path` existed, or whose named corpus was found elsewhere, resumes."""
     settings = {"data": "multi30k", "data_path": "/new/multi30k", "src_lang": "de", "tgt_lang": "en",
                 "test_split": "test_2016_flickr", "d2l_normalize": False}  # fmt: skip
-    recorded = tmp_path / training.DATA_SETTINGS_FILE
+    recorded = tmp_path / data.DATA_SETTINGS_FILE
     for earlier in ({**settings, "data_path": "/old/multi30k"}, {**settings, "data_path": None}):
         recorded.write_text(json.dumps(earlier))
         training._write_run_files(tmp_path, None, settings, resuming=True)
