@@ -280,14 +280,19 @@ def build_model(
 ) -> TranslationPreTrainedModel:
     """A new model of `model_args.model_type` for `tokenizer`, or the saved one, checked against the tokenizer.
 
-    A saved model keeps its architecture: of the model options, only its config's `run_options` (e.g. the RNN's
-    teacher forcing ratio) may change; the run's label smoothing applies to it."""
+    A saved model keeps its architecture: model options must match its config, but for its `run_options` (e.g. the
+    RNN's teacher forcing ratio), which may change; the run's label smoothing applies to it."""
     if model_args.model_name_or_path is not None:
         model = AutoModelForSeq2SeqLM.from_pretrained(model_args.model_name_or_path)
         overrides = model_args.config_overrides(type(model.config))
-        fixed = sorted(set(overrides) - set(model.config.run_options))
+        fixed = sorted(
+            name
+            for name, value in overrides.items()
+            if name not in model.config.run_options and getattr(model.config, name) != value
+        )
         if fixed:
-            raise ValueError(f"--{', --'.join(fixed)}: a saved model keeps its architecture; leave them out")
+            saved = ", ".join(f"--{name} {getattr(model.config, name)}" for name in fixed)
+            raise ValueError(f"a saved model keeps its architecture ({saved}); leave out or match these options")
         for name, value in {**overrides, "label_smoothing": label_smoothing}.items():
             setattr(model.config, name, value)
         model.config.check()

@@ -99,7 +99,7 @@ def show_heatmaps(
                 ax.set_xlabel(xlabel)
             if j == 0:
                 ax.set_ylabel(ylabel if row_labels is None else f"{row_labels[i]}\n{ylabel}")
-            if titles is not None and i == 0:
+            if titles is not None:
                 ax.set_title(titles[j])
     colorbar = fig.colorbar(image, ax=axes, shrink=0.6)
     if colorbar_label is not None:

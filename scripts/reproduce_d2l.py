@@ -9,6 +9,9 @@ Then the chapter's four sentences are translated greedily and scored with d2l's 
 the last one is drawn as heatmaps (for the Transformer: layers x heads, encoder, decoder and encoder-decoder).
 
     python scripts/reproduce_d2l.py --model transformer --output-dir outputs/reproduce_d2l_transformer
+
+The output folder is a model folder as `hf-bahdanau train` writes it, with `training_curves.png` and the
+attention heatmaps (`attention.png`, and for the Transformer `attention-encoder.png`, `attention-decoder.png`).
 """
 
 from __future__ import annotations
@@ -79,7 +82,7 @@ def main() -> None:
     logger.info("vocabulary %d words, %s parameters", len(tokenizer), f"{model.num_parameters():,}")
 
     training_args = Seq2SeqTrainingArguments(
-        output_dir=str(args.output_dir / "trainer"),
+        output_dir=str(args.output_dir),
         per_device_train_batch_size=64,
         learning_rate=0.005,
         weight_decay=0.0,
@@ -102,16 +105,18 @@ def main() -> None:
     start = time.perf_counter()
     trainer.train()
     logger.info("trained %d steps in %.0f s", trainer.state.global_step, time.perf_counter() - start)
-    args.output_dir.mkdir(parents=True, exist_ok=True)
-    plot_training_curves(trainer.state.log_history, path=args.output_dir / "loss.png")
 
     model.eval()
     for english, french in zip(ENGLISH, FRENCH, strict=True):
         maps = attention_maps(model, tokenizer, english, num_beams=1, max_new_tokens=10)
         logger.info("%s => %s, bleu %.3f", english, maps.translation, bleu(maps.translation, french, k=2))
-    figures = plot_attention_maps(maps, ENGLISH[-1], args.output_dir / "attention.png")
-    save_for_pipeline(model, tokenizer, args.output_dir / "model")
-    logger.info("wrote %s", ", ".join(str(path) for path in (args.output_dir / "loss.png", *figures)))
+    # A model folder as `hf-bahdanau train` leaves it (model, tokenizer, pipeline code, trainer state, figures), so
+    # that `hf-bahdanau translate` and `publish` take it as it is.
+    save_for_pipeline(model, tokenizer, args.output_dir)
+    trainer.save_state()
+    plot_training_curves(trainer.state.log_history, path=args.output_dir / "training_curves.png")
+    plot_attention_maps(maps, ENGLISH[-1], args.output_dir / "attention.png")
+    logger.info("wrote the model and its figures in %s", args.output_dir)
 
 
 if __name__ == "__main__":

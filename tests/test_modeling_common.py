@@ -3,6 +3,7 @@ loading and remote code. Each test runs for the Bahdanau RNN and for the Transfo
 
 import itertools
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -13,7 +14,7 @@ from helpers import MODEL_TYPES, VOCAB, greedy_config, make_model, random_ids
 from torch import nn
 from transformers import AutoConfig, AutoModelForSeq2SeqLM
 
-from hf_bahdanau import GENERATION_DEFAULTS, get_model_type
+from hf_bahdanau import GENERATION_DEFAULTS, TranslationConfig, get_model_type
 
 pytestmark = pytest.mark.parametrize("model_type", MODEL_TYPES)
 
@@ -22,6 +23,17 @@ VARIANTS = {
     "bahdanau": [dict(), dict(rnn_type="lstm", bidirectional_encoder=True), dict(attention_type="general")],
     "d2l_transformer": [dict(), dict(norm_first=True, tie_word_embeddings=True), dict(encoder_layers=3)],
 }
+
+
+# ---- configuration ----------------------------------------------------------------------------------------
+
+
+def test_config_documents_every_field(model_type):
+    config_class = get_model_type(model_type).config_class
+    for cls in (TranslationConfig, config_class):
+        for name in vars(cls)["__annotations__"]:
+            if name != "is_encoder_decoder":
+                assert re.search(rf"\b{name}\b", cls.__doc__), f"{cls.__name__}.{name} is not documented"
 
 
 # ---- forward ------------------------------------------------------------------------------------------------

@@ -1,13 +1,11 @@
 """TransformerForConditionalGeneration: d2l equivalence, configuration, attention implementations, positions."""
 
-import re
-
 import helpers
 import pytest
 import torch
 from helpers import VOCAB, greedy_config, random_ids
 
-from hf_bahdanau import TransformerConfig, TransformerForConditionalGeneration, TranslationConfig
+from hf_bahdanau import TransformerConfig, TransformerForConditionalGeneration
 
 
 def make_model(seed: int = 0, **overrides) -> TransformerForConditionalGeneration:
@@ -60,13 +58,6 @@ def test_default_model_is_the_d2l_transformer(d2l):
 def test_invalid_config_combinations_raise(settings, message):
     with pytest.raises(ValueError, match=message):
         TransformerConfig(**settings)
-
-
-@pytest.mark.parametrize("config_class", [TranslationConfig, TransformerConfig])
-def test_config_documents_every_field(config_class):
-    for name in vars(config_class)["__annotations__"]:
-        if name != "is_encoder_decoder":
-            assert re.search(rf"\b{name}\b", config_class.__doc__), f"{name} is not documented"
 
 
 def test_attention_dropout_defaults_to_dropout_and_fields_have_transformers_names():
