@@ -12,7 +12,7 @@ from pathlib import Path
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from .pipelines import encode
+from .pipelines import encode, source_limit
 from .visualization import show_heatmaps
 
 _WORD_START = ("\u2581", "\u0120")  # SentencePiece's and byte-level BPE's word-start marks
@@ -67,7 +67,7 @@ def attention_maps(
     The weights come from a teacher-forced pass over the best generated sequence (up to its end of sentence), so
     they hold for beam search too: row i is the attention with which generated token i was predicted.
     """
-    inputs = encode(tokenizer, text)
+    inputs = encode(tokenizer, text, source_limit(model, tokenizer))
     if not inputs["attention_mask"].any():
         raise ValueError("cannot translate an empty text with attention weights")
     inputs = {name: tensor.to(model.device) for name, tensor in inputs.items()}

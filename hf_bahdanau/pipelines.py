@@ -5,7 +5,8 @@ strings gives a list of such dicts (a list of lists with `num_return_sequences >
 (`num_beams`, `max_new_tokens`, ...) pass through to `model.generate`, at construction or per call.
 
 - Empty (or whitespace-only) inputs translate to `""` without reaching the model, also inside a batch.
-- Inputs longer than the tokenizer's `model_max_length` are truncated to it, with a logged warning.
+- Inputs longer than the tokenizer's `model_max_length` or the model's `max_position_embeddings` are truncated,
+  with a logged warning.
 - Batches are padded on the tokenizer's `padding_side`; both model types translate both sides alike.
 
 Registered under `TASK` (and the old name `"bahdanau-translation"`) by `register_pipeline()` (called on
@@ -19,6 +20,7 @@ Loading such a folder in-process without `trust_remote_code` needs `pipeline_cla
 from __future__ import annotations
 
 import logging
+import math
 import os
 from pathlib import Path
 from typing import Any
@@ -42,19 +44,24 @@ def _pad_id(tokenizer: PreTrainedTokenizerBase) -> int:
     return tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
 
 
-def encode(tokenizer: PreTrainedTokenizerBase, text: str) -> dict[str, torch.Tensor]:
-    """`input_ids` and `attention_mask` `(1, src_len)`; an empty text gives one padding token under a zero mask."""
+def source_limit(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> int:
+    """The longest source the pair takes: the tokenizer's `model_max_length`, and the model's position table."""
+    return min(tokenizer.model_max_length, getattr(model.config, "max_position_embeddings", None) or math.inf)
+
+
+def encode(tokenizer: PreTrainedTokenizerBase, text: str, limit: int | None = None) -> dict[str, torch.Tensor]:
+    """`input_ids` and `attention_mask` `(1, src_len)`; an empty text gives one padding token under a zero mask.
+
+    A text longer than `limit` tokens (default: the tokenizer's `model_max_length`) is cut, with a warning."""
     if not isinstance(text, str):
         raise TypeError(f"expected a string to translate, got {type(text).__name__}")
     if not text.strip():
         pad = _pad_id(tokenizer)
         return {"input_ids": torch.tensor([[pad]]), "attention_mask": torch.zeros(1, 1, dtype=torch.long)}
     ids = tokenizer(text, verbose=False)["input_ids"]
-    limit = tokenizer.model_max_length
+    limit = limit or tokenizer.model_max_length
     if len(ids) > limit:
-        logger.warning(
-            "input of %d tokens truncated to the tokenizer's model_max_length of %d: %.60r", len(ids), limit, text
-        )
+        logger.warning("input of %d tokens truncated to the model's limit of %d tokens: %.60r", len(ids), limit, text)
         ids = ids[: limit - 1] + ids[-1:]  # keep the final </s>
     return {"input_ids": torch.tensor([ids]), "attention_mask": torch.ones(1, len(ids), dtype=torch.long)}
 
@@ -87,7 +94,7 @@ class TranslationPipeline(Pipeline):
         return {}, generate_kwargs, {}
 
     def preprocess(self, text: str) -> dict[str, torch.Tensor]:
-        return encode(self.tokenizer, text)
+        return encode(self.tokenizer, text, source_limit(self.model, self.tokenizer))
 
     def _forward(self, model_inputs: dict[str, torch.Tensor], **generate_kwargs: Any) -> dict[str, torch.Tensor]:
         input_ids, attention_mask = model_inputs["input_ids"], model_inputs["attention_mask"]  # (batch, src_len)

@@ -155,7 +155,7 @@ def test_overlong_input_is_truncated_with_a_warning(model, caplog, monkeypatch):
     with caplog.at_level(logging.WARNING, logger="hf_bahdanau.pipelines"):
         preprocessed = truncating.preprocess(text)
     assert len(calls) == 1  # tokenized once
-    assert "truncated to the tokenizer's model_max_length of 4" in caplog.text
+    assert "truncated to the model's limit of 4 tokens" in caplog.text
     assert preprocessed["input_ids"].tolist() == [full[:3] + [tokenizer.eos_token_id]]  # the final </s> kept
     assert preprocessed["attention_mask"].tolist() == [[1] * 4]
     monkeypatch.undo()
@@ -163,6 +163,20 @@ def test_overlong_input_is_truncated_with_a_warning(model, caplog, monkeypatch):
     inputs = tokenizer(text, truncation=True, max_length=4, return_tensors="pt")
     assert inputs["input_ids"].tolist() == preprocessed["input_ids"].tolist()
     output = model.generate(**inputs, max_new_tokens=MAX_NEW)
+    assert result == [{"translation_text": tokenizer.decode(output[0], skip_special_tokens=True)}]
+
+
+def test_a_source_longer_than_the_position_table_is_truncated_with_a_warning(tokenizer, caplog):
+    short_positions = make_model("d2l_transformer", vocab_size=len(tokenizer), max_position_embeddings=5)
+    text = TEXTS[2]  # 11 tokens with </s>
+    with pytest.raises(ValueError, match="max_position_embeddings is 5"):  # the model itself refuses
+        short_positions.generate(**tokenizer(text, return_tensors="pt"), max_new_tokens=2)
+    truncating = pipeline(TASK, model=short_positions, tokenizer=tokenizer, max_new_tokens=4)
+    with caplog.at_level(logging.WARNING, logger="hf_bahdanau.pipelines"):
+        result = truncating(text)
+    assert "input of 11 tokens truncated to the model's limit of 5 tokens" in caplog.text
+    ids = tokenizer(text)["input_ids"]
+    output = short_positions.generate(torch.tensor([ids[:4] + ids[-1:]]), max_new_tokens=4)
     assert result == [{"translation_text": tokenizer.decode(output[0], skip_special_tokens=True)}]
 
 
