@@ -495,13 +495,14 @@ def test_the_seed_decides_the_weights_and_overwrite_swaps_in_the_new_run(model_t
         return load_file(folder / "model.safetensors")
 
     args = ["train", "--data", str(tatoeba_tsv), *TINY_RUN, *TINY_MODEL[model_type], "--max_steps", "3",
-            "--eval_strategy", "no", "--load_best_model_at_end", "false", "--save_strategy", "no"]  # fmt: skip
+            "--logging_steps", "1", "--eval_strategy", "no", "--load_best_model_at_end", "false",
+            "--save_strategy", "no"]  # fmt: skip
     assert main([*args, "--output-dir", str(tmp_path / "first"), "--seed", "5"]) == 0
     first = weights(tmp_path / "first")
     assert main([*args, "--output-dir", str(tmp_path / "first"), "--seed", "5", "--overwrite"]) == 0
     again = weights(tmp_path / "first")
     assert first.keys() == again.keys() and all(torch.equal(first[name], again[name]) for name in first)
-    assert sorted(os.listdir(tmp_path)) == ["first"]  # the staging folder took the old run's place
+    assert sorted(os.listdir(tmp_path)) == [".first.lock", "first"]  # the staging folder took the old run's place
     assert main([*args, "--output-dir", str(tmp_path / "other"), "--seed", "6"]) == 0
     other = weights(tmp_path / "other")
     assert not all(torch.equal(first[name], other[name]) for name in first)
