@@ -103,8 +103,14 @@ def load_translation_model(path: str) -> tuple[PreTrainedModel, PreTrainedTokeni
         raise UsageError(f"{folder} is not a saved model folder (no config.json)")
     if not any((folder / name).is_file() for name in TOKENIZER_FILES):
         raise UsageError(f"{folder} has no tokenizer ({' or '.join(TOKENIZER_FILES)} missing)")
+    if (folder / "pytorch_model.bin").is_file() and not any(folder.glob("model*.safetensors*")):
+        raise UsageError(
+            f"{folder} holds only pytorch_model.bin (a pickle, which can run code): hf-bahdanau reads safetensors "
+            f"only; if you trust the file, convert it once with AutoModelForSeq2SeqLM.from_pretrained('{folder}', "
+            f"use_safetensors=False).save_pretrained('{folder}')"
+        )
     tokenizer = AutoTokenizer.from_pretrained(folder)
-    model = AutoModelForSeq2SeqLM.from_pretrained(folder).eval()
+    model = AutoModelForSeq2SeqLM.from_pretrained(folder, use_safetensors=True).eval()
     check_tokenizer_matches(model.config, tokenizer)
     return model, tokenizer
 
@@ -330,6 +336,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (UsageError, ValueError, OSError) as error:  # the user's input; anything else is a bug: traceback
         logger.error("%s", error)
         return 1
+    except KeyboardInterrupt as interrupt:  # Ctrl-C: training has saved a checkpoint to resume from
+        logger.error("%s", interrupt or "interrupted")
+        return 130
     return 0
 
 

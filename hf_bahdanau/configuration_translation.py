@@ -80,6 +80,30 @@ class TranslationConfig(PretrainedConfig):
             if not 0.0 <= getattr(self, name) < 1.0:
                 raise ValueError(f"{name} must be in [0, 1), got {getattr(self, name)}")
 
+    @property
+    def custom_pipelines(self) -> dict[str, Any]:
+        """The folder's pipelines (saved as remote code), less the tasks this process registered itself: for them,
+        `pipeline(task, model=folder)` uses the registered class and needs no `trust_remote_code`."""
+        if "custom_pipelines" not in self.__dict__:
+            raise AttributeError("custom_pipelines")
+        saved = self.__dict__["custom_pipelines"]
+        from transformers.pipelines import PIPELINE_REGISTRY
+
+        registered = PIPELINE_REGISTRY.supported_tasks
+        return {
+            task: spec
+            for task, spec in saved.items()
+            if getattr(registered.get(task, {}).get("impl"), "__name__", None) != spec.get("impl", "").split(".")[-1]
+        }
+
+    @custom_pipelines.setter
+    def custom_pipelines(self, value: dict[str, Any]) -> None:
+        self.__dict__["custom_pipelines"] = value
+
+    @custom_pipelines.deleter
+    def custom_pipelines(self) -> None:
+        del self.__dict__["custom_pipelines"]
+
     def save_pretrained(self, save_directory: str | os.PathLike, *args: Any, **kwargs: Any) -> None:
         """Check the fields first, so that no folder holds a config that `from_pretrained` would reject."""
         self.check()

@@ -13,12 +13,14 @@ Registered under `TASK` (and the old name `"bahdanau-translation"`) by `register
 `import hf_bahdanau`). `save_for_pipeline` writes a
 folder that `pipeline(TASK, model=folder, trust_remote_code=True)` loads where this package is not installed:
 this file is copied there as remote code, so it imports only the standard library, torch and transformers.
-Loading such a folder in-process without `trust_remote_code` needs `pipeline_class=TranslationPipeline`
-(transformers asks for one of the two whenever a config names a custom pipeline).
+In-process (after `import hf_bahdanau`), `pipeline(TASK, model=folder)` needs no `trust_remote_code`: the config
+hides the folder's pipelines whose task this process registered (`TranslationConfig.custom_pipelines`).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import math
 import os
@@ -42,6 +44,12 @@ Translation = dict[str, str]  # {"translation_text": ...}
 def _pad_id(tokenizer: PreTrainedTokenizerBase) -> int:
     """The tokenizer's pad id, 0 when it has none."""
     return tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+
+
+def tokenizer_fingerprint(tokenizer: PreTrainedTokenizerBase) -> str:
+    """A short hash of the tokenizer's vocabulary (token -> id): another tokenizer of the same size differs."""
+    vocabulary = json.dumps(sorted(tokenizer.get_vocab().items()), ensure_ascii=False)
+    return hashlib.sha256(vocabulary.encode("utf-8")).hexdigest()[:16]
 
 
 def source_limit(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> int:
@@ -135,8 +143,9 @@ def register_pipeline() -> None:
 def save_for_pipeline(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, folder: str | os.PathLike) -> Path:
     """Save model, tokenizer and this pipeline's code so that `pipeline(TASK, model=folder,
     trust_remote_code=True)` works without this package; the model's config gets `custom_pipelines` only in
-    the saved copy."""
+    the saved copy, and the tokenizer's fingerprint (checked when the folder is loaded by the command line)."""
     register_pipeline()
+    model.config.tokenizer_fingerprint = tokenizer_fingerprint(tokenizer)
     pipe = TranslationPipeline(model=model, tokenizer=tokenizer, task=TASK, device=model.device)
     had_custom = "custom_pipelines" in model.config.__dict__
     previous = getattr(model.config, "custom_pipelines", None)
@@ -151,4 +160,12 @@ def save_for_pipeline(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase
     return Path(folder)
 
 
-__all__ = ["TASK", "TASK_ALIASES", "TranslationPipeline", "encode", "register_pipeline", "save_for_pipeline"]
+__all__ = [
+    "TASK",
+    "TASK_ALIASES",
+    "TranslationPipeline",
+    "encode",
+    "register_pipeline",
+    "save_for_pipeline",
+    "tokenizer_fingerprint",
+]

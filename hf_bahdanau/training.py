@@ -9,18 +9,22 @@ Several GPUs need no change: run the same command under `accelerate launch`.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import os
 import re
 import shutil
+import signal
 import typing
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, fields, make_dataclass
 from pathlib import Path
 from typing import Any
 
 import datasets
 import torch
+from filelock import FileLock, Timeout
 from transformers import (
     AutoModelForSeq2SeqLM,
     AutoTokenizer,
@@ -29,12 +33,14 @@ from transformers import (
     PreTrainedTokenizerBase,
     Seq2SeqTrainer,
     Seq2SeqTrainingArguments,
+    Trainer,
     TrainerCallback,
     TrainerControl,
     TrainerState,
     TrainingArguments,
+    set_seed,
 )
-from transformers.trainer_utils import get_last_checkpoint
+from transformers.trainer_pt_utils import LengthGroupedSampler
 
 from . import hub
 from .configuration_translation import TranslationConfig
@@ -49,7 +55,7 @@ from .data import (
 from .metrics import make_compute_metrics
 from .modeling_translation import TranslationPreTrainedModel
 from .models import MODEL_TYPE_NAMES, MODEL_TYPES, get_model_type
-from .pipelines import save_for_pipeline
+from .pipelines import save_for_pipeline, tokenizer_fingerprint
 from .tokenization import train_tokenizer
 from .visualization import plot_training_curves
 
@@ -206,6 +212,94 @@ class TrainingStartLogger(TrainerCallback):
         logger.info("training starts at step %d of %d", state.global_step, state.max_steps)
 
 
+class InterruptToCheckpoint(TrainerCallback):
+    """Ctrl-C (SIGINT) while training: finish the step, save a checkpoint and stop; a second Ctrl-C stops at once."""
+
+    def __init__(self) -> None:
+        self.interrupted = False
+
+    @contextlib.contextmanager
+    def catching_sigint(self) -> Iterator[None]:
+        def handler(signum: int, frame: Any) -> None:
+            self.interrupted = True
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+
+        previous = signal.signal(signal.SIGINT, handler)
+        try:
+            yield
+        finally:
+            signal.signal(signal.SIGINT, previous)
+
+    def on_step_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any) -> None:
+        if self.interrupted:
+            control.should_save = control.should_training_stop = True
+
+
+CHECKPOINT_MANIFEST = "checkpoint_complete.json"  # written last into each checkpoint: {file name: size}
+
+
+class CheckpointManifest(TrainerCallback):
+    """Write the size of every file of a new checkpoint into it, last: a checkpoint cut off while being written lacks
+    the manifest or a listed file (see `is_complete_checkpoint`)."""
+
+    def on_save(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any) -> None:
+        if args.should_save:
+            folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+            sizes = {path.name: path.stat().st_size for path in sorted(folder.iterdir()) if path.is_file()}
+            partial = folder / f"{CHECKPOINT_MANIFEST}.part"
+            partial.write_text(json.dumps(sizes, indent=2), encoding="utf-8")
+            os.replace(partial, folder / CHECKPOINT_MANIFEST)
+
+
+def is_complete_checkpoint(folder: Path) -> bool:
+    """Whether every file of checkpoint `folder` was written: those its manifest lists, at their sizes (a checkpoint
+    from before manifests: a readable `trainer_state.json`, which the Trainer writes last)."""
+    try:
+        manifest = folder / CHECKPOINT_MANIFEST
+        if manifest.is_file():
+            sizes = json.loads(manifest.read_text(encoding="utf-8"))
+            return all(
+                (folder / name).is_file() and (folder / name).stat().st_size == size for name, size in sizes.items()
+            )
+        json.loads((folder / "trainer_state.json").read_text(encoding="utf-8"))
+        return True
+    except (OSError, ValueError):
+        return False
+
+
+def last_complete_checkpoint(folder: Path) -> str | None:
+    """The newest complete `checkpoint-N` in `folder` (newer partial ones are skipped with a warning), or None."""
+    numbered = [path for path in folder.glob("checkpoint-*") if path.is_dir() and path.name[11:].isdigit()]
+    for checkpoint in sorted(numbered, key=lambda path: int(path.name[11:]), reverse=True):
+        if is_complete_checkpoint(checkpoint):
+            return str(checkpoint)
+        logger.warning("skipping %s: it is incomplete (the run was cut off while writing it)", checkpoint)
+    return None
+
+
+def staging_dir(output_dir: Path) -> Path:
+    """Where a run that replaces `output_dir` (--overwrite) trains; it takes `output_dir`'s place when done."""
+    return output_dir.with_name(f"{output_dir.name}.staging")
+
+
+@contextlib.contextmanager
+def locked_output_dir(output_dir: Path) -> Iterator[None]:
+    """Hold an exclusive lock on `output_dir` (a lock file beside it) for the whole run."""
+    output_dir.parent.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(output_dir.with_name(f".{output_dir.name}.lock"))
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        raise FileExistsError(
+            f"another run is training into {output_dir} (it holds {lock.lock_file}): wait for it to end or choose "
+            "another --output-dir"
+        ) from None
+    try:
+        yield
+    finally:
+        lock.release()
+
+
 RUN_FILES = ("trainer_state.json", DATA_SETTINGS_FILE)
 
 
@@ -218,15 +312,17 @@ def _is_training_run(folder: Path) -> bool:
 
 
 def check_output_dir(output_dir: Path, resume: bool, overwrite: bool, inputs: Sequence[str | None] = ()) -> str | None:
-    """Check `output_dir` against the run's intent (nothing is deleted here); the checkpoint to resume, if any.
+    """Check `output_dir` against the run's intent (nothing is deleted here); the checkpoint to resume, if any (the
+    newest complete one, in the staging folder of a cut-off --overwrite run first).
 
     `inputs` are the paths the run reads (model, tokenizer, data): --overwrite must not delete them.
     """
     if resume:
-        checkpoint = get_last_checkpoint(str(output_dir)) if output_dir.is_dir() else None
-        if checkpoint is None:
-            raise FileNotFoundError(f"--resume: no checkpoint-* folder in {output_dir} to resume from")
-        return checkpoint
+        for folder in (staging_dir(output_dir), output_dir):
+            checkpoint = last_complete_checkpoint(folder) if folder.is_dir() else None
+            if checkpoint is not None:
+                return checkpoint
+        raise FileNotFoundError(f"--resume: no complete checkpoint-* folder in {output_dir} to resume from")
     if output_dir.is_dir() and any(output_dir.iterdir()):
         if not overwrite:
             raise FileExistsError(
@@ -242,6 +338,55 @@ def check_output_dir(output_dir: Path, resume: bool, overwrite: bool, inputs: Se
                     f"--overwrite would delete {path}, which this run reads: choose another --output-dir"
                 )
     return None
+
+
+def choose_work_dir(output_dir: Path, checkpoint: str | None, is_main: bool) -> Path:
+    """The folder this run trains into: the resumed checkpoint's, a fresh staging folder when it replaces a
+    non-empty `output_dir` (the old run stays intact until the new one is saved), else `output_dir` itself."""
+    staging = staging_dir(output_dir)
+    if checkpoint is not None:
+        return Path(checkpoint).parent
+    if not is_main:  # the main process has decided (and made the folder) already
+        return staging if staging.is_dir() else output_dir
+    if staging.is_dir():  # left by a cut-off --overwrite run that is not resumed
+        shutil.rmtree(staging)
+    return staging if output_dir.is_dir() and any(output_dir.iterdir()) else output_dir
+
+
+def replace_folder(output_dir: Path, staging: Path) -> None:
+    """Put the finished run in `staging` in the place of the old run in `output_dir`."""
+    old = output_dir.with_name(f"{output_dir.name}.replaced")
+    if old.exists():
+        shutil.rmtree(old)
+    output_dir.rename(old)
+    staging.rename(output_dir)
+    shutil.rmtree(old)
+    logger.info("replaced the previous run in %s", output_dir)
+
+
+# What `make_compute_metrics` reports besides the loss: the names --metric_for_best_model may take.
+METRIC_NAMES = ("loss", "bleu", "chrf", "gen_len")
+
+
+def check_training_arguments(training_args: Seq2SeqTrainingArguments) -> None:
+    """Raise a one-line ValueError for settings the Trainer accepts but fails on mid-run (or misreads)."""
+    if training_args.max_steps == 0 or training_args.max_steps < -1:
+        raise ValueError(
+            f"--max_steps must be positive (or -1: --num_train_epochs decides), got {training_args.max_steps}"
+        )
+    if training_args.learning_rate < 0:
+        raise ValueError(f"--learning_rate must not be negative, got {training_args.learning_rate}")
+    for name in ("per_device_train_batch_size", "per_device_eval_batch_size", "gradient_accumulation_steps"):
+        if getattr(training_args, name) < 1:
+            raise ValueError(f"--{name} must be a positive integer, got {getattr(training_args, name)}")
+    metric = training_args.metric_for_best_model
+    if metric is not None and metric.removeprefix("eval_") not in METRIC_NAMES:
+        raise ValueError(f"--metric_for_best_model {metric!r} is not reported; choose one of {', '.join(METRIC_NAMES)}")
+    try:
+        Trainer.get_optimizer_cls_and_kwargs(training_args)
+    except (ImportError, ValueError) as error:
+        optim = getattr(training_args.optim, "value", training_args.optim)
+        raise ValueError(f"--optim {optim}: {str(error).splitlines()[0]}") from None
 
 
 def _data_settings(data_args: DataArguments) -> dict[str, Any]:
@@ -277,13 +422,16 @@ def build_model(
     src_lang: str,
     tgt_lang: str,
     label_smoothing: float = 0.0,
+    checkpoint: str | None = None,
 ) -> TranslationPreTrainedModel:
-    """A new model of `model_args.model_type` for `tokenizer`, or the saved one, checked against the tokenizer.
+    """A new model of `model_args.model_type` for `tokenizer`, or the saved one (a resumed `checkpoint` first),
+    checked against the tokenizer.
 
     A saved model keeps its architecture: model options must match its config, but for its `run_options` (e.g. the
     RNN's teacher forcing ratio), which may change; the run's label smoothing applies to it."""
-    if model_args.model_name_or_path is not None:
-        model = AutoModelForSeq2SeqLM.from_pretrained(model_args.model_name_or_path)
+    saved = checkpoint or model_args.model_name_or_path
+    if saved is not None:
+        model = AutoModelForSeq2SeqLM.from_pretrained(saved, use_safetensors=True)
         overrides = model_args.config_overrides(type(model.config))
         fixed = sorted(
             name
@@ -291,8 +439,8 @@ def build_model(
             if name not in model.config.run_options and getattr(model.config, name) != value
         )
         if fixed:
-            saved = ", ".join(f"--{name} {getattr(model.config, name)}" for name in fixed)
-            raise ValueError(f"a saved model keeps its architecture ({saved}); leave out or match these options")
+            kept = ", ".join(f"--{name} {getattr(model.config, name)}" for name in fixed)
+            raise ValueError(f"a saved model keeps its architecture ({kept}); leave out or match these options")
         for name, value in {**overrides, "label_smoothing": label_smoothing}.items():
             setattr(model.config, name, value)
         model.config.check()
@@ -311,11 +459,19 @@ def build_model(
         )
         model = model_class(config)
     check_tokenizer_matches(model.config, tokenizer)
+    model.config.tokenizer_fingerprint = tokenizer_fingerprint(tokenizer)  # saved with it: see check_tokenizer_matches
     return model
 
 
 def check_tokenizer_matches(config: TranslationConfig, tokenizer: PreTrainedTokenizerBase) -> None:
-    """Raise a ValueError when `tokenizer` cannot feed a model of `config`."""
+    """Raise a ValueError when `tokenizer` cannot feed a model of `config`, or is not the one it was saved with
+    (a config without `tokenizer_fingerprint`, from before fingerprints, is not compared)."""
+    recorded = getattr(config, "tokenizer_fingerprint", None)
+    if recorded is not None and recorded != tokenizer_fingerprint(tokenizer):
+        raise ValueError(
+            f"the tokenizer's fingerprint {tokenizer_fingerprint(tokenizer)} differs from the {recorded} the model was "
+            "saved with: the tokenizer belongs to another model"
+        )
     if len(tokenizer) > config.vocab_size:
         raise ValueError(
             f"the tokenizer has {len(tokenizer)} tokens but the model's vocabulary has {config.vocab_size}: "
@@ -363,6 +519,41 @@ def apply_generation_settings(model: TranslationPreTrainedModel, training_args: 
     training_args.generation_num_beams = training_args.generation_max_length = None
 
 
+class SeededLengthGroupedSampler(LengthGroupedSampler):
+    """`LengthGroupedSampler` whose order of an epoch comes from `seed + epoch` alone (transformers' draws from the
+    global generator), so that a resumed run sees the batches an uninterrupted run sees."""
+
+    def __init__(self, batch_size: int, lengths: list[int], seed: int) -> None:
+        super().__init__(batch_size, lengths=lengths)
+        self.seed, self.epoch = seed, 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def __iter__(self) -> Iterator[int]:
+        self.generator = torch.Generator().manual_seed(self.seed + self.epoch)
+        return super().__iter__()
+
+
+class TranslationTrainer(Seq2SeqTrainer):
+    """`Seq2SeqTrainer` with a seeded length-grouped sampler, whose evaluation keeps `max_new_tokens` the only length
+    limit (it sets the legacy `max_length=20` after each batch, so that every later batch warns about both)."""
+
+    def _get_train_sampler(self, train_dataset: datasets.Dataset | None = None) -> torch.utils.data.Sampler | None:
+        sampler = super()._get_train_sampler(train_dataset)
+        if type(sampler) is LengthGroupedSampler:
+            seed = self.args.data_seed if self.args.data_seed is not None else self.args.seed
+            return SeededLengthGroupedSampler(sampler.batch_size, sampler.lengths, seed)
+        return sampler
+
+    def prediction_step(self, *args: Any, **kwargs: Any) -> tuple:
+        try:
+            return super().prediction_step(*args, **kwargs)
+        finally:
+            if self.model.generation_config.max_new_tokens is not None:
+                self.model.generation_config.max_length = None
+
+
 def build_trainer(
     model: TranslationPreTrainedModel,
     tokenizer: PreTrainedTokenizerBase,
@@ -370,11 +561,14 @@ def build_trainer(
     training_args: Seq2SeqTrainingArguments,
     run_args: RunArguments,
 ) -> Seq2SeqTrainer:
-    """A `Seq2SeqTrainer` with length-padded batches, sacreBLEU evaluation and early stopping on BLEU."""
-    callbacks: list[TrainerCallback] = [TrainingStartLogger()]
+    """A `Seq2SeqTrainer` with length-padded batches, sacreBLEU evaluation, early stopping on BLEU, checkpoints that
+    show whether they are complete, and a checkpoint on Ctrl-C."""
+    if training_args.ddp_find_unused_parameters is None:  # every parameter of both model types takes part
+        training_args.ddp_find_unused_parameters = False
+    callbacks: list[TrainerCallback] = [TrainingStartLogger(), CheckpointManifest(), InterruptToCheckpoint()]
     if run_args.early_stopping_patience > 0 and training_args.load_best_model_at_end:
         callbacks.append(EarlyStoppingCallback(early_stopping_patience=run_args.early_stopping_patience))
-    return Seq2SeqTrainer(
+    return TranslationTrainer(
         model=model,
         args=training_args,
         train_dataset=tokenized["train"],
@@ -389,16 +583,20 @@ def build_trainer(
 def save_run(
     trainer: Seq2SeqTrainer, tokenizer: PreTrainedTokenizerBase, output_dir: Path, push_to_hub: bool = False
 ) -> None:
-    """Save the final model with its tokenizer, pipeline code, trainer state and training curves, record the
-    command, and publish the folder when asked (main process)."""
+    """Save the final model with its tokenizer, pipeline code, trainer state and training curves in the run's folder,
+    put it in the place of the run it replaces, record the command, and publish the folder when asked (main
+    process)."""
     # Seq2SeqTrainer's evaluation writes its legacy defaults (max_length=20) into the generation config; keep only
     # our length limit, so that generate does not warn about both on every call with the saved model.
     if trainer.model.generation_config.max_new_tokens is not None:
         trainer.model.generation_config.max_length = None
     if trainer.is_world_process_zero():
-        save_for_pipeline(trainer.model, tokenizer, output_dir)
+        work_dir = Path(trainer.args.output_dir)
+        save_for_pipeline(trainer.model, tokenizer, work_dir)
         trainer.save_state()
-        plot_training_curves(trainer.state.log_history, path=output_dir / "training_curves.png")
+        plot_training_curves(trainer.state.log_history, path=work_dir / "training_curves.png")
+        if work_dir != output_dir:
+            replace_folder(output_dir, work_dir)
         logger.info("saved the model, tokenizer and training curves in %s", output_dir)
         hub.finish_training(output_dir, trainer.args, push_to_hub)  # records the command; publishes if asked
 
@@ -410,32 +608,48 @@ def train(
     training_args: Seq2SeqTrainingArguments,
     run_args: RunArguments,
 ) -> Seq2SeqTrainer:
-    """Run the whole training job: output folder -> corpus and tokenizer -> model -> trainer -> train -> save.
+    """Run the whole training job: checks -> output folder (locked) -> corpus and tokenizer -> model -> trainer ->
+    train -> save.
 
-    With several processes (`accelerate launch`, `torchrun`) the main process checks the output folder and makes
-    the tokenizer first; the others then load the corpus and read the tokenizer it saved (a shared file system).
+    Every option is checked and the Trainer built before any folder is written; a run that replaces an old one
+    (--overwrite) trains into a staging folder that takes the old one's place only when the new model is saved. With
+    several processes (`accelerate launch`, `torchrun`) the main process checks the output folder and makes the
+    tokenizer first; the others then load the corpus and read the tokenizer it saved (a shared file system).
     """
     get_model_type(model_args.model_type)  # an unknown type fails before anything is read
     if not data_args.data or not data_args.src_lang or not data_args.tgt_lang:
         raise ValueError("training needs --data, --src-lang and --tgt-lang")
     if data_args.src_lang == data_args.tgt_lang:
         raise ValueError(f"--src-lang and --tgt-lang are both {data_args.src_lang!r}: choose two languages")
+    check_training_arguments(training_args)
     output_dir = Path(training_args.output_dir)
+    is_main = training_args.process_index == 0
+    with locked_output_dir(output_dir) if is_main else contextlib.nullcontext():
+        return _train_in(output_dir, (model_args, tokenizer_args, data_args, training_args, run_args))
+
+
+def _train_in(
+    output_dir: Path,
+    arguments: tuple[ModelArguments, TokenizerArguments, DataArguments, Seq2SeqTrainingArguments, RunArguments],
+) -> Seq2SeqTrainer:
+    """`train` once the options are checked and (main process) the output folder is locked."""
+    model_args, tokenizer_args, data_args, training_args, run_args = arguments
     # The model computes label smoothing itself (so it also honours num_items_in_batch).
     label_smoothing, training_args.label_smoothing_factor = training_args.label_smoothing_factor, 0.0
     push_to_hub = hub.take_push_from_trainer(training_args)  # our card and file selection, not the Trainer's
     is_main = training_args.process_index == 0
 
     with training_args.main_process_first(local=False, desc="output folder, corpus and tokenizer"):
-        if is_main:
-            inputs = (model_args.model_name_or_path, tokenizer_args.tokenizer_name_or_path, data_args.data)
+        inputs = (model_args.model_name_or_path, tokenizer_args.tokenizer_name_or_path, data_args.data)
+        checkpoint = None
+        if is_main or run_args.resume:  # the others find what the main process found
             checkpoint = check_output_dir(output_dir, run_args.resume, run_args.overwrite, inputs)
-        else:
-            checkpoint = get_last_checkpoint(str(output_dir)) if run_args.resume else None
+        work_dir = choose_work_dir(output_dir, checkpoint, is_main)
         corpus, tokenizer = prepare_data(
-            data_args, tokenizer_args, model_args.model_name_or_path, output_dir, run_args.resume or not is_main
+            data_args, tokenizer_args, model_args.model_name_or_path, work_dir, run_args.resume or not is_main
         )
-        model = build_model(model_args, tokenizer, data_args.src_lang, data_args.tgt_lang, label_smoothing)
+        set_seed(training_args.seed)  # the seed decides the initial weights too
+        model = build_model(model_args, tokenizer, data_args.src_lang, data_args.tgt_lang, label_smoothing, checkpoint)
         tokenized, _ = tokenize_corpus(
             corpus,
             tokenizer,
@@ -445,14 +659,25 @@ def train(
             max_target_length=data_args.max_target_length,
             num_proc=data_args.num_proc,
         )
+        apply_generation_settings(model, training_args)
+        training_args.output_dir = str(work_dir)
+        trainer = build_trainer(model, tokenizer, tokenized, training_args, run_args)
         if is_main:
-            _write_run_files(output_dir, tokenizer, _data_settings(data_args), resuming=checkpoint is not None)
-    apply_generation_settings(model, training_args)
+            _write_run_files(work_dir, tokenizer, _data_settings(data_args), resuming=checkpoint is not None)
     logger.info("model: %s, %s parameters", model.config.model_type, f"{model.num_parameters():,}")
-    trainer = build_trainer(model, tokenizer, tokenized, training_args, run_args)
     if checkpoint is not None:
         logger.info("resuming from %s", checkpoint)
-    trainer.train(resume_from_checkpoint=checkpoint)
+    if work_dir != output_dir and checkpoint is None:
+        logger.info("training into %s; it replaces %s when the model is saved", work_dir, output_dir)
+    interrupt = next(
+        callback for callback in trainer.callback_handler.callbacks if isinstance(callback, InterruptToCheckpoint)
+    )
+    with interrupt.catching_sigint():
+        trainer.train(resume_from_checkpoint=checkpoint)
+    if interrupt.interrupted and trainer.state.global_step < trainer.state.max_steps:
+        raise KeyboardInterrupt(
+            f"interrupted at step {trainer.state.global_step}: checkpoint saved in {work_dir}; continue with --resume"
+        )
     save_run(trainer, tokenizer, output_dir, push_to_hub)
     return trainer
 
@@ -460,8 +685,8 @@ def train(
 def _write_run_files(
     output_dir: Path, tokenizer: PreTrainedTokenizerBase, settings: dict[str, Any], resuming: bool
 ) -> None:
-    """Start the run's folder: replace an old run (--overwrite, now that everything is ready), save the tokenizer
-    and the corpus settings. A resumed run keeps its files, and must use the corpus settings it started with."""
+    """Start the run's folder (new, empty or staging): save the tokenizer and the corpus settings. A resumed run
+    keeps its files, and must use the corpus settings it started with."""
     if resuming:
         recorded = read_data_settings(output_dir)
         if recorded and {**recorded, "data_path": None} != {**settings, "data_path": None}:  # the corpus may move
@@ -469,9 +694,7 @@ def _write_run_files(
                 f"--resume with other corpus settings than the run started with: {settings} instead of {recorded}"
             )
         return
-    if output_dir.is_dir():
-        shutil.rmtree(output_dir)
-    output_dir.mkdir(parents=True)
+    output_dir.mkdir(parents=True, exist_ok=True)
     tokenizer.save_pretrained(output_dir)  # an interrupted run resumes with the same vocabulary
     (output_dir / DATA_SETTINGS_FILE).write_text(json.dumps(settings, indent=2), encoding="utf-8")
 

@@ -1,11 +1,14 @@
 """End-to-end `hf-bahdanau` runs on 300 Tatoeba pairs with a tiny model: train, evaluate, translate, resume."""
 
+import hashlib
+import importlib.util
 import io
 import json
 import math
 import os
 import pty
 import shutil
+import signal
 import subprocess
 import sys
 import textwrap
@@ -14,6 +17,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from safetensors.torch import load_file
 from transformers import AutoConfig, AutoModelForSeq2SeqLM, AutoTokenizer
 
 from hf_bahdanau import cli, data, training
@@ -312,17 +316,41 @@ def test_evaluate_rejects_a_missing_split(trained, tatoeba_tsv):
     assert result.returncode != 0 and "no 'dev' split" in result.stderr
 
 
+def weights_digest(model: torch.nn.Module) -> str:
+    state = model.state_dict()
+    return hashlib.sha256(b"".join(state[name].numpy().tobytes() for name in sorted(state))).hexdigest()
+
+
 def test_two_processes_train_one_model(tatoeba_tsv, tmp_path):
-    """Data-parallel training (gloo on the CPU; NCCL on GPUs under `accelerate launch`): one run, saved once."""
+    """Data-parallel training (gloo on the CPU; NCCL on GPUs under `accelerate launch`): one run, saved once, the
+    same weights on both ranks, and no warning about unused parameters or two length limits."""
     output = tmp_path / "ddp"
+    script = tmp_path / "train_and_digest.py"  # `hf-bahdanau train`, then each rank prints a digest of its weights
+    script.write_text(textwrap.dedent(
+        """
+        import logging, os, sys
+        from test_cli import weights_digest
+        from hf_bahdanau.cli import parse_train_args
+        from hf_bahdanau.training import train
+        logging.basicConfig(level=logging.INFO)
+        trainer = train(*parse_train_args(sys.argv[1:]))
+        print(f"rank {os.environ['RANK']} weights {weights_digest(trainer.model)}")
+        """
+    ))  # fmt: skip
     result = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "-m", "hf_bahdanau.cli", "train",
+        [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", str(script),
          "--data", str(tatoeba_tsv), "--output-dir", str(output), *TINY, "--per_device_train_batch_size", "16",
          "--max_steps", "6", "--eval_steps", "3", "--save_steps", "3", "--use_cpu", "true"],
-        capture_output=True, text=True, timeout=600, env={**os.environ, "OMP_NUM_THREADS": "1"},
+        capture_output=True, text=True, timeout=600,
+        env={**os.environ, "OMP_NUM_THREADS": "1",
+             "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")])},
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stderr.count("saved the model, tokenizer and training curves") == 1
+    digests = sorted(line for line in result.stdout.splitlines() if " weights " in line)
+    saved = weights_digest(AutoModelForSeq2SeqLM.from_pretrained(output))
+    assert digests == [f"rank 0 weights {saved}", f"rank 1 weights {saved}"]
+    assert "find_unused_parameters=True" not in result.stderr and "Both `max_new_tokens`" not in result.stderr
     state = json.loads((output / "trainer_state.json").read_text())
     step_3 = next(entry for entry in state["log_history"] if entry.get("step") == 3)
     assert step_3["epoch"] == pytest.approx(3 / math.ceil(300 / (16 * 2)))  # two processes share each epoch
@@ -434,3 +462,128 @@ def test_an_invalid_config_file_is_a_one_line_error(name, text, error, tmp_path,
     assert main(["train", "--config", str(config), "--output-dir", str(tmp_path / "out")]) == 1
     message = caplog.records[-1].getMessage()
     assert error in message and "\n" not in message
+
+
+def folder_bytes(folder: Path) -> dict:
+    return {path.relative_to(folder): path.read_bytes() for path in sorted(folder.rglob("*")) if path.is_file()}
+
+
+@pytest.mark.parametrize(
+    "option, value, error",
+    [("--learning_rate", "-0.01", "--learning_rate must not be negative"),
+     ("--per_device_train_batch_size", "0", "--per_device_train_batch_size must be a positive integer"),
+     ("--gradient_accumulation_steps", "0", "--gradient_accumulation_steps must be a positive integer"),
+     ("--optim", "adamw_bnb_8bit", "--optim adamw_bnb_8bit: You need to install `bitsandbytes`"),
+     ("--metric_for_best_model", "blue", "--metric_for_best_model 'blue' is not reported; choose one of loss, bleu"),
+     ("--max_steps", "0", "--max_steps must be positive")],
+)  # fmt: skip
+def test_overwrite_checks_every_option_before_touching_the_old_run(option, value, error, trained, tatoeba_tsv,
+                                                                   tmp_path, caplog):  # fmt: skip
+    if option == "--optim" and importlib.util.find_spec("bitsandbytes"):
+        pytest.skip("bitsandbytes is installed")
+    previous = tmp_path / "previous"
+    shutil.copytree(trained, previous)
+    before = folder_bytes(previous)
+    assert main(["train", "--data", str(tatoeba_tsv), "--output-dir", str(previous), "--overwrite", *TINY,
+                 "--max_steps", "2", option, value]) == 1  # fmt: skip
+    message = caplog.records[-1].getMessage()
+    assert error in message and "\n" not in message
+    assert folder_bytes(previous) == before and sorted(os.listdir(tmp_path)) == ["previous"]
+
+
+@pytest.mark.parametrize("model_type", list(TINY_MODEL))
+def test_the_seed_decides_the_weights_and_overwrite_swaps_in_the_new_run(model_type, tatoeba_tsv, tmp_path):
+    def weights(folder: Path) -> dict:
+        return load_file(folder / "model.safetensors")
+
+    args = ["train", "--data", str(tatoeba_tsv), *TINY_RUN, *TINY_MODEL[model_type], "--max_steps", "3",
+            "--logging_steps", "1", "--eval_strategy", "no", "--load_best_model_at_end", "false",
+            "--save_strategy", "no"]  # fmt: skip
+    assert main([*args, "--output-dir", str(tmp_path / "first"), "--seed", "5"]) == 0
+    first = weights(tmp_path / "first")
+    assert main([*args, "--output-dir", str(tmp_path / "first"), "--seed", "5", "--overwrite"]) == 0
+    again = weights(tmp_path / "first")
+    assert first.keys() == again.keys() and all(torch.equal(first[name], again[name]) for name in first)
+    assert sorted(os.listdir(tmp_path)) == [".first.lock", "first"]  # the staging folder took the old run's place
+    assert main([*args, "--output-dir", str(tmp_path / "other"), "--seed", "6"]) == 0
+    other = weights(tmp_path / "other")
+    assert not all(torch.equal(first[name], other[name]) for name in first)
+
+
+def wait_for(condition, process: subprocess.Popen, what: str) -> None:
+    deadline = time.time() + 300
+    while not condition():
+        assert process.poll() is None and time.time() < deadline, f"training ended before {what}"
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize("model_type", ["bahdanau"])  # the Trainer's side, the same for both (a minute each)
+def test_an_interrupted_run_resumes_to_the_weights_of_an_uninterrupted_one(model_type, tatoeba_tsv, tmp_path, caplog):
+    """Ctrl-C saves a checkpoint and ends with one line; a second run into the folder meanwhile is refused; a
+    checkpoint cut off while being written is skipped; --resume needs no size options; the final weights are those
+    of a run that was never interrupted."""
+    common = ["train", "--data", str(tatoeba_tsv), *TINY_RUN, "--seed", "3", "--lr_scheduler_type", "constant",
+              "--eval_strategy", "no", "--load_best_model_at_end", "false", "--save_steps", "5"]  # fmt: skip
+    sizes = TINY_MODEL[model_type]
+    uninterrupted, interrupted = tmp_path / "uninterrupted", tmp_path / "interrupted"
+    assert main([*common, *sizes, "--output-dir", str(uninterrupted), "--max_steps", "30"]) == 0
+
+    log = tmp_path / "interrupted.log"
+    with log.open("w") as stderr:
+        process = subprocess.Popen([sys.executable, "-m", "hf_bahdanau.cli", *common, *sizes, "--output-dir",
+                                    str(interrupted), "--max_steps", "2000"], stderr=stderr)  # fmt: skip
+    try:
+        wait_for(lambda: (interrupted / "checkpoint-10" / training.CHECKPOINT_MANIFEST).is_file(), process,
+                 "checkpoint-10")  # fmt: skip
+        assert main([*common, *sizes, "--output-dir", str(interrupted), "--max_steps", "5", "--overwrite"]) == 1
+        assert caplog.records[-1].getMessage().startswith(f"another run is training into {interrupted}")
+        process.send_signal(signal.SIGINT)
+        process.wait(timeout=300)
+    finally:
+        process.kill()
+    stderr = log.read_text()
+    assert process.returncode == 130 and "Traceback" not in stderr
+    last = stderr.strip().splitlines()[-1]
+    assert "ERROR" in last and "interrupted at step" in last and "continue with --resume" in last
+    checkpoints = sorted(interrupted.glob("checkpoint-*"), key=lambda path: int(path.name.split("-")[1]))
+    assert len(checkpoints) == 2 and all(training.is_complete_checkpoint(path) for path in checkpoints)
+
+    newest = checkpoints[-1] / "model.safetensors"  # as if the run had been killed while writing it
+    newest.write_bytes(newest.read_bytes()[: newest.stat().st_size // 2])
+    result = run_cli(*common, "--output-dir", str(interrupted), "--max_steps", "30", "--resume")  # no size options
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert f"skipping {checkpoints[-1]}: it is incomplete" in result.stderr
+    assert f"resuming from {checkpoints[0]}" in result.stderr
+    expected, resumed = load_file(uninterrupted / "model.safetensors"), load_file(interrupted / "model.safetensors")
+    for name, tensor in expected.items():
+        torch.testing.assert_close(resumed[name], tensor, rtol=1e-4, atol=1e-5)
+
+
+def test_a_tokenizer_of_another_model_is_refused(trained, tmp_path, caplog):
+    other = tmp_path / "other_tokenizer"
+    shutil.copytree(trained, other)
+    tokenizer_file = other / "tokenizer.json"
+    tokenizer = json.loads(tokenizer_file.read_text(encoding="utf-8"))
+    vocabulary = tokenizer["model"]["vocab"]
+    first, second = [token for token, index in vocabulary.items() if index in (10, 11)]
+    vocabulary[first], vocabulary[second] = vocabulary[second], vocabulary[first]  # same size, other ids
+    tokenizer_file.write_text(json.dumps(tokenizer), encoding="utf-8")
+    assert main(["translate", "--model", str(other), "Go."]) == 1
+    message = caplog.records[-1].getMessage()
+    assert "the tokenizer belongs to another model" in message and "\n" not in message
+
+    config_file = other / "config.json"  # a folder saved before fingerprints: not compared
+    config = json.loads(config_file.read_text(encoding="utf-8"))
+    assert len(config.pop("tokenizer_fingerprint")) == 16
+    config_file.write_text(json.dumps(config), encoding="utf-8")
+    assert main(["translate", "--model", str(other), "Go."]) == 0
+
+
+def test_a_pickled_model_is_refused_with_how_to_convert_it(trained, tmp_path, caplog):
+    pickled = tmp_path / "pickled"
+    shutil.copytree(trained, pickled, ignore=shutil.ignore_patterns("*.safetensors", "checkpoint-*"))
+    torch.save(load_file(trained / "model.safetensors"), pickled / "pytorch_model.bin")
+    assert main(["translate", "--model", str(pickled), "Go."]) == 1
+    message = caplog.records[-1].getMessage()
+    assert "holds only pytorch_model.bin" in message and "use_safetensors=False).save_pretrained(" in message
+    assert "\n" not in message

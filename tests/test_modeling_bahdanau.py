@@ -77,3 +77,9 @@ def test_scheduled_sampling_feeds_own_predictions_in_training_only():
     loss = mixed(input_ids=src, labels=tgt).loss
     loss.backward()
     assert mixed.encoder.embed_tokens.weight.grad.abs().sum() > 0
+
+
+def test_assisted_generation_is_refused_for_the_recurrent_state():
+    model, assistant = make_model(), make_model(seed=1)
+    with pytest.raises(ValueError, match="assisted generation is not supported with stateful models"):
+        model.generate(random_ids(1, 5), assistant_model=assistant, generation_config=greedy_config(max_new_tokens=4))

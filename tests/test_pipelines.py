@@ -213,6 +213,8 @@ def test_save_for_pipeline_writes_code_and_config(model, tokenizer, pipe, tmp_pa
     }
     assert {module for level, module in imported} <= {
         "__future__",
+        "hashlib",
+        "json",
         "logging",
         "os",
         "pathlib",
@@ -221,10 +223,18 @@ def test_save_for_pipeline_writes_code_and_config(model, tokenizer, pipe, tmp_pa
         "transformers",
     }
     assert all(level == 0 for level, _ in imported)
-    # In-process: a config naming a custom pipeline needs the class (or trust_remote_code) in transformers 5.
     loaded = pipeline(TASK, model=str(folder), pipeline_class=TranslationPipeline, max_new_tokens=MAX_NEW)
     assert type(loaded.model) is type(model)
     assert loaded(TEXTS, batch_size=2) == pipe(TEXTS)
+
+
+def test_registered_tasks_load_a_saved_folder_without_remote_code(model, tokenizer, pipe, tmp_path):
+    """In-process, the registered pipeline and model classes are used; the folder's remote code is not needed."""
+    folder = save_for_pipeline(model, tokenizer, tmp_path / "saved")
+    for task in (TASK, "bahdanau-translation"):
+        loaded = pipeline(task, model=str(folder), max_new_tokens=MAX_NEW)
+        assert type(loaded) is TranslationPipeline and type(loaded.model) is type(model)
+        assert loaded(TEXTS, batch_size=2) == pipe(TEXTS)
 
 
 def test_remote_code_pipeline_without_the_package(model, tokenizer, pipe, tmp_path):
