@@ -30,6 +30,7 @@ from safetensors import safe_open
 from transformers import TrainingArguments
 
 from .data import normalize_d2l, read_data_settings
+from .pipelines import TASK
 
 logger = logging.getLogger(__name__)
 
@@ -200,11 +201,16 @@ def _training_summary(state: dict[str, Any]) -> dict[str, Any] | None:
 
 def _figures(folder: Path) -> list[dict[str, str]]:
     """The PNG figures of the folder's root, with captions."""
+    attention = {  # the files `hf-bahdanau translate --heatmap attention.png` writes
+        "attention": "Encoder-decoder attention",
+        "attention-encoder": "Encoder self-attention",
+        "attention-decoder": "Decoder self-attention",
+    }
     figures = []
-    for path in sorted(folder.glob("*.png")):
+    for path in sorted(folder.glob("*.png"), key=lambda path: (path.stem not in attention, path.stem)):
         caption = "Training curves" if path.stem == "training_curves" else path.stem.replace("_", " ").capitalize()
-        if "attention" in path.stem:
-            caption = "Attention of an example sentence (`hf-bahdanau translate --heatmap`)"
+        if path.stem in attention:
+            caption = f"{attention[path.stem]} of an example sentence (`hf-bahdanau translate --heatmap`)"
         figures.append({"path": path.name, "caption": caption})
     return figures
 
@@ -273,6 +279,7 @@ def make_card(folder: str | Path, repo_id: str, license: str = DEFAULT_LICENSE) 
     generation = _read_json(folder / "generation_config.json")
     command, config_file = _recorded_command(folder)
     example = EXAMPLES.get(src, "Hello!")
+    pipelines = config.get("custom_pipelines") or {}
     if settings.get("d2l_normalize"):
         example = normalize_d2l(example)
     return ModelCard.from_template(
@@ -297,7 +304,7 @@ def make_card(folder: str | Path, repo_id: str, license: str = DEFAULT_LICENSE) 
         config_file=config_file,
         evaluations=read_evaluations(folder),
         figures=_figures(folder),
-        task=next(iter(config.get("custom_pipelines") or {}), None),
+        task=TASK if TASK in pipelines else next(iter(pipelines), None),
         example=example,
         num_beams=generation.get("num_beams", 1),
     )
