@@ -9,11 +9,10 @@ each command imports what it needs, so `--help` and usage errors answer at once.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import logging
 import sys
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import MISSING, field, fields, make_dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, get_type_hints
@@ -173,20 +172,6 @@ def parse_train_args(argv: Sequence[str]) -> tuple:
 # ---- shared by evaluate and translate ---------------------------------------------------------------------
 
 
-@contextlib.contextmanager
-def _quiet_loading() -> Iterator[None]:
-    """No "Loading weights" progress bar from transformers while a saved model loads."""
-    from transformers.utils import logging as transformers_logging
-
-    was_enabled = transformers_logging.is_progress_bar_enabled()
-    transformers_logging.disable_progress_bar()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            transformers_logging.enable_progress_bar()
-
-
 def load_translation_model(path: str) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """A saved model folder's model (in eval mode) and tokenizer, checked to belong together."""
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
@@ -198,9 +183,8 @@ def load_translation_model(path: str) -> tuple[PreTrainedModel, PreTrainedTokeni
         raise UsageError(f"{folder} is not a saved model folder (no config.json)")
     if not any((folder / name).is_file() for name in TOKENIZER_FILES):
         raise UsageError(f"{folder} has no tokenizer ({' or '.join(TOKENIZER_FILES)} missing)")
-    with _quiet_loading():
-        tokenizer = AutoTokenizer.from_pretrained(folder)
-        model = AutoModelForSeq2SeqLM.from_pretrained(folder).eval()
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    model = AutoModelForSeq2SeqLM.from_pretrained(folder).eval()  # no "Loading weights" bar: see the model class
     check_tokenizer_matches(model.config, tokenizer)
     return model, tokenizer
 
