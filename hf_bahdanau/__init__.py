@@ -1,7 +1,8 @@
 """hf_bahdanau: d2l's attention translation models as first-class Hugging Face models.
 
 Importing the package registers both model types (`bahdanau`, `d2l_transformer`) with `AutoConfig` and
-`AutoModelForSeq2SeqLM`, and the translation pipeline (see `hf_bahdanau.pipelines`).
+`AutoModelForSeq2SeqLM`, and the translation pipeline (see `hf_bahdanau.pipelines`); the `hf-bahdanau` command
+registers them once its arguments are parsed. Public names are imported on first use.
 """
 
 import importlib
