@@ -1,36 +1,64 @@
 """hf_bahdanau: d2l's attention translation models as first-class Hugging Face models.
 
 Importing the package registers both model types (`bahdanau`, `d2l_transformer`) with `AutoConfig` and
-`AutoModelForSeq2SeqLM`, and the translation pipeline (see `hf_bahdanau.pipelines`).
+`AutoModelForSeq2SeqLM`, and the translation pipeline (see `hf_bahdanau.pipelines`); the `hf-bahdanau` command
+registers them once its arguments are parsed. Public names are imported on first use.
 """
 
-from .attention import (
-    AdditiveAttention,
-    BilinearAttention,
-    DotProductAttention,
-    MultiHeadAttention,
-    PositionalEncoding,
-    masked_softmax,
-)
-from .attention_maps import AttentionMaps, attention_maps, plot_attention_maps
-from .configuration_bahdanau import BahdanauConfig
-from .configuration_transformer import TransformerConfig
-from .configuration_translation import TranslationConfig
-from .data import load_parallel_corpus, normalize_d2l, tokenize_corpus
-from .kernel_regression import AveragePooling, NonParametricPooling, NWKernelRegression
-from .metrics import bleu, load_metric, make_compute_metrics
-from .modeling_bahdanau import BahdanauForConditionalGeneration, BahdanauPreTrainedModel
-from .modeling_transformer import TransformerForConditionalGeneration, TransformerPreTrainedModel
-from .modeling_translation import GENERATION_DEFAULTS, TranslationPreTrainedModel
-from .models import MODEL_TYPES, get_model_type, register_auto_classes
-from .pipelines import TASK, TranslationPipeline, register_pipeline, save_for_pipeline
-from .tokenization import train_tokenizer
-from .visualization import show_heatmaps
+import importlib
+import sys
+from pathlib import Path
+from typing import Any
 
 __version__ = "0.1.0"
 
-register_auto_classes()
-register_pipeline()
+# Where each public name lives; a name is imported on first use (PEP 562).
+_EXPORTS = {
+    "attention": ("AdditiveAttention", "BilinearAttention", "DotProductAttention", "MultiHeadAttention",
+                  "PositionalEncoding", "masked_softmax"),
+    "attention_maps": ("AttentionMaps", "attention_maps", "plot_attention_maps"),
+    "configuration_bahdanau": ("BahdanauConfig",),
+    "configuration_transformer": ("TransformerConfig",),
+    "configuration_translation": ("TranslationConfig",),
+    "data": ("load_parallel_corpus", "normalize_d2l", "tokenize_corpus"),
+    "kernel_regression": ("AveragePooling", "NonParametricPooling", "NWKernelRegression"),
+    "metrics": ("bleu", "load_metric", "make_compute_metrics"),
+    "modeling_bahdanau": ("BahdanauForConditionalGeneration", "BahdanauPreTrainedModel"),
+    "modeling_transformer": ("TransformerForConditionalGeneration", "TransformerPreTrainedModel"),
+    "modeling_translation": ("GENERATION_DEFAULTS", "TranslationPreTrainedModel"),
+    "models": ("MODEL_TYPES", "get_model_type", "register_auto_classes"),
+    "pipelines": ("TASK", "TranslationPipeline", "register_pipeline", "save_for_pipeline"),
+    "tokenization": ("train_tokenizer",),
+    "visualization": ("show_heatmaps",),
+}  # fmt: skip
+_MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _MODULE_OF:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{_MODULE_OF[name]}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def register() -> None:
+    """Register both model types with `AutoConfig` / `AutoModelForSeq2SeqLM`, and the translation pipeline."""
+    from .models import register_auto_classes
+    from .pipelines import register_pipeline
+
+    register_auto_classes()
+    register_pipeline()
+
+
+def _is_command_line() -> bool:
+    """Whether this process is `hf-bahdanau` (or `python -m hf_bahdanau.cli`): it registers after parsing its
+    arguments, so that `--help` answers without importing torch."""
+    return sys.argv[0] == "-m" or Path(sys.argv[0]).stem.removesuffix("-script") == "hf-bahdanau"
+
+
+if not _is_command_line():
+    register()
 
 __all__ = [
     "AdditiveAttention",
@@ -63,6 +91,7 @@ __all__ = [
     "masked_softmax",
     "normalize_d2l",
     "plot_attention_maps",
+    "register",
     "save_for_pipeline",
     "show_heatmaps",
     "tokenize_corpus",

@@ -43,14 +43,19 @@ class AttentionMaps:
 
 
 def display_tokens(tokenizer: PreTrainedTokenizerBase, ids: list[int]) -> list[str]:
-    """Token labels for a figure: word-start marks dropped, word-continuing pieces prefixed with "-"."""
+    """Token labels for a figure: word-start marks dropped, word-continuing pieces prefixed with "-" (punctuation,
+    a token of its own, is shown as it is)."""
     tokens = tokenizer.convert_ids_to_tokens(ids)
     if not any(token.startswith(_WORD_START) for token in tokens):  # a word-level vocabulary
         return tokens
     special = set(tokenizer.all_special_tokens)
-    return [
-        token if token in special else token[1:] if token.startswith(_WORD_START) else f"-{token}" for token in tokens
-    ]
+
+    def label(token: str) -> str:
+        if token.startswith(_WORD_START):
+            return token[1:] or token
+        return token if token in special or not any(char.isalnum() for char in token) else f"-{token}"
+
+    return [label(token) for token in tokens]
 
 
 def _stack(layers: tuple[torch.Tensor, ...] | None) -> torch.Tensor | None:

@@ -2,7 +2,8 @@
 
 `train` takes transformers' example-script options (`HfArgumentParser` over `ModelArguments`, `TokenizerArguments`,
 `DataArguments`, `Seq2SeqTrainingArguments`, `RunArguments`; underscores or dashes), optionally from a YAML/JSON
-`--config` file that command-line options override.
+`--config` file that command-line options override. Arguments are parsed before torch and transformers are imported:
+each command imports what it needs, so `--help` and usage errors answer at once.
 """
 
 from __future__ import annotations
@@ -12,49 +13,73 @@ import json
 import logging
 import sys
 from collections.abc import Iterable, Sequence
-from dataclasses import fields
+from dataclasses import MISSING, field, fields, make_dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, get_type_hints
 
-import yaml
-from tqdm.auto import tqdm
-from transformers import (
-    AutoModelForSeq2SeqLM,
-    AutoTokenizer,
-    HfArgumentParser,
-    PreTrainedModel,
-    Seq2SeqTrainingArguments,
-)
-from transformers.tokenization_utils_base import PreTrainedTokenizerBase
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
+    from transformers.tokenization_utils_base import PreTrainedTokenizerBase
 
-from .attention_maps import attention_maps, plot_attention_maps
-from .data import corpus_id, decode_lines, load_parallel_corpus, read_data_settings
-from .hub import DEFAULT_LICENSE, publish, record_evaluation
-from .metrics import load_metric
-from .pipelines import TranslationPipeline
-from .training import (
-    TRAINING_DEFAULTS,
-    DataArguments,
-    ModelArguments,
-    RunArguments,
-    TokenizerArguments,
-    check_tokenizer_matches,
-    train,
-)
+    from .pipelines import TranslationPipeline
 
 logger = logging.getLogger("hf_bahdanau")
 
-TRAIN_ARGUMENTS = (ModelArguments, TokenizerArguments, DataArguments, Seq2SeqTrainingArguments, RunArguments)
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
+DEFAULT_LICENSE = "apache-2.0"  # of a published model's card (`hub.DEFAULT_LICENSE`; a test keeps them equal)
+# The Trainer options most runs set, shown by `train --help`; `train --help-all` lists every one.
+COMMON_TRAINING_OPTIONS = (
+    "output_dir", "max_steps", "num_train_epochs", "per_device_train_batch_size", "learning_rate",
+    "lr_scheduler_type", "warmup_steps", "label_smoothing_factor", "eval_steps", "save_steps", "logging_steps",
+    "seed", "push_to_hub", "hub_model_id",
+)  # fmt: skip
+GENERATION_OPTIONS = ("generation_num_beams", "generation_max_length")
+TRAIN_EPILOG = """\
+Every option of transformers' Seq2SeqTrainingArguments is accepted too (--fp16, --gradient_accumulation_steps,
+--eval_strategy, ...); `hf-bahdanau train --help-all` lists them all. Dashes and underscores are the same.
+
+examples:
+  hf-bahdanau train --config scripts/multi30k/quick-de-en.yaml --output-dir runs/quick-de-en
+  hf-bahdanau train --data multi30k --src-lang de --tgt-lang en --model_type transformer --output-dir runs/de-en
+  hf-bahdanau train --config scripts/multi30k/de-en.yaml --output-dir runs/de-en --max_steps 500 --overwrite
+  hf-bahdanau train --config scripts/multi30k/de-en.yaml --output-dir runs/de-en --resume
+"""
 
 
 class UsageError(Exception):
     """A problem with what the user asked for; reported without a traceback."""
 
 
+class Formatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
+    """Examples kept as written; `(default: ...)` after each option that has a default and does not say it."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if (
+            action.default is None
+            or action.default is False
+            or action.default == argparse.SUPPRESS
+            or "default" in text
+        ):
+            return text
+        return super()._get_help_string(action)
+
+
 # ---- train ------------------------------------------------------------------------------------------------
 
 
+def _train_arguments() -> tuple[type, ...]:
+    """The dataclasses `train` parses: `ModelArguments`, ..., `Seq2SeqTrainingArguments`, `RunArguments`."""
+    from transformers import Seq2SeqTrainingArguments
+
+    from .training import DataArguments, ModelArguments, RunArguments, TokenizerArguments
+
+    return ModelArguments, TokenizerArguments, DataArguments, Seq2SeqTrainingArguments, RunArguments
+
+
 def _read_config_file(path: str) -> dict:
+    import yaml
+
     file = Path(path)
     if not file.is_file():
         raise UsageError(f"config file {file} not found")
@@ -69,7 +94,7 @@ def _read_config_file(path: str) -> dict:
         raise UsageError(f"config file {file}: {where} ({getattr(err, 'problem', None) or err})") from err
     if not isinstance(values, dict):
         raise UsageError(f"config file {file} must hold a mapping of option names to values")
-    known = {f.name for cls in TRAIN_ARGUMENTS for f in fields(cls)}
+    known = {f.name for cls in _train_arguments() for f in fields(cls)}
     values = {key.replace("-", "_"): value for key, value in values.items()}
     unknown = sorted(set(values) - known)
     if unknown:
@@ -77,18 +102,69 @@ def _read_config_file(path: str) -> dict:
     return values
 
 
+def _grouped(dataclass_type: type, title: str, names: Sequence[str] | None = None) -> type:
+    """`dataclass_type` (or only its fields `names`, with the run defaults) as a help section called `title`."""
+    from .training import TRAINING_DEFAULTS
+
+    if names is None:
+        group = {"_argument_group_name": title}
+        return make_dataclass(dataclass_type.__name__, [], bases=(dataclass_type,), namespace=group)
+    hints = get_type_hints(dataclass_type)
+    chosen = []
+    for option in (f for f in fields(dataclass_type) if f.name in names):
+        default = TRAINING_DEFAULTS.get(option.name, option.default)
+        default = None if default is MISSING else default
+        chosen.append((option.name, hints[option.name], field(default=default, metadata=dict(option.metadata))))
+    return make_dataclass(dataclass_type.__name__, chosen, namespace={"_argument_group_name": title})
+
+
+def train_help_parser(full: bool = False) -> argparse.ArgumentParser:
+    """The parser whose help `train --help` prints: our options by section, then a few of the Trainer's
+    (`full`: every `Seq2SeqTrainingArguments` option)."""
+    from transformers import HfArgumentParser
+
+    model, tokenizer, data, trainer, run = _train_arguments()
+    everything = [option.name for option in fields(trainer) if option.name not in GENERATION_OPTIONS]
+    sections = [
+        _grouped(model, "model: its type, and the options of a new model (default: its config's)"),
+        _grouped(tokenizer, "tokenizer"),
+        _grouped(data, "data"),
+        _grouped(trainer, "generation during evaluation (saved as the model's generation config)", GENERATION_OPTIONS),
+        _grouped(trainer, "training (Seq2SeqTrainingArguments)", everything if full else COMMON_TRAINING_OPTIONS),
+        _grouped(run, "run"),
+    ]
+    parser = HfArgumentParser(
+        sections,
+        prog="hf-bahdanau train",
+        usage="%(prog)s --output-dir DIR [--config FILE] [--data CORPUS --src-lang SRC --tgt-lang TGT] [options]",
+        description="Train a translation model and save it with its tokenizer (a save_pretrained folder).",
+        epilog=TRAIN_EPILOG,
+        formatter_class=Formatter,
+    )
+    parser.add_argument("--config", help="A YAML or JSON file of these options; options given here override it.")
+    parser.add_argument("--help-all", action="store_true", help="Show every Seq2SeqTrainingArguments option.")
+    return parser
+
+
 def parse_train_args(argv: Sequence[str]) -> tuple:
-    """The `TRAIN_ARGUMENTS` dataclasses from options and `--config`."""
+    """The `_train_arguments()` dataclasses from options and `--config`; `-h` and `--help-all` print help and exit."""
+    from transformers import HfArgumentParser
+
+    from .training import TRAINING_DEFAULTS
+
+    if {"-h", "--help", "--help-all"} & set(argv):
+        train_help_parser(full="--help-all" in argv).print_help()
+        raise SystemExit(0)
     pre = argparse.ArgumentParser(add_help=False)
     pre.add_argument("--config")
     known, rest = pre.parse_known_args(argv)
-    parser = HfArgumentParser(TRAIN_ARGUMENTS, prog="hf-bahdanau train", allow_abbrev=False)
+    parser = HfArgumentParser(_train_arguments(), prog="hf-bahdanau train", allow_abbrev=False)
     parser.set_defaults(**TRAINING_DEFAULTS)
     file_values = _read_config_file(known.config) if known.config else {}
     parser.set_defaults(**file_values)
     # TrainingArguments would fall back to ./trainer_output: make the choice explicit.
     given = {arg.split("=")[0] for arg in rest} | {f"--{name}" for name, value in file_values.items() if value}
-    if "-h" not in given and "--help" not in given and not given & {"--output_dir", "--output-dir"}:
+    if not given & {"--output_dir", "--output-dir"}:
         raise UsageError("train needs --output-dir (on the command line or in the --config file)")
     return tuple(parser.parse_args_into_dataclasses(rest))
 
@@ -98,6 +174,10 @@ def parse_train_args(argv: Sequence[str]) -> tuple:
 
 def load_translation_model(path: str) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """A saved model folder's model (in eval mode) and tokenizer, checked to belong together."""
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+    from .training import check_tokenizer_matches
+
     folder = Path(path)
     if not (folder / "config.json").is_file():
         raise UsageError(f"{folder} is not a saved model folder (no config.json)")
@@ -110,6 +190,7 @@ def load_translation_model(path: str) -> tuple[PreTrainedModel, PreTrainedTokeni
             f"use_safetensors=False).save_pretrained('{folder}')"
         )
     tokenizer = AutoTokenizer.from_pretrained(folder)
+    # safetensors only; no "Loading weights" bar (see the model class)
     model = AutoModelForSeq2SeqLM.from_pretrained(folder, use_safetensors=True).eval()
     check_tokenizer_matches(model.config, tokenizer)
     return model, tokenizer
@@ -134,15 +215,24 @@ def positive_int(text: str) -> int:
 
 def _add_generation_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", required=True, help="A saved model folder (from `train`).")
-    parser.add_argument("--num-beams", "--num_beams", type=positive_int, help="Default: the model's generation config.")
-    parser.add_argument("--max-new-tokens", "--max_new_tokens", type=positive_int, help="Default: the model's.")
-    parser.add_argument("--batch-size", "--batch_size", type=positive_int, default=32)
+    parser.add_argument(
+        "--num-beams", "--num_beams", type=positive_int, help="Beam size; 1 is greedy (default: the model's, 5)."
+    )
+    parser.add_argument(
+        "--max-new-tokens",
+        "--max_new_tokens",
+        type=positive_int,
+        help="Longest translation, in tokens (default: the model's).",
+    )
+    parser.add_argument("--batch-size", "--batch_size", type=positive_int, default=32, help="Sentences per batch.")
 
 
 def translate_texts(
     translator: TranslationPipeline, texts: Sequence[str], batch_size: int, progress: bool = False, **options: int
 ) -> list[str]:
     """Translations of `texts`, in order, in batches, with a progress bar when asked."""
+    from tqdm.auto import tqdm
+
     outputs = []
     bar = tqdm(total=len(texts), desc="translating", unit="sent", disable=not progress)
     for start in range(0, len(texts), batch_size):
@@ -164,6 +254,11 @@ def _check_output_file(output: Path, model_dir: Path) -> None:
 
 
 def run_evaluate(args: argparse.Namespace) -> None:
+    from .data import corpus_id, load_parallel_corpus, read_data_settings
+    from .hub import record_evaluation
+    from .metrics import count_repeating, load_metric
+    from .pipelines import TranslationPipeline
+
     if args.output:
         _check_output_file(Path(args.output), Path(args.model))
     model, tokenizer = load_translation_model(args.model)
@@ -195,7 +290,8 @@ def run_evaluate(args: argparse.Namespace) -> None:
     sources = [pair[src_lang] for pair in rows["translation"]]
     references = [pair[tgt_lang] for pair in rows["translation"]]
     translator = TranslationPipeline(model=model, tokenizer=tokenizer, device=model.device)
-    hypotheses = translate_texts(translator, sources, args.batch_size, progress=True, **_generation_options(args))
+    progress = sys.stderr.isatty()  # a bar on a terminal, not in a log file
+    hypotheses = translate_texts(translator, sources, args.batch_size, progress, **_generation_options(args))
     output = Path(args.output or Path(args.model) / f"hypotheses.{args.split}.{src_lang}-{tgt_lang}.txt")
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text("".join(f"{line}\n" for line in hypotheses), encoding="utf-8")
@@ -206,9 +302,10 @@ def run_evaluate(args: argparse.Namespace) -> None:
     sys.stdout.write(
         f"BLEU = {scores['bleu']:.2f}  ({scores['bleu_signature']})\n"
         f"chrF = {scores['chrf']:.2f}  ({scores['chrf_signature']})\n"
-        f"{len(hypotheses)} {args.split} sentences, {src_lang}->{tgt_lang}, "
-        f"beams {args.num_beams if args.num_beams is not None else model.generation_config.num_beams}; "
-        f"hypotheses in {output}\n"
+        f"length ratio = {scores['sys_len'] / scores['ref_len']:.3f}  (hypotheses {scores['sys_len']} / "
+        f"references {scores['ref_len']} tokens)\n"
+        f"{count_repeating(hypotheses)} of {len(hypotheses)} translations repeat a phrase back to back\n"
+        f"{len(hypotheses)} {args.split} sentences, {src_lang}->{tgt_lang}, beams {beams}; hypotheses in {output}\n"
     )
 
 
@@ -231,6 +328,8 @@ def _write_heatmap(
     model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, text: str, path: str, **options: int
 ) -> str:
     """Translate `text` and draw its attention to `path` (and its self-attention beside it); the translation."""
+    from .attention_maps import attention_maps, plot_attention_maps
+
     maps = attention_maps(model, tokenizer, text, **options)
     for written in plot_attention_maps(maps, text, path):
         logger.info("attention heatmap written to %s", written)
@@ -239,12 +338,16 @@ def _write_heatmap(
 
 def _stdin_lines() -> list[str]:
     """Lines of stdin as UTF-8; bad bytes become U+FFFD (a warning names the line), so the rest still translates."""
+    from .data import decode_lines
+
     stream = getattr(sys.stdin, "buffer", None)  # None for a text stand-in such as io.StringIO
     raw = stream if stream is not None else (line.encode("utf-8", "surrogateescape") for line in sys.stdin)
     return [line.rstrip("\r\n") for line in decode_lines(raw, "stdin", replace=True)]
 
 
 def run_translate(args: argparse.Namespace) -> None:
+    from .pipelines import TranslationPipeline
+
     model, tokenizer = load_translation_model(args.model)
     translator = TranslationPipeline(model=model, tokenizer=tokenizer, device=model.device)
     options = _generation_options(args)
@@ -255,6 +358,7 @@ def run_translate(args: argparse.Namespace) -> None:
         first = [_write_heatmap(model, tokenizer, texts.pop(0), args.heatmap, **options)] if args.heatmap else []
         translations = first + translate_texts(translator, texts, args.batch_size, **options)
     elif sys.stdin.isatty():
+        logger.info("type a sentence and press Enter to translate it; q (or Ctrl-D) quits")
         for line in _interactive_lines(f"{model.config.source_language or 'source'} > "):
             sys.stdout.write(translate_texts(translator, [line], 1, **options)[0] + "\n")
         return
@@ -268,6 +372,8 @@ def run_translate(args: argparse.Namespace) -> None:
 
 
 def run_publish(args: argparse.Namespace) -> None:
+    from .hub import publish
+
     options = dict(private=args.private, revision=args.revision, commit_message=args.commit_message)
     done = publish(args.model, args.repo_id, license=args.license, dry_run=args.dry_run, **options)
     if args.dry_run:
@@ -280,41 +386,86 @@ def run_publish(args: argparse.Namespace) -> None:
 # ---- entry point ------------------------------------------------------------------------------------------
 
 
+EVALUATE_EPILOG = """\
+examples:
+  hf-bahdanau evaluate --model runs/quick-de-en                      # the test split training held out
+  hf-bahdanau evaluate --model runs/quick-de-en --num-beams 1 --max-samples 200
+  hf-bahdanau evaluate --model runs/de-en --data my-corpus.tsv --split test --output hyp.txt
+"""
+TRANSLATE_EPILOG = """\
+examples:
+  hf-bahdanau translate --model runs/quick-de-en "Ein Hund rennt." "Zwei Männer lachen."
+  hf-bahdanau translate --model runs/quick-de-en < sentences.de > sentences.en   # one line out per line in
+  hf-bahdanau translate --model runs/quick-de-en                                 # a prompt; q quits
+  hf-bahdanau translate --model runs/quick-de-en "Ein Hund rennt." --heatmap attention.png
+"""
+PUBLISH_EPILOG = """\
+examples:
+  hf-bahdanau publish --model runs/de-en --repo-id OWNER/bahdanau-de-en --dry-run
+  hf-bahdanau publish --model runs/de-en --repo-id OWNER/bahdanau-de-en --private
+The token is HF_TOKEN or the one saved by `hf auth login`.
+"""
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="hf-bahdanau", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="hf-bahdanau",
+        description=__doc__.splitlines()[0],
+        epilog="Each command has its own help, e.g. hf-bahdanau train --help.",
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("train", help="train a model (options: hf-bahdanau train --help)", add_help=False)
 
-    evaluate = commands.add_parser("evaluate", help="translate a split and score it with sacreBLEU and chrF")
+    def command(name: str, summary: str, epilog: str) -> argparse.ArgumentParser:
+        return commands.add_parser(name, help=summary, description=summary, epilog=epilog, formatter_class=Formatter)
+
+    evaluate = command("evaluate", "translate a split and score it with sacreBLEU and chrF", EVALUATE_EPILOG)
     _add_generation_arguments(evaluate)
     evaluate.add_argument("--data", help="A corpus name, folder, file or Hub dataset (default: the training corpus).")
-    evaluate.add_argument("--split", default="test")
-    evaluate.add_argument("--test-split", "--test_split", help="Which file of a folder is the test set.")
+    evaluate.add_argument("--split", default="test", help="The split to translate and score.")
+    evaluate.add_argument(
+        "--test-split", "--test_split", help="Which file of a folder is the test set (default: as trained)."
+    )
     evaluate.add_argument(
         "--d2l-normalize",
         "--d2l_normalize",
         action=argparse.BooleanOptionalAction,
         help="d2l normalisation of the corpus (default: as in training).",
     )
-    evaluate.add_argument("--src-lang", "--src_lang")
-    evaluate.add_argument("--tgt-lang", "--tgt_lang")
-    evaluate.add_argument("--max-samples", "--max_samples", type=positive_int)
-    evaluate.add_argument("--output", help="Hypotheses file (default: in the model folder).")
+    evaluate.add_argument("--src-lang", "--src_lang", help="Source language code (default: the model's).")
+    evaluate.add_argument("--tgt-lang", "--tgt_lang", help="Target language code (default: the model's).")
+    evaluate.add_argument("--max-samples", "--max_samples", type=positive_int, help="Score only the first N pairs.")
+    evaluate.add_argument("--output", help="Hypotheses file (default: hypotheses.SPLIT.SRC-TGT.txt in --model).")
 
-    translate = commands.add_parser("translate", help="translate arguments, stdin lines, or at a prompt")
+    translate = command("translate", "translate arguments, stdin lines, or at a prompt", TRANSLATE_EPILOG)
     _add_generation_arguments(translate)
-    translate.add_argument("text", nargs="*", help="Sentences to translate (default: stdin).")
-    translate.add_argument("--heatmap", help="Write the attention of the first sentence as a PNG.")
+    translate.add_argument("text", nargs="*", help="Sentences to translate (default: stdin; a prompt on a terminal).")
+    translate.add_argument("--heatmap", help="Write the attention of the first sentence as a PNG to this path.")
 
-    publishing = commands.add_parser("publish", help="write the model card and upload the model to the Hub")
+    publishing = command("publish", "write the model card and upload the model to the Hub", PUBLISH_EPILOG)
     publishing.add_argument("--model", required=True, help="A saved model folder (from `train`).")
     publishing.add_argument("--repo-id", "--repo_id", required=True, help="OWNER/NAME on the Hub.")
     publishing.add_argument("--private", action="store_true", help="Create the repo private.")
     publishing.add_argument("--revision", help="Upload to this branch (created if needed; default: main).")
-    publishing.add_argument("--commit-message", "--commit_message")
+    publishing.add_argument("--commit-message", "--commit_message", help="Commit message (default: the Hub's).")
     publishing.add_argument("--license", default=DEFAULT_LICENSE, help="License id for the card.")
-    publishing.add_argument("--dry-run", "--dry_run", action="store_true", help="Card and file list only.")
+    publishing.add_argument("--dry-run", "--dry_run", action="store_true", help="Write the card, list the files.")
     return parser
+
+
+def _prepare_libraries() -> None:
+    """Register the model types and the pipeline; the libraries' progress bars only on a terminal."""
+    import datasets
+    import huggingface_hub
+    from transformers.utils import logging as transformers_logging
+
+    from . import register
+
+    register()  # the model types and the pipeline (the command line skips it at import to answer --help fast)
+    if not sys.stderr.isatty():
+        datasets.disable_progress_bars()
+        huggingface_hub.utils.disable_progress_bars()
+        transformers_logging.disable_progress_bar()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -324,15 +475,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     args, rest = build_parser().parse_known_args(argv)
     try:
         if args.command == "train":
-            train(*parse_train_args(rest))
-        elif rest:
+            train_args = parse_train_args(rest)
+            _prepare_libraries()
+            from .training import train
+
+            train(*train_args)
+            return 0
+        if rest:
             raise UsageError(f"unrecognized arguments: {' '.join(rest)}")
-        elif args.command == "evaluate":
-            run_evaluate(args)
-        elif args.command == "publish":
-            run_publish(args)
-        else:
-            run_translate(args)
+        _prepare_libraries()
+        {"evaluate": run_evaluate, "publish": run_publish, "translate": run_translate}[args.command](args)
     except (UsageError, ValueError, OSError) as error:  # the user's input; anything else is a bug: traceback
         logger.error("%s", error)
         return 1

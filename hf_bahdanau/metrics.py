@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import collections
 import math
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,22 @@ def bleu(pred_seq: str, label_seq: str, k: int) -> float:
                 label_ngrams[ngram] -= 1
         score *= math.pow(num_matches / (len_pred - n + 1), math.pow(0.5, n))
     return score
+
+
+def repeats_a_phrase(text: str, longest: int = 4) -> bool:
+    """Whether a phrase of 1 to `longest` words comes twice in a row ("on a skateboard on a skateboard"), ignoring
+    case and punctuation: the mark of a decoder that loops."""
+    words = re.findall(r"\w+", text.lower())
+    return any(
+        words[start : start + n] == words[start + n : start + 2 * n]
+        for n in range(1, longest + 1)
+        for start in range(len(words) - 2 * n + 1)
+    )
+
+
+def count_repeating(texts: Iterable[str]) -> int:
+    """How many of `texts` repeat a phrase back to back (`repeats_a_phrase`)."""
+    return sum(map(repeats_a_phrase, texts))
 
 
 def load_metric(cache_dir: str | Path | None = None, **kwargs: Any) -> evaluate.EvaluationModule:

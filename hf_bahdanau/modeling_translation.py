@@ -18,6 +18,7 @@ from safetensors import SafetensorError
 from torch import nn
 from transformers import GenerationMixin, PreTrainedModel
 from transformers.modeling_outputs import BaseModelOutputWithPastAndCrossAttentions, ModelOutput, Seq2SeqLMOutput
+from transformers.utils import logging as transformers_logging
 
 from .configuration_translation import TranslationConfig
 
@@ -84,7 +85,10 @@ class TranslationPreTrainedModel(PreTrainedModel, GenerationMixin):
         cls, pretrained_model_name_or_path: str | os.PathLike, *args: Any, **kwargs: Any
     ) -> TranslationPreTrainedModel:
         """`PreTrainedModel.from_pretrained`, with a ValueError naming the problem for a checkpoint that does
-        not fit its config (e.g. another vocabulary size) or that is corrupt."""
+        not fit its config (e.g. another vocabulary size) or that is corrupt, and without a "Loading weights"
+        progress bar (loading these small models is no long work)."""
+        was_enabled = transformers_logging.is_progress_bar_enabled()
+        transformers_logging.disable_progress_bar()
         try:
             return super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
         except SafetensorError as error:
@@ -99,6 +103,9 @@ class TranslationPreTrainedModel(PreTrainedModel, GenerationMixin):
                 "differ (the load report above lists them; usually vocab_size or a hidden size). Load it with its "
                 "own config, or pass ignore_mismatched_sizes=True to re-initialise the mismatched weights."
             ) from error
+        finally:
+            if was_enabled:
+                transformers_logging.enable_progress_bar()
 
     def get_encoder(self, modality: str | None = None) -> nn.Module:
         return self.encoder

@@ -7,7 +7,8 @@ back after `save_pretrained` without this package.
 
 Special token ids are fixed for every model type: pad = 0, bos = 1, eos = 2, unk = 3.
 
-- `model="bpe"` / `"unigram"`: subwords over NFC-normalised text with a Metaspace pre-tokenizer, so
+- `model="bpe"` / `"unigram"`: subwords over NFC-normalised text with a Metaspace pre-tokenizer that also
+  isolates punctuation (`"rennt."` -> `"▁rennt", "."`: no subword learns a word's punctuation), so
   `decode(encode(x), skip_special_tokens=True) == x` for NFC text without leading/trailing whitespace and
   whose characters were seen in training (unseen characters become `<unk>`). Tokens `<pad> <s> </s> <unk>`.
 - `model="word"`: d2l's word vocabulary: `normalize_d2l` (built into the tokenizer), whitespace split,
@@ -89,7 +90,10 @@ def _build(model: str, vocab_size: int | None, min_freq: int, lowercase: bool) -
             vocab_size=vocab_size, special_tokens=list(SUBWORD_SPECIALS), unk_token=SUBWORD_SPECIALS[3]
         )
     tokenizer.normalizer = normalizers.Sequence(steps)
-    tokenizer.pre_tokenizer = pre_tokenizers.Metaspace(prepend_scheme="always")
+    # Punctuation tokens carry no "▁" of their own, so the Metaspace decoder glues them back where they were.
+    tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
+        [pre_tokenizers.Metaspace(prepend_scheme="always"), pre_tokenizers.Punctuation(behavior="isolated")]
+    )
     tokenizer.decoder = decoders.Metaspace(prepend_scheme="always")
     return tokenizer, trainer
 

@@ -16,6 +16,7 @@ import os
 import re
 import shutil
 import signal
+import sys
 import typing
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, fields, make_dataclass
@@ -31,6 +32,8 @@ from transformers import (
     DataCollatorForSeq2Seq,
     EarlyStoppingCallback,
     PreTrainedTokenizerBase,
+    PrinterCallback,
+    ProgressCallback,
     Seq2SeqTrainer,
     Seq2SeqTrainingArguments,
     Trainer,
@@ -161,11 +164,11 @@ class DataArguments:
     tgt_lang: str | None = field(default=None, metadata={"help": "Target language code, e.g. en."})
     test_split: str = field(default="test_2016_flickr", metadata={"help": "Which file of a folder is the test set."})
     d2l_normalize: bool = field(default=False, metadata={"help": "d2l's normalisation (lowercase, split punctuation)."})
-    max_train_samples: int | None = None
+    max_train_samples: int | None = field(default=None, metadata={"help": "Use only the first N training pairs."})
     max_eval_samples: int | None = field(default=500, metadata={"help": "Validation pairs used during training."})
-    max_source_length: int = 64
-    max_target_length: int = 64
-    num_proc: int | None = None
+    max_source_length: int = field(default=64, metadata={"help": "Longer sources are cut (keeping </s>)."})
+    max_target_length: int = field(default=64, metadata={"help": "Longer targets are cut (keeping </s>)."})
+    num_proc: int | None = field(default=None, metadata={"help": "Processes that tokenize the corpus."})
 
 
 @dataclass
@@ -200,6 +203,7 @@ TRAINING_DEFAULTS = dict(
     train_sampling_strategy="group_by_length",
     dataloader_pin_memory=torch.cuda.is_available(),
     report_to="none",
+    disable_tqdm=not sys.stderr.isatty(),  # a progress bar on a terminal; in a log file, one line per log entry
 )
 
 
@@ -298,6 +302,31 @@ def locked_output_dir(output_dir: Path) -> Iterator[None]:
         yield
     finally:
         lock.release()
+
+
+class LogEntryLogger(TrainerCallback):
+    """Logs each Trainer log entry (loss, learning rate, evaluation scores) through `logging`, as numbers; replaces
+    the Trainer's own printing, which shows them as strings."""
+
+    def on_log(
+        self,
+        args: TrainingArguments,
+        state: TrainerState,
+        control: TrainerControl,
+        logs: dict[str, float] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        if state.is_world_process_zero and logs:
+            shown = {name: float(f"{value:.4g}") if isinstance(value, float) else value for name, value in logs.items()}
+            shown.pop("total_flos", None)
+            logger.info("step %d: %s", state.global_step, json.dumps(shown))
+
+
+class ProgressBar(ProgressCallback):
+    """The Trainer's progress bar, without its string copy of the log entries (`LogEntryLogger` logs them)."""
+
+    def on_log(self, *args: Any, **kwargs: Any) -> None:
+        pass
 
 
 RUN_FILES = ("trainer_state.json", DATA_SETTINGS_FILE)
@@ -565,10 +594,15 @@ def build_trainer(
     show whether they are complete, and a checkpoint on Ctrl-C."""
     if training_args.ddp_find_unused_parameters is None:  # every parameter of both model types takes part
         training_args.ddp_find_unused_parameters = False
-    callbacks: list[TrainerCallback] = [TrainingStartLogger(), CheckpointManifest(), InterruptToCheckpoint()]
+    callbacks: list[TrainerCallback] = [
+        TrainingStartLogger(),
+        LogEntryLogger(),
+        CheckpointManifest(),
+        InterruptToCheckpoint(),
+    ]
     if run_args.early_stopping_patience > 0 and training_args.load_best_model_at_end:
         callbacks.append(EarlyStoppingCallback(early_stopping_patience=run_args.early_stopping_patience))
-    return TranslationTrainer(
+    trainer = TranslationTrainer(
         model=model,
         args=training_args,
         train_dataset=tokenized["train"],
@@ -578,6 +612,9 @@ def build_trainer(
         compute_metrics=make_compute_metrics(tokenizer),
         callbacks=callbacks,
     )
+    if trainer.pop_callback(PrinterCallback) is None and trainer.pop_callback(ProgressCallback) is not None:
+        trainer.add_callback(ProgressBar)
+    return trainer
 
 
 def save_run(

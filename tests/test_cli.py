@@ -17,11 +17,13 @@ from pathlib import Path
 
 import pytest
 import torch
+from sacrebleu.metrics import BLEU
 from safetensors.torch import load_file
 from transformers import AutoConfig, AutoModelForSeq2SeqLM, AutoTokenizer
 
-from hf_bahdanau import cli, data, training
+from hf_bahdanau import cli, data, hub, training
 from hf_bahdanau.cli import UsageError, main, parse_train_args
+from hf_bahdanau.metrics import count_repeating
 from hf_bahdanau.training import ModelArguments, build_model
 
 TINY_RUN = [
@@ -94,7 +96,12 @@ def test_evaluate_prints_bleu_with_signature_and_writes_hypotheses(trained, tato
     assert status == 0
     printed = capsys.readouterr().out
     assert "BLEU = " in printed and "nrefs:1" in printed and "chrF = " in printed
-    assert len(output.read_text(encoding="utf-8").splitlines()) == 12
+    hypotheses = output.read_text(encoding="utf-8").splitlines()
+    assert len(hypotheses) == 12
+    references = [pair["fr"] for pair in data.load_parallel_corpus(str(tatoeba_tsv), "en", "fr")["test"]["translation"]]
+    score = BLEU().corpus_score(hypotheses, [references[:12]])  # sacreBLEU's own lengths, 13a-tokenized
+    assert f"length ratio = {score.sys_len / score.ref_len:.3f}  (hypotheses {score.sys_len} / " in printed
+    assert f"{count_repeating(hypotheses)} of 12 translations repeat a phrase back to back" in printed
 
 
 def test_translate_arguments_stdin_and_heatmap(trained, tmp_path, capsys, monkeypatch):
@@ -131,6 +138,7 @@ def test_translate_prompts_when_stdin_is_a_terminal(trained):
     assert process.returncode == 0, err[-3000:]
     prompts = out.split("en > ")
     assert len(prompts) == 4 and prompts[0] == ""  # asked three times: two sentences, then q
+    assert "q (or Ctrl-D) quits" in err
     assert all(answer.endswith("\n") for answer in prompts[1:3])  # one translation line after each sentence
 
 
@@ -289,9 +297,9 @@ def test_evaluate_reads_the_corpus_as_training_did(trained, tmp_path, monkeypatc
     shutil.copytree(trained, normalized)
     (normalized / "translation_data.json").write_text(json.dumps({**settings, "d2l_normalize": True}))
     calls = []
-    real = cli.load_parallel_corpus
+    real = data.load_parallel_corpus
     monkeypatch.setattr(
-        cli, "load_parallel_corpus", lambda *args, **kwargs: calls.append((args, kwargs)) or real(*args, **kwargs)
+        data, "load_parallel_corpus", lambda *args, **kwargs: calls.append((args, kwargs)) or real(*args, **kwargs)
     )
     assert main(["evaluate", "--model", str(normalized), "--max-samples", "4", "--num-beams", "1"]) == 0
     assert calls[-1][0][0] == settings["data"] and calls[-1][1]["normalize"] is True  # no --data needed
@@ -587,3 +595,57 @@ def test_a_pickled_model_is_refused_with_how_to_convert_it(trained, tmp_path, ca
     message = caplog.records[-1].getMessage()
     assert "holds only pytorch_model.bin" in message and "use_safetensors=False).save_pretrained(" in message
     assert "\n" not in message
+
+
+def test_train_help_shows_our_options_first_and_the_trainers_on_request(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["train", "--help"])
+    assert exit_info.value.code == 0
+    text = capsys.readouterr().out
+    ours = "config model_type embedding_size hidden_size dropout d_model vocab_size max_source_length"
+    for option in (ours + " generation_num_beams learning_rate resume").split():
+        assert f"  --{option} " in text, option
+    titles = ("model:", "tokenizer:", "data:", "generation", "training", "run:")
+    sections = [text.index(f"\n{title}") for title in titles]
+    assert sections == sorted(sections)
+    assert "Longer sources are cut (keeping </s>). (default: 64)" in text
+    assert "--gradient_accumulation_steps GRADIENT" not in text and "--help-all" in text and "examples:" in text
+    assert len(text.splitlines()) < 300
+    with pytest.raises(SystemExit):
+        main(["train", "--help-all"])
+    assert "--gradient_accumulation_steps GRADIENT" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("command", ["evaluate", "translate", "publish"])
+def test_every_option_has_help_and_each_command_examples(command):
+    parser = cli.build_parser()._subparsers._group_actions[0].choices[command]
+    assert all(action.help for action in parser._actions), [a.dest for a in parser._actions if not a.help]
+    assert parser.epilog.startswith("examples:\n  hf-bahdanau " + command)
+    assert cli.DEFAULT_LICENSE == hub.DEFAULT_LICENSE
+
+
+def test_help_answers_without_importing_torch(tmp_path):
+    script = tmp_path / "hf-bahdanau"  # as pip's console script, which names the process
+    script.write_text(
+        "import sys\nfrom hf_bahdanau.cli import main\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "print('imported:', sorted({'torch', 'transformers', 'datasets'} & set(sys.modules)))\n"
+    )
+    for args in (["--help"], ["translate", "--help"], ["evaluate", "--num-beams", "0", "--model", "m"]):
+        result = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, timeout=120)
+        assert "usage: hf-bahdanau" in result.stdout + result.stderr
+        assert result.stdout.splitlines()[-1] == "imported: []", args
+
+
+def test_a_log_file_gets_numbers_and_no_progress_bars(trained, tatoeba_tsv, tmp_path):
+    result = run_cli("train", "--data", str(tatoeba_tsv), "--output-dir", str(tmp_path / "run"), *TINY,
+                     "--max_steps", "4", "--logging_steps", "2", "--eval_steps", "4", "--save_steps", "4")  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    log = result.stderr  # a pipe, as a file would be: no bars, no cursor moves, no blank lines
+    assert "\r" not in log and "\x1b[" not in log and "\n\n" not in log and "it/s]" not in log, log[-3000:]
+    entries = [json.loads(line.split(": ", 2)[-1]) for line in log.splitlines() if " step " in line and ": {" in line]
+    losses = [entry["loss"] for entry in entries if "loss" in entry]
+    assert len(losses) == 2 and all(isinstance(loss, float) and 0 < loss < 20 for loss in losses)
+    assert any(isinstance(entry.get("eval_bleu"), float) for entry in entries)
+    result = run_cli("translate", "--model", str(trained), "--num-beams", "1", "Go.")
+    assert result.returncode == 0 and "Loading weights" not in result.stderr and "\r" not in result.stderr

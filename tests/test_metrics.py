@@ -12,7 +12,14 @@ import pytest
 import sacrebleu
 from transformers import EvalPrediction
 
-from hf_bahdanau.metrics import METRIC_MODULE, bleu, load_metric, make_compute_metrics
+from hf_bahdanau.metrics import (
+    METRIC_MODULE,
+    bleu,
+    count_repeating,
+    load_metric,
+    make_compute_metrics,
+    repeats_a_phrase,
+)
 from hf_bahdanau.tokenization import train_tokenizer
 
 
@@ -118,3 +125,11 @@ def test_compute_metrics_decodes_ids(metric, references):
     assert scores["chrf"] == pytest.approx(sacrebleu.corpus_chrf(predictions, [references[:6]]).score)
     # the generated words, without the decoder start, </s> and padding
     assert scores["gen_len"] == pytest.approx(np.mean([len(ids) - 1 for ids in pred_ids]))
+
+
+def test_repeating_phrases_are_the_mark_of_a_looping_decoder():
+    looping = ["A man on a skateboard on a skateboard.", "Two dogs dogs run.", "In the air, in the air!"]
+    fine = ["A dog runs after a dog.", "Two men are working.", "", "Bye."]
+    assert [repeats_a_phrase(text) for text in looping + fine] == [True] * 3 + [False] * 4
+    assert not repeats_a_phrase("a b c d e a b c d e") and repeats_a_phrase("a b c d e a b c d e", longest=5)
+    assert count_repeating(looping + fine) == 3

@@ -477,3 +477,13 @@ def test_checkpoint_that_does_not_fit_its_config_or_is_corrupt(model_type, tmp_p
     weights.write_bytes(weights.read_bytes()[:50])
     with pytest.raises(ValueError, match="corrupt or truncated"):
         type(model).from_pretrained(tmp_path)
+
+
+def test_loading_shows_no_progress_bar_and_leaves_bars_on(model_type, tmp_path, capfd):
+    from transformers.utils import logging as transformers_logging
+
+    make_model(model_type).save_pretrained(tmp_path)
+    capfd.readouterr()
+    AutoModelForSeq2SeqLM.from_pretrained(tmp_path)
+    assert "Loading weights" not in capfd.readouterr().err
+    assert transformers_logging.is_progress_bar_enabled()  # only our load was quiet

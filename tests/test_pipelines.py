@@ -20,6 +20,7 @@ from transformers.pipelines import get_supported_tasks
 from transformers.pipelines.base import pad_collate_fn
 
 from hf_bahdanau import attention_maps, plot_attention_maps
+from hf_bahdanau.attention_maps import display_tokens
 from hf_bahdanau.pipelines import TASK, TASK_ALIASES, TranslationPipeline, register_pipeline, save_for_pipeline
 from hf_bahdanau.tokenization import train_tokenizer
 
@@ -313,3 +314,15 @@ def test_attention_heatmaps_are_written_per_attention_kind(model, tokenizer, tmp
 def test_attention_rejects_empty_text(model, tokenizer):
     with pytest.raises(ValueError, match="empty"):
         attention_maps(model, tokenizer, "  ")
+
+
+def test_subword_labels_drop_word_marks_and_keep_punctuation():
+    tokenizer = train_tokenizer(["Das Fahrrad fährt.", "Ein Rad (rot)."] * 5, 40, min_freq=1)
+    ids = tokenizer("Fahrrad (rot).")["input_ids"]
+    tokens = tokenizer.convert_ids_to_tokens(ids)
+    labels = display_tokens(tokenizer, ids)
+    assert tokens[-3:] == [")", ".", "</s>"] and labels[-3:] == [")", ".", "</s>"]
+    assert [label for token, label in zip(tokens, labels, strict=True) if token.startswith("▁")] == [
+        token[1:] or token for token in tokens if token.startswith("▁")
+    ]
+    assert all(label.startswith("-") for token, label in zip(tokens, labels, strict=True) if token.isalpha())

@@ -124,3 +124,14 @@ def test_training_on_all_multi30k_is_fast(multi30k_dir):
     logger.info("BPE 8000 on %d Multi30k sentences: %.2f s", len(texts), elapsed)
     assert len(tokenizer) == 8000
     assert elapsed < 60
+
+
+def test_punctuation_is_a_token_of_its_own():
+    texts = ["Ein Hund rennt.", "Zwei Männer lachen.", "Ein Hund rennt, ein Mann lacht!"] * 20
+    tokenizer = train_tokenizer(texts, 80, min_freq=1)
+    tokens = tokenizer.convert_ids_to_tokens(tokenizer("Ein Hund rennt.")["input_ids"])
+    assert tokens[-2:] == [".", "</s>"] and "▁rennt" in tokens  # not "t." or "rennt."
+    assert [token for token in tokenizer.get_vocab() if len(token) > 1 and set(token) & set(".,!")] == []
+    assert tokenizer.decode(tokenizer("Ein Hund rennt, ein Mann lacht!")["input_ids"], skip_special_tokens=True) == (
+        "Ein Hund rennt, ein Mann lacht!"
+    )
