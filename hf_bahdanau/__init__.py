@@ -21,7 +21,7 @@ from .kernel_regression import AveragePooling, NonParametricPooling, NWKernelReg
 from .metrics import bleu, load_metric, make_compute_metrics
 from .modeling_bahdanau import BahdanauForConditionalGeneration, BahdanauPreTrainedModel
 from .modeling_transformer import TransformerForConditionalGeneration, TransformerPreTrainedModel
-from .modeling_translation import GENERATION_DEFAULTS, TranslationPreTrainedModel
+from .modeling_translation import GENERATION_DEFAULTS, TranslationPreTrainedModel, quantize_for_cpu
 from .models import MODEL_TYPES, get_model_type, register_auto_classes
 from .pipelines import TASK, TranslationPipeline, register_pipeline, save_for_pipeline
 from .tokenization import train_tokenizer
@@ -63,6 +63,7 @@ __all__ = [
     "masked_softmax",
     "normalize_d2l",
     "plot_attention_maps",
+    "quantize_for_cpu",
     "save_for_pipeline",
     "show_heatmaps",
     "tokenize_corpus",
