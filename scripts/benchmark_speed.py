@@ -57,20 +57,20 @@ from d2l_reference import (  # scripts/ is on sys.path when this file runs as a 
 logger = logging.getLogger("benchmark_speed")
 
 Row = tuple[str, str, float, str]  # (measure, implementation, figure, note)
-TRAINING, GREEDY = "training (target tokens/s)", "greedy (sentences/s)"
-# (ratio name, (measure, implementation) over (measure, implementation)); measures are prefixed "RNN " / "Transformer "
+TRAINING, GREEDY, BEAM = "training (target tokens/s)", "greedy (sentences/s)", "beam (sentences/s)"
+# (model, measure, implementation over implementation)
 RATIOS = [
-    ("RNN training, ours / d2l", ("RNN " + TRAINING, "ours"), ("RNN " + TRAINING, "d2l")),
-    ("RNN greedy, ours / d2l batched loop", ("RNN " + GREEDY, "ours"), ("RNN " + GREEDY, "d2l, batched loop")),
-    ("RNN greedy, ours / d2l one at a time", ("RNN " + GREEDY, "ours"), ("RNN " + GREEDY, "d2l, one at a time")),
-    ("RNN greedy, ours int8 / d2l batched loop", ("RNN " + GREEDY, "ours int8"), ("RNN " + GREEDY, "d2l, batched loop")),
-    ("RNN beam, ours / MarianMT", ("RNN beam (sentences/s)", "ours"), ("RNN beam (sentences/s)", "MarianMT")),
-    ("RNN beam, ours int8 / MarianMT", ("RNN beam (sentences/s)", "ours int8"), ("RNN beam (sentences/s)", "MarianMT")),
-    ("Transformer training, ours / MarianMT", ("Transformer " + TRAINING, "ours"), ("Transformer " + TRAINING, "MarianMT")),
-    ("Transformer greedy, ours / MarianMT", ("Transformer " + GREEDY, "ours"), ("Transformer " + GREEDY, "MarianMT")),
-    ("Transformer beam, ours / MarianMT", ("Transformer beam (sentences/s)", "ours"), ("Transformer beam (sentences/s)", "MarianMT")),
-    ("Transformer greedy, ours int8 / MarianMT", ("Transformer " + GREEDY, "ours int8"), ("Transformer " + GREEDY, "MarianMT")),
-]  # fmt: skip
+    ("RNN", TRAINING, "ours", "d2l"),
+    ("RNN", GREEDY, "ours", "d2l, batched loop"),
+    ("RNN", GREEDY, "ours", "d2l, one at a time"),
+    ("RNN", GREEDY, "ours int8", "d2l, batched loop"),
+    ("RNN", BEAM, "ours", "MarianMT"),
+    ("RNN", BEAM, "ours int8", "MarianMT"),
+    ("Transformer", TRAINING, "ours", "MarianMT"),
+    ("Transformer", GREEDY, "ours", "MarianMT"),
+    ("Transformer", BEAM, "ours", "MarianMT"),
+    ("Transformer", GREEDY, "ours int8", "MarianMT"),
+]
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -259,10 +259,10 @@ def run(args: argparse.Namespace) -> list[Row]:
     labels = torch.randint(3, args.vocab_size, (args.batch_size, args.tgt_len), generator=generator)
     tokens, sentences, beams = args.batch_size * args.tgt_len, args.batch_size, args.beams
     note = "forward + backward + fused AdamW"
-    rows = timed("RNN " + TRAINING, {"ours": hf_training_step(rnn, src, labels),
-                                     "d2l": d2l_training_step(net, src, labels)}, args, tokens, note)  # fmt: skip
-    rows += timed("Transformer " + TRAINING, {"ours": hf_training_step(ours, src, labels),
-                                              "MarianMT": hf_training_step(theirs, src, labels)}, args, tokens, note)  # fmt: skip
+    steps = {"ours": hf_training_step(rnn, src, labels), "d2l": d2l_training_step(net, src, labels)}
+    rows = timed("RNN " + TRAINING, steps, args, tokens, note)
+    steps = {"ours": hf_training_step(ours, src, labels), "MarianMT": hf_training_step(theirs, src, labels)}
+    rows += timed("Transformer " + TRAINING, steps, args, tokens, note)
 
     rnn_models = {"ours": rnn, "ours int8": rnn_int8}
     greedy = fair_decoders(rnn_models, src, args, beams=1)
@@ -270,11 +270,11 @@ def run(args: argparse.Namespace) -> list[Row]:
     greedy["d2l, one at a time"] = lambda: [predict_seq2seq(net, row, args.tgt_len) for row in src]
     rows += timed("RNN " + GREEDY, greedy, args, sentences, f"{args.tgt_len} tokens, batch {args.batch_size}")
     beam = fair_decoders({**rnn_models, "MarianMT": theirs}, src, args, beams)
-    rows += timed("RNN beam (sentences/s)", beam, args, sentences, f"{beams} beams; d2l has no beam search")
+    rows += timed("RNN " + BEAM, beam, args, sentences, f"{beams} beams; d2l has no beam search")
 
     models = {"ours": ours, "ours int8": ours_int8, "MarianMT": theirs}
-    for measure, width in (("Transformer " + GREEDY, 1), ("Transformer beam (sentences/s)", beams)):
-        rows += timed(measure, fair_decoders(models, src, args, width), args, sentences, f"{width} beam(s)")
+    for measure, width in ((GREEDY, 1), (BEAM, beams)):
+        rows += timed(f"Transformer {measure}", fair_decoders(models, src, args, width), args, sentences, "")
     return rows
 
 
@@ -283,7 +283,9 @@ def markdown_table(rows: list[Row]) -> str:
     lines = ["| measure | implementation | figure | notes |", "|---|---|---:|---|"]
     lines += [f"| {measure} | {name} | {value:,.1f} | {note} |" for measure, name, value, note in rows]
     figure = {(measure, name): value for measure, name, value, _ in rows}
-    lines += [f"| ratio | {name} | {figure[top] / figure[bottom]:.2f}x | |" for name, top, bottom in RATIOS]
+    for model, measure, top, bottom in RATIOS:
+        ratio = figure[f"{model} {measure}", top] / figure[f"{model} {measure}", bottom]
+        lines.append(f"| ratio | {model} {measure.split()[0]}, {top} / {bottom} | {ratio:.2f}x | |")
     return "\n".join(lines)
 
 

@@ -29,7 +29,7 @@ def test_quick_run_lists_every_implementation_with_positive_figures(tmp_path):
     keys = [(f"{model} {measure}", name) for model in ("RNN", "Transformer") for measure, names in MEASURES.items()
             for name in names]  # fmt: skip
     keys += [("RNN greedy (sentences/s)", name) for name in ("d2l, batched loop", "d2l, one at a time")]
-    keys += [("ratio", f"RNN {name}") for name in ("training, ours / d2l", "greedy, ours int8 / d2l batched loop")]
+    keys += [("ratio", f"RNN {name}") for name in ("training, ours / d2l", "greedy, ours int8 / d2l, batched loop")]
     keys += [("ratio", f"Transformer {name}") for name in ("training, ours / MarianMT", "beam, ours / MarianMT")]
     assert len(figures) == len(rows) == 34
     for key in keys:
