@@ -60,6 +60,23 @@ def test_label_smoothing_comes_from_config(model_type):
     torch.testing.assert_close(model(input_ids=src, labels=labels).loss, expected)
 
 
+@pytest.mark.parametrize("smoothing", [0.0, 0.1])
+def test_cross_entropy_reusing_its_log_softmax_equals_torchs(model_type, smoothing):
+    model = make_model(model_type, label_smoothing=smoothing)
+    logits = torch.randn(3, 10, VOCAB, requires_grad=True)  # (batch, tgt_len, vocab)
+    labels = torch.randint(0, VOCAB, (3, 10))
+    labels[:, ::4] = -100
+    loss = model._loss(logits, labels, None)
+    expected = nn.functional.cross_entropy(logits.transpose(1, 2), labels, label_smoothing=smoothing)
+    torch.testing.assert_close(loss, expected)
+    (grad,) = torch.autograd.grad(3 * loss, logits, retain_graph=True)
+    (expected_grad,) = torch.autograd.grad(3 * expected, logits)
+    torch.testing.assert_close(grad, expected_grad)
+    assert not grad[:, ::4].any()  # ignored tokens get no gradient
+    with pytest.raises(RuntimeError, match="only once"):  # the saved log-softmax became the gradient
+        torch.autograd.grad(loss, logits)
+
+
 def test_attentions_are_per_layer_batch_heads_query_key_and_masked(model_type):
     model = make_model(model_type)
     src = random_ids(2, 6)
@@ -156,6 +173,23 @@ def test_greedy_generate_matches_manual_argmax_one_beam_and_no_cache(model_type)
     torch.testing.assert_close(greedy[:, : expected.shape[1]], expected)
     assert torch.equal(model.generate(src, generation_config=greedy_config(max_new_tokens=8, num_beams=1)), greedy)
     assert torch.equal(model.generate(src, generation_config=greedy_config(max_new_tokens=8, use_cache=False)), greedy)
+
+
+def test_generate_applies_no_mask_to_an_unpadded_source(model_type, monkeypatch):
+    model = make_model(model_type)
+    src = random_ids(2, 5)
+    masks = []
+    forward = type(model).forward
+    monkeypatch.setattr(type(model), "forward", lambda self, *a, **kw: masks.append(kw.get("attention_mask")) or
+                        forward(self, *a, **kw))  # fmt: skip
+    tokens = model.generate(src, generation_config=greedy_config(max_new_tokens=4))
+    assert masks and all(mask is None for mask in masks)  # generate's all-ones mask is dropped once per call
+    padded = torch.cat([src, torch.zeros(2, 1, dtype=torch.long)], dim=1)
+    mask = torch.cat([torch.ones(2, 5, dtype=torch.long), torch.zeros(2, 1, dtype=torch.long)], dim=1)
+    masks.clear()
+    same = model.generate(padded, attention_mask=mask, generation_config=greedy_config(max_new_tokens=4))
+    assert all(kept is not None for kept in masks)
+    torch.testing.assert_close(same, tokens)
 
 
 def test_generation_continues_from_the_state_it_returned(model_type):
