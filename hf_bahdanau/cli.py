@@ -30,6 +30,7 @@ from .attention_maps import attention_maps, plot_attention_maps
 from .data import corpus_id, decode_lines, load_parallel_corpus, read_data_settings
 from .hub import DEFAULT_LICENSE, publish, record_evaluation
 from .metrics import load_metric
+from .modeling_translation import QUANTIZATIONS
 from .pipelines import TranslationPipeline
 from .training import (
     TRAINING_DEFAULTS,
@@ -96,15 +97,16 @@ def parse_train_args(argv: Sequence[str]) -> tuple:
 # ---- shared by evaluate and translate ---------------------------------------------------------------------
 
 
-def load_translation_model(path: str) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    """A saved model folder's model (in eval mode) and tokenizer, checked to belong together."""
+def load_translation_model(path: str, quantize: str | None = None) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """A saved model folder's model (in eval mode; `quantize="int8"`: int8 linear layers for CPU) and tokenizer,
+    checked to belong together."""
     folder = Path(path)
     if not (folder / "config.json").is_file():
         raise UsageError(f"{folder} is not a saved model folder (no config.json)")
     if not any((folder / name).is_file() for name in TOKENIZER_FILES):
         raise UsageError(f"{folder} has no tokenizer ({' or '.join(TOKENIZER_FILES)} missing)")
     tokenizer = AutoTokenizer.from_pretrained(folder)
-    model = AutoModelForSeq2SeqLM.from_pretrained(folder).eval()
+    model = AutoModelForSeq2SeqLM.from_pretrained(folder, quantize=quantize).eval()
     check_tokenizer_matches(model.config, tokenizer)
     return model, tokenizer
 
@@ -131,6 +133,7 @@ def _add_generation_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--num-beams", "--num_beams", type=positive_int, help="Default: the model's generation config.")
     parser.add_argument("--max-new-tokens", "--max_new_tokens", type=positive_int, help="Default: the model's.")
     parser.add_argument("--batch-size", "--batch_size", type=positive_int, default=32)
+    parser.add_argument("--quantize", choices=QUANTIZATIONS, help="Translate with int8 linear layers (CPU).")
 
 
 def translate_texts(
@@ -160,7 +163,7 @@ def _check_output_file(output: Path, model_dir: Path) -> None:
 def run_evaluate(args: argparse.Namespace) -> None:
     if args.output:
         _check_output_file(Path(args.output), Path(args.model))
-    model, tokenizer = load_translation_model(args.model)
+    model, tokenizer = load_translation_model(args.model, args.quantize)
     # Unless told otherwise, read the corpus exactly as training did (same normalisation, hence the same split).
     settings = read_data_settings(args.model)
     if args.data and corpus_id(args.data) not in (settings.get("data"), settings.get("data_path")):
@@ -239,7 +242,7 @@ def _stdin_lines() -> list[str]:
 
 
 def run_translate(args: argparse.Namespace) -> None:
-    model, tokenizer = load_translation_model(args.model)
+    model, tokenizer = load_translation_model(args.model, args.quantize)
     translator = TranslationPipeline(model=model, tokenizer=tokenizer, device=model.device)
     options = _generation_options(args)
     if args.heatmap and not args.text:

@@ -410,6 +410,23 @@ def test_remote_code_loads_without_the_package(model_type, tmp_path):
 # ---- embeddings, dtypes, devices ---------------------------------------------------------------------------
 
 
+def test_int8_for_cpu_stays_close_to_fp32_and_is_never_saved(model_type, tmp_path):
+    model = make_model(model_type, width=32)
+    model.save_pretrained(tmp_path)
+    quantized = type(model).from_pretrained(tmp_path, quantize="int8")
+    assert quantized.quantization == "int8" and quantized.lm_head.weight().dtype == torch.qint8
+    src, tgt = random_ids(4, 7), random_ids(4, 6, seed=1)
+    fp32, int8 = (m(input_ids=src, decoder_input_ids=tgt).logits for m in (model, quantized))
+    assert (int8 - fp32).abs().max() < 0.15 * fp32.abs().max()  # per-tensor int8 weights of a tiny random model
+    assert (int8.argmax(-1) == fp32.argmax(-1)).float().mean() > 0.75
+    assert quantized.generate(src, generation_config=greedy_config(max_new_tokens=5)).shape == (4, 6)
+    with pytest.raises(ValueError, match="cannot be saved"):
+        quantized.save_pretrained(tmp_path / "int8")
+    assert not (tmp_path / "int8").exists()
+    with pytest.raises(ValueError, match="quantize must be one of"):
+        type(model).from_pretrained(tmp_path, quantize="int4")
+
+
 def test_tied_embeddings_share_storage_and_stay_tied_after_resize(model_type):
     model = make_model(model_type, tie_word_embeddings=True, tie_encoder_decoder_embeddings=True)
     assert model.lm_head.weight is model.decoder.embed_tokens.weight
