@@ -17,8 +17,13 @@ repeats (the least disturbed). Measured:
   measures the per-step cost of EOS bookkeeping);
 - int8: ours after `quantize_for_cpu` (dynamic int8 linear layers), same decoding work.
 
+With `--models`, trained model folders translate Multi30k's test_2016_flickr instead (their own corpus and
+languages), fp32 and int8 interleaved batch by batch, as a user calls them (EOS on, the model's max_new_tokens):
+sentences/s and sacreBLEU.
+
     python scripts/benchmark_speed.py --threads 2 --output speed.md
     python scripts/benchmark_speed.py --quick  # tiny sizes, a few seconds
+    HF_BAHDANAU_DATA_DIR=../shared/data python scripts/benchmark_speed.py --threads 2 --models runs/a runs/b
 """
 
 from __future__ import annotations
@@ -32,13 +37,23 @@ from pathlib import Path
 
 import torch
 from torch import nn
-from transformers import GenerationConfig, MarianConfig, MarianMTModel, PreTrainedModel
+from transformers import (
+    AutoModelForSeq2SeqLM,
+    AutoTokenizer,
+    GenerationConfig,
+    MarianConfig,
+    MarianMTModel,
+    PreTrainedModel,
+)
 
 from hf_bahdanau import (
     BahdanauConfig,
     BahdanauForConditionalGeneration,
     TransformerConfig,
     TransformerForConditionalGeneration,
+    TranslationPipeline,
+    load_metric,
+    load_parallel_corpus,
     quantize_for_cpu,
 )
 
@@ -94,6 +109,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--quick", action="store_true", help="tiny sizes and few repeats: a smoke test")
     parser.add_argument("--output", type=Path, default=None, help="also write the markdown table here")
+    parser.add_argument("--models", type=Path, nargs="+", help="saved model folders: time Multi30k test instead")
+    parser.add_argument("--max-samples", type=int, default=None, help="with --models: the first N test sentences")
     args = parser.parse_args(argv)
     if args.quick:
         args.vocab_size, args.embedding_size, args.hidden_size, args.batch_size = 50, 8, 16, 4
@@ -280,11 +297,42 @@ def run(args: argparse.Namespace) -> list[Row]:
     return rows
 
 
+def corpus_rows(args: argparse.Namespace) -> list[Row]:
+    """Sentences/s (BLEU in the note) of each saved model, fp32 and int8, greedy and beam, on its test split."""
+    rows = []
+    for folder in args.models:
+        model, tokenizer = AutoModelForSeq2SeqLM.from_pretrained(folder).eval(), AutoTokenizer.from_pretrained(folder)
+        pipelines = {name: TranslationPipeline(model=m, tokenizer=tokenizer) for name, m in
+                     (("fp32", model), ("int8", quantize_for_cpu(copy.deepcopy(model))))}  # fmt: skip
+        src_lang, tgt_lang = model.config.source_language, model.config.target_language
+        test = load_parallel_corpus("multi30k", src_lang, tgt_lang)["test"]["translation"][: args.max_samples]
+        sources, references = [pair[src_lang] for pair in test], [[pair[tgt_lang]] for pair in test]
+        for beams in (1, args.beams):
+            seconds, hypotheses = dict.fromkeys(pipelines, 0.0), {name: [] for name in pipelines}
+            for start in range(0, len(sources), args.batch_size):
+                batch = sources[start : start + args.batch_size]
+                for name, translator in pipelines.items():
+                    began = time.perf_counter()
+                    outputs = translator(batch, batch_size=args.batch_size, num_beams=beams)
+                    seconds[name] += time.perf_counter() - began
+                    hypotheses[name] += [output["translation_text"] for output in outputs]
+            for name in pipelines:
+                bleu = load_metric().compute(predictions=hypotheses[name], references=references)["bleu"]
+                measure = f"{folder.name} ({model.config.model_type}), {beams} beam(s), sentences/s"
+                rows.append((measure, name, len(sources) / seconds[name], f"BLEU {bleu:.2f}"))
+            logger.info("%s", rows[-2:])
+    return rows
+
+
 def markdown_table(rows: list[Row]) -> str:
     """The rows and the ratios as a markdown table."""
     lines = ["| measure | implementation | figure | notes |", "|---|---|---:|---|"]
     lines += [f"| {measure} | {name} | {value:,.1f} | {note} |" for measure, name, value, note in rows]
     figure = {(measure, name): value for measure, name, value, _ in rows}
+    if any(measure.endswith("sentences/s") for measure, *_ in rows):  # the --models table: int8 over fp32
+        measures = dict.fromkeys(measure for measure, *_ in rows)
+        ratios = [(measure, figure[measure, "int8"] / figure[measure, "fp32"]) for measure in measures]
+        return "\n".join(lines + [f"| ratio | {measure}: int8 / fp32 | {ratio:.2f}x | |" for measure, ratio in ratios])
     for model, measure, top, bottom in RATIOS:
         ratio = figure[f"{model} {measure}", top] / figure[f"{model} {measure}", bottom]
         lines.append(f"| ratio | {model} {measure.split()[0]}, {top} / {bottom} | {ratio:.2f}x | |")
@@ -314,7 +362,7 @@ def main(argv: list[str] | None = None) -> None:
         torch.__version__,
         torch.get_num_threads(),
     )
-    table = markdown_table(run(args))
+    table = markdown_table(corpus_rows(args) if args.models else run(args))
     logger.info("results:\n%s", table)
     if args.output is not None:
         args.output.parent.mkdir(parents=True, exist_ok=True)
