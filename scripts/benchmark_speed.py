@@ -212,22 +212,22 @@ def timed(measure: str, fns: dict[str, Callable], args: argparse.Namespace, item
     return [(measure, name, items / value, note) for name, value in seconds.items()]
 
 
+def transformer_sizes(args: argparse.Namespace) -> dict:
+    """The config fields ours and Marian's share, with the benchmark's sizes."""
+    layers, dropout = args.transformer_layers, args.dropout
+    sizes = dict(vocab_size=args.vocab_size, d_model=args.hidden_size, encoder_layers=layers, decoder_layers=layers)
+    return dict(**sizes, dropout=dropout, attention_dropout=dropout, scale_embedding=True, max_position_embeddings=128)
+
+
 def marian(args: argparse.Namespace) -> MarianMTModel:
     """`MarianMTModel` of the Transformer's size: shared and tied embeddings, ReLU, biases, post-norm."""
     config = MarianConfig(
-        vocab_size=args.vocab_size,
-        d_model=args.hidden_size,
-        encoder_layers=args.transformer_layers,
-        decoder_layers=args.transformer_layers,
+        **transformer_sizes(args),
         encoder_attention_heads=args.heads,
         decoder_attention_heads=args.heads,
         encoder_ffn_dim=args.ffn_dim,
         decoder_ffn_dim=args.ffn_dim,
         activation_function="relu",
-        scale_embedding=True,
-        dropout=args.dropout,
-        attention_dropout=args.dropout,
-        max_position_embeddings=128,
         pad_token_id=PAD,
         eos_token_id=EOS,
         decoder_start_token_id=BOS,
@@ -239,17 +239,12 @@ def marian(args: argparse.Namespace) -> MarianMTModel:
 def transformer(args: argparse.Namespace) -> TransformerForConditionalGeneration:
     """Ours at Marian's size and options (attention biases, tied embeddings, embeddings of unit-size logits)."""
     config = TransformerConfig(
-        vocab_size=args.vocab_size,
-        d_model=args.hidden_size,
-        encoder_layers=args.transformer_layers,
-        decoder_layers=args.transformer_layers,
+        **transformer_sizes(args),
         attention_heads=args.heads,
         ffn_dim=args.ffn_dim,
-        dropout=args.dropout,
         attention_bias=True,
         tie_word_embeddings=True,
         tie_encoder_decoder_embeddings=True,
-        max_position_embeddings=128,
         init_std=args.hidden_size**-0.5,  # the recipes' choice; d2l's N(0, 1) makes tied logits huge and their
         # gradients denormal (matrix products 20x slower, a measure of the init, not of the code)
     )
