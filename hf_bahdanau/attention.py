@@ -148,8 +148,10 @@ class AdditiveAttention(ScoredAttention):
     def score(self, queries: torch.Tensor, projected_keys: torch.Tensor) -> torch.Tensor:
         _check_size("queries", queries, self.W_q.in_features)
         # (batch, queries, 1, num_hiddens) + (batch, 1, keys, num_hiddens) -> (batch, queries, keys, num_hiddens)
-        features = torch.tanh(self.W_q(queries).unsqueeze(2) + projected_keys.unsqueeze(1))
-        return self.w_v(features).squeeze(-1)  # (batch, queries, keys)
+        features = self.W_q(queries).unsqueeze(2) + projected_keys.unsqueeze(1)
+        # w . tanh(z) = 2 w . sigmoid(2z) - sum(w): sigmoid runs several times faster than tanh on CPU, in place
+        gates = features.mul_(2).sigmoid_()  # (batch, queries, keys, num_hiddens)
+        return 2 * self.w_v(gates).squeeze(-1) - self.w_v.weight.sum()  # (batch, queries, keys)
 
 
 class BilinearAttention(ScoredAttention):
@@ -221,10 +223,12 @@ class MultiHeadAttention(nn.Module):
         need_weights: bool = True,
         key_values: tuple[torch.Tensor, torch.Tensor] | None = None,
         implementation: str = "eager",
+        is_causal: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Output ``(batch, queries, num_hiddens)`` and weights ``(batch, num_heads, queries, keys)`` or None.
 
-        Give ``keys`` and ``values`` ``(batch, keys, size)``, or their projections ``key_values``.
+        Give ``keys`` and ``values`` ``(batch, keys, size)``, or their projections ``key_values``. ``is_causal``
+        (without ``valid_lens``): query ``i`` sees keys ``0 .. i``, fused into the sdpa kernel.
         """
         if key_values is None:
             if keys is None or values is None:
@@ -237,6 +241,8 @@ class MultiHeadAttention(nn.Module):
                 f"queries must be (batch, queries, size) with the keys' batch size {k.shape[0]}, "
                 f"got {tuple(queries.shape)}"
             )
+        if is_causal and valid_lens is not None:
+            raise ValueError("pass valid_lens or is_causal, not both")
         _check_size("queries", queries, self.W_q.in_features)
         batch, num_queries, _ = queries.shape
         q = self._split_heads(self.W_q(queries))  # (batch, num_heads, queries, head_size)
@@ -244,6 +250,9 @@ class MultiHeadAttention(nn.Module):
         if valid_lens is not None:
             mask = _attention_mask((batch, num_queries, k.shape[2]), valid_lens).to(queries.device)
         if need_weights or implementation == "eager":
+            if is_causal:
+                mask = torch.ones(num_queries, k.shape[2], dtype=torch.bool, device=q.device).tril()
+                mask = mask.expand(batch, -1, -1)  # (batch, queries, keys)
             heads = batch * self.num_heads
             flat_mask = None if mask is None else mask.repeat_interleave(self.num_heads, dim=0)
             out = self.attention(
@@ -259,7 +268,9 @@ class MultiHeadAttention(nn.Module):
             # Fused kernels may give NaN for a row with no valid key: let it see every key, then zero its output.
             sdpa_mask = None if mask is None else (mask | empty)[:, None]  # (batch, 1, 1 | queries, keys)
             dropout_p = self.attention.dropout.p if self.training else 0.0
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=sdpa_mask, dropout_p=dropout_p)
+            out = F.scaled_dot_product_attention(
+                q, k, v, attn_mask=sdpa_mask, dropout_p=dropout_p, is_causal=is_causal
+            )  # (batch, num_heads, queries, head_size)
             if mask is not None:  # a query with no valid key attends to nothing, as masked_softmax does
                 out = out.masked_fill(empty[:, None], 0.0)
         else:
@@ -286,18 +297,18 @@ class PositionalEncoding(nn.Module):
         P[:, :, 1::2] = torch.cos(angles[:, : num_hiddens // 2])
         return P
 
-    def forward(self, X: torch.Tensor, positions: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(self, X: torch.Tensor, positions: torch.Tensor | None = None, offset: int = 0) -> torch.Tensor:
         """``X`` ``(batch, length, num_hiddens)`` -> same shape.
 
-        ``positions`` ``(batch, length)`` gives each token's position (default ``0 .. length - 1``), e.g. counted
-        from the first real token of a left-padded sentence, or from the tokens already decoded.
+        ``positions`` ``(batch, length)`` gives each token's position (default ``offset .. offset + length - 1``),
+        e.g. counted from the first real token of a left-padded sentence; ``offset`` counts tokens already decoded.
         """
         _check_size("X", X, self.P.shape[2])
         max_len = self.P.shape[1]
         if positions is None:
-            if X.shape[1] > max_len:
-                raise ValueError(f"sequence length {X.shape[1]} exceeds the encoding's max_len {max_len}")
-            return self.dropout(X + self.P[:, : X.shape[1]].to(X.dtype))
+            if offset + X.shape[1] > max_len:
+                raise ValueError(f"sequence length {offset + X.shape[1]} exceeds the encoding's max_len {max_len}")
+            return self.dropout(X + self.P[:, offset : offset + X.shape[1]].to(X.dtype))
         if positions.shape != X.shape[:2]:
             raise ValueError(f"positions of shape {tuple(positions.shape)} do not fit X of shape {tuple(X.shape)}")
         if positions.numel() and int(positions.max()) >= max_len:

@@ -172,8 +172,9 @@ def parse_train_args(argv: Sequence[str]) -> tuple:
 # ---- shared by evaluate and translate ---------------------------------------------------------------------
 
 
-def load_translation_model(path: str) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    """A saved model folder's model (in eval mode) and tokenizer, checked to belong together."""
+def load_translation_model(path: str, quantize: str | None = None) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """A saved model folder's model (in eval mode; `quantize="int8"`: int8 linear layers for CPU) and tokenizer,
+    checked to belong together."""
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
     from .training import check_tokenizer_matches
@@ -191,7 +192,7 @@ def load_translation_model(path: str) -> tuple[PreTrainedModel, PreTrainedTokeni
         )
     tokenizer = AutoTokenizer.from_pretrained(folder)
     # safetensors only; no "Loading weights" bar (see the model class)
-    model = AutoModelForSeq2SeqLM.from_pretrained(folder, use_safetensors=True).eval()
+    model = AutoModelForSeq2SeqLM.from_pretrained(folder, use_safetensors=True, quantize=quantize).eval()
     check_tokenizer_matches(model.config, tokenizer)
     return model, tokenizer
 
@@ -225,6 +226,9 @@ def _add_generation_arguments(parser: argparse.ArgumentParser) -> None:
         help="Longest translation, in tokens (default: the model's).",
     )
     parser.add_argument("--batch-size", "--batch_size", type=positive_int, default=32, help="Sentences per batch.")
+    parser.add_argument(
+        "--quantize", choices=("int8",), help="Translate with int8 linear layers, for CPUs (the folder stays fp32)."
+    )
 
 
 def translate_texts(
@@ -261,7 +265,7 @@ def run_evaluate(args: argparse.Namespace) -> None:
 
     if args.output:
         _check_output_file(Path(args.output), Path(args.model))
-    model, tokenizer = load_translation_model(args.model)
+    model, tokenizer = load_translation_model(args.model, args.quantize)
     # Unless told otherwise, read the corpus exactly as training did (same normalisation, hence the same split).
     settings = read_data_settings(args.model)
     if args.data and corpus_id(args.data) not in (settings.get("data"), settings.get("data_path")):
@@ -348,7 +352,7 @@ def _stdin_lines() -> list[str]:
 def run_translate(args: argparse.Namespace) -> None:
     from .pipelines import TranslationPipeline
 
-    model, tokenizer = load_translation_model(args.model)
+    model, tokenizer = load_translation_model(args.model, args.quantize)
     translator = TranslationPipeline(model=model, tokenizer=tokenizer, device=model.device)
     options = _generation_options(args)
     if args.heatmap and not args.text:

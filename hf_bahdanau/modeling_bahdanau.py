@@ -197,7 +197,7 @@ class BahdanauDecoder(nn.Module):
         self,
         input_ids: torch.LongTensor,  # (batch, tgt_len)
         encoder_outputs: BahdanauEncoderOutput,
-        encoder_attention_mask: torch.Tensor,  # (batch, src_len), bool
+        encoder_attention_mask: torch.Tensor | None,  # (batch, src_len), bool; None: no padding
         past_key_values: BahdanauDecoderState | None = None,
         use_cache: bool = True,
         output_attentions: bool = False,
@@ -275,7 +275,7 @@ class BahdanauForConditionalGeneration(BahdanauPreTrainedModel, GenerationMixin)
         self,
         decoder_input_ids: torch.LongTensor,  # (batch, tgt_len)
         encoder_outputs: BahdanauEncoderOutput,
-        source_mask: torch.Tensor,  # (batch, src_len), bool
+        source_mask: torch.Tensor | None,  # (batch, src_len), bool; None: no padding
         past_key_values: BahdanauDecoderState | None,
         **options: bool,
     ) -> tuple[BaseModelOutputWithPastAndCrossAttentions, torch.Tensor]:
@@ -289,7 +289,7 @@ class BahdanauForConditionalGeneration(BahdanauPreTrainedModel, GenerationMixin)
         self,
         decoder_input_ids: torch.LongTensor,  # (batch, tgt_len)
         encoder_outputs: BahdanauEncoderOutput,
-        source_mask: torch.Tensor,  # (batch, src_len)
+        source_mask: torch.Tensor | None,  # (batch, src_len); None: no padding
         state: BahdanauDecoderState | None,
         **options: bool,
     ) -> tuple[BaseModelOutputWithPastAndCrossAttentions, torch.Tensor]:

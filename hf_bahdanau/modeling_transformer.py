@@ -73,9 +73,9 @@ class TransformerEncoderLayer(nn.Module):
         self.ffn = PositionWiseFFN(config)
         self.ffn_norm = AddNorm(config)
 
-    def forward(self, X: torch.Tensor, mask: torch.Tensor, need_weights: bool) -> Attended:
-        """`X` `(batch, src_len, d_model)`, `mask` `(batch, src_len)` -> the same shape, and the weights
-        `(batch, heads, src_len, src_len)`."""
+    def forward(self, X: torch.Tensor, mask: torch.Tensor | None, need_weights: bool) -> Attended:
+        """`X` `(batch, src_len, d_model)`, `mask` `(batch, src_len)` (None: no padding) -> the same shape, and the
+        weights `(batch, heads, src_len, src_len)`."""
         implementation = self.config._attn_implementation
         X, weights = self.self_attn_norm(
             X, lambda H: self.self_attn(H, H, H, mask, need_weights=need_weights, implementation=implementation)
@@ -117,17 +117,22 @@ class TransformerDecoderLayer(nn.Module):
     def forward(
         self,
         X: torch.Tensor,  # (batch, tgt_len, d_model)
-        causal_mask: torch.Tensor,  # (batch, tgt_len, past + tgt_len), bool
+        causal_mask: torch.Tensor | None,  # (batch, tgt_len, past + tgt_len), bool; None: see is_causal
         source: torch.Tensor,  # (batch, src_len, d_model)
-        source_mask: torch.Tensor,  # (batch, src_len), bool
+        source_mask: torch.Tensor | None,  # (batch, src_len), bool; None: no padding
         cache: EncoderDecoderCache | None,
         need_weights: bool,
+        is_causal: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
-        """Outputs `(batch, tgt_len, d_model)`, self- and cross-attention weights `(batch, heads, tgt_len, keys)`."""
+        """Outputs `(batch, tgt_len, d_model)`, self- and cross-attention weights `(batch, heads, tgt_len, keys)`.
+
+        Without `causal_mask`, every query sees every key (one new token), or with `is_causal` the keys up to it."""
         options = dict(need_weights=need_weights, implementation=self.config._attn_implementation)
         X, self_weights = self.self_attn_norm(
             X,
-            lambda H: self.self_attn(H, valid_lens=causal_mask, key_values=self._self_key_values(H, cache), **options),
+            lambda H: self.self_attn(
+                H, valid_lens=causal_mask, key_values=self._self_key_values(H, cache), is_causal=is_causal, **options
+            ),
         )
         X, cross_weights = self.cross_attn_norm(
             X,
@@ -151,15 +156,19 @@ class TransformerStack(nn.Module):
         self.layers = nn.ModuleList(layers)
         self.final_norm = nn.LayerNorm(config.d_model) if config.norm_first else nn.Identity()
 
-    def embed(self, input_ids: torch.LongTensor, positions: torch.Tensor, what: str) -> torch.Tensor:
-        """Scaled embeddings plus the encoding of `positions` `(batch, length)`: `(batch, length, d_model)`."""
-        longest, limit = int(positions.max()) + 1, self.config.max_position_embeddings
+    def embed(
+        self, input_ids: torch.LongTensor, what: str, positions: torch.Tensor | None = None, offset: int = 0
+    ) -> torch.Tensor:
+        """Scaled embeddings plus the encoding of `positions` `(batch, length)` (default: `offset`, `offset + 1`,
+        ...): `(batch, length, d_model)`."""
+        longest = int(positions.max()) + 1 if positions is not None else offset + input_ids.shape[1]
+        limit = self.config.max_position_embeddings
         if longest > limit:
             raise ValueError(
                 f"the {what} reaches {longest} tokens but the model's max_position_embeddings is {limit}: "
                 "truncate it (the pipeline and the command line do)"
             )
-        return self.positions(self.embed_tokens(input_ids) * self.embed_scale, positions)
+        return self.positions(self.embed_tokens(input_ids) * self.embed_scale, positions, offset)
 
 
 class TransformerEncoder(TransformerStack):
@@ -181,8 +190,11 @@ class TransformerEncoder(TransformerStack):
     ) -> BaseModelOutput:
         """`input_ids` `(batch, src_len)`, `attention_mask` `(batch, src_len)` (1 = token, 0 = padding)."""
         mask = check_source(input_ids, attention_mask, self.config.vocab_size)
-        positions = (mask.cumsum(-1) - 1).clamp(min=0)  # (batch, src_len), 0 at the first real token
-        X = self.embed(input_ids, positions, "source")  # (batch, src_len, d_model)
+        if bool(mask.all()):  # no padding: no mask to apply, positions 0, 1, ...
+            mask = positions = None
+        else:
+            positions = (mask.cumsum(-1) - 1).clamp(min=0)  # (batch, src_len), 0 at the first real token
+        X = self.embed(input_ids, "source", positions)  # (batch, src_len, d_model)
         hidden_states, attentions = [X], []
         for layer in self.layers:
             X, weights = layer(X, mask, need_weights=output_attentions)
@@ -206,7 +218,7 @@ class TransformerDecoder(TransformerStack):
         self,
         input_ids: torch.LongTensor,  # (batch, tgt_len)
         encoder_outputs: BaseModelOutput,
-        encoder_attention_mask: torch.Tensor,  # (batch, src_len), bool
+        encoder_attention_mask: torch.Tensor | None,  # (batch, src_len), bool; None: no padding
         past_key_values: EncoderDecoderCache | None = None,
         use_cache: bool = True,
         output_attentions: bool = False,
@@ -218,15 +230,25 @@ class TransformerDecoder(TransformerStack):
             cache = EncoderDecoderCache(DynamicCache(config=self.config), DynamicCache(config=self.config))
         past = cache.get_seq_length() if cache is not None else 0
         batch, length = input_ids.shape
-        query_positions = torch.arange(past, past + length, device=input_ids.device)  # (tgt_len,)
-        key_positions = torch.arange(past + length, device=input_ids.device)  # (past + tgt_len,)
-        causal_mask = (key_positions[None, :] <= query_positions[:, None]).expand(batch, -1, -1)
-        X = self.embed(input_ids, query_positions.expand(batch, -1), "target")  # (batch, tgt_len, d_model)
+        # One new token sees every key (no mask); several from the start are causal (fused in sdpa); several after
+        # cached ones need the mask written out.
+        causal_mask = None
+        if length > 1 and past:
+            query_positions = torch.arange(past, past + length, device=input_ids.device)  # (tgt_len,)
+            key_positions = torch.arange(past + length, device=input_ids.device)  # (past + tgt_len,)
+            causal_mask = (key_positions[None, :] <= query_positions[:, None]).expand(batch, -1, -1)
+        X = self.embed(input_ids, "target", offset=past)  # (batch, tgt_len, d_model)
         source = encoder_outputs.last_hidden_state
         hidden_states, self_attentions, cross_attentions = [X], [], []
         for layer in self.layers:
             X, self_weights, cross_weights = layer(
-                X, causal_mask, source, encoder_attention_mask, cache, need_weights=output_attentions
+                X,
+                causal_mask,
+                source,
+                encoder_attention_mask,
+                cache,
+                need_weights=output_attentions,
+                is_causal=length > 1 and not past,
             )
             hidden_states.append(X)
             self_attentions.append(self_weights)

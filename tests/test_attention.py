@@ -122,6 +122,21 @@ def test_additive_attention_reproduces_chapter_and_d2l(d2l):
     torch.testing.assert_close(attention(queries, keys, values, valid_lens), expected)
 
 
+def test_additive_score_through_sigmoid_equals_w_tanh():
+    torch.manual_seed(0)
+    attention = AdditiveAttention(key_size=6, query_size=5, num_hiddens=32)
+    queries, keys = torch.randn(3, 2, 5, requires_grad=True), 3 * torch.randn(3, 7, 6)
+    projected = attention.project_keys(keys)
+    # d2l's formula: w_v . tanh(W_q q + W_k k)
+    expected = attention.w_v(torch.tanh(attention.W_q(queries).unsqueeze(2) + projected.unsqueeze(1))).squeeze(-1)
+    scores = attention.score(queries, projected)  # (batch, queries, keys)
+    torch.testing.assert_close(scores, expected, atol=1e-6, rtol=1e-6)
+    grads = torch.autograd.grad(scores.square().sum(), [queries, *attention.parameters()], retain_graph=True)
+    expected_grads = torch.autograd.grad(expected.square().sum(), [queries, *attention.parameters()])
+    for grad, expected_grad in zip(grads, expected_grads, strict=True):
+        torch.testing.assert_close(grad, expected_grad, atol=1e-5, rtol=1e-5)
+
+
 def test_projected_keys_are_reused():
     attention = AdditiveAttention(key_size=6, query_size=5, num_hiddens=7).eval()
     queries, keys, values = torch.randn(3, 2, 5), torch.randn(3, 4, 6), torch.randn(3, 4, 3)
@@ -222,6 +237,19 @@ def test_multihead_fused_path_handles_empty_rows_and_gradients():
     assert q.grad.abs().sum() > 0
 
 
+@pytest.mark.parametrize("implementation", ["eager", "sdpa"])
+def test_multihead_is_causal_equals_the_causal_mask(implementation):
+    mha = MultiHeadAttention(8, 8, 8, 12, 3).eval()
+    X = torch.randn(2, 5, 8)
+    causal = torch.ones(5, 5, dtype=torch.bool).tril().expand(2, -1, -1)  # (batch, queries, keys)
+    expected = mha(X, X, X, causal)[0]  # the eager path with the mask written out
+    out = mha(X, X, X, is_causal=True, need_weights=False, implementation=implementation)[0]
+    torch.testing.assert_close(out, expected, atol=1e-6, rtol=1e-5)
+    assert not torch.allclose(mha(X, X, X)[0], expected)  # the mask matters
+    with pytest.raises(ValueError, match="valid_lens or is_causal"):
+        mha(X, X, X, causal, is_causal=True)
+
+
 def test_multihead_rejects_indivisible_heads():
     with pytest.raises(ValueError, match=r"num_hiddens \(10\).*num_heads \(3\)"):
         MultiHeadAttention(4, 4, 4, 10, 3)
@@ -256,3 +284,6 @@ def test_positional_encoding_at_given_positions():
     torch.testing.assert_close(out[1], X[1] + pe.P[0, 4:7])
     torch.testing.assert_close(out[0, 2], X[0, 2] + pe.P[0, 1])
     torch.testing.assert_close(pe(X, torch.arange(3).expand(2, 3)), pe(X))
+    torch.testing.assert_close(pe(X, offset=4), pe(X, torch.arange(4, 7).expand(2, 3)))
+    with pytest.raises(ValueError, match="sequence length 21 exceeds"):
+        pe(X, offset=18)

@@ -1,4 +1,4 @@
-"""scripts/benchmark_speed.py: a quick run prints both implementations with positive figures; d2l's loss."""
+"""scripts/benchmark_speed.py: a quick run prints every implementation with positive figures; d2l's loss."""
 
 import re
 import subprocess
@@ -8,9 +8,12 @@ from pathlib import Path
 import torch
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "benchmark_speed.py"
+DECODERS = ("ours", "ours int8", "MarianMT", "ours, user call (EOS on)", "MarianMT, user call (EOS on)")
+MEASURES = {"greedy (sentences/s)": DECODERS[:2] + DECODERS[3:4], "beam (sentences/s)": DECODERS,
+            "training (target tokens/s)": ("ours",)}  # fmt: skip
 
 
-def test_quick_run_lists_both_implementations_with_positive_figures(tmp_path):
+def test_quick_run_lists_every_implementation_with_positive_figures(tmp_path):
     output = tmp_path / "speed.md"
     result = subprocess.run(
         [sys.executable, str(SCRIPT), "--quick", "--threads", "1", "--output", str(output)],
@@ -23,16 +26,13 @@ def test_quick_run_lists_both_implementations_with_positive_figures(tmp_path):
     assert table in result.stderr  # logged as well
     rows = [line.split("|")[1:-1] for line in table.splitlines()[2:]]
     figures = {(measure.strip(), name.strip()): value.strip() for measure, name, value, _ in rows}
-    for key in [
-        ("training (target tokens/s)", "ours"),
-        ("training (target tokens/s)", "d2l"),
-        ("decoding (sentences/s)", "ours greedy"),
-        ("decoding (sentences/s)", "d2l greedy, one sentence at a time"),
-        ("decoding (sentences/s)", "d2l greedy, batched loop"),
-        ("decoding (sentences/s)", "ours beam 5"),
-        ("ratio", "training, ours / d2l"),
-        ("ratio", "greedy, ours / d2l one at a time"),
-    ]:
+    keys = [(f"{model} {measure}", name) for model in ("RNN", "Transformer") for measure, names in MEASURES.items()
+            for name in names]  # fmt: skip
+    keys += [("RNN greedy (sentences/s)", name) for name in ("d2l, batched loop", "d2l, one at a time")]
+    keys += [("ratio", f"RNN {name}") for name in ("training, ours / d2l", "greedy, ours int8 / d2l, batched loop")]
+    keys += [("ratio", f"Transformer {name}") for name in ("training, ours / MarianMT", "beam, ours / MarianMT")]
+    assert len(figures) == len(rows) == 34
+    for key in keys:
         assert key in figures, key
         assert float(re.sub(r"[,x]", "", figures[key])) > 0, (key, figures[key])
 

@@ -19,9 +19,9 @@ import pytest
 import torch
 from sacrebleu.metrics import BLEU
 from safetensors.torch import load_file
-from transformers import AutoConfig, AutoModelForSeq2SeqLM, AutoTokenizer
+from transformers import AutoConfig, AutoModelForSeq2SeqLM, AutoTokenizer, pipeline
 
-from hf_bahdanau import cli, data, hub, training
+from hf_bahdanau import TASK, TranslationPipeline, cli, data, hub, training
 from hf_bahdanau.cli import UsageError, main, parse_train_args
 from hf_bahdanau.metrics import count_repeating
 from hf_bahdanau.training import ModelArguments, build_model
@@ -120,6 +120,22 @@ def test_translate_arguments_stdin_and_heatmap(trained, tmp_path, capsys, monkey
     self_attention = [tmp_path / "attention-encoder.png", tmp_path / "attention-decoder.png"]
     is_transformer = AutoConfig.from_pretrained(trained).model_type == "d2l_transformer"
     assert all(path.is_file() == is_transformer for path in self_attention)
+
+
+def test_translate_evaluate_and_pipeline_with_int8_leave_the_fp32_folder(trained, tatoeba_tsv, tmp_path, capsys):
+    weights = (trained / "model.safetensors").read_bytes()
+    texts = ["Go.", "I lost.", "He's calm."]
+    assert main(["translate", "--model", str(trained), *texts, "--num-beams", "1", "--quantize", "int8"]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 3
+    assert main(["evaluate", "--model", str(trained), "--data", str(tatoeba_tsv), "--split", "test",
+                 "--max-samples", "4", "--output", str(tmp_path / "hyp.txt"), "--quantize", "int8"]) == 0  # fmt: skip
+    assert "BLEU = " in capsys.readouterr().out
+    translator = pipeline(TASK, model=str(trained), pipeline_class=TranslationPipeline,
+                          model_kwargs={"quantize": "int8"})  # fmt: skip
+    assert translator.model.quantization == "int8" and translator("Go.")[0]["translation_text"]
+    assert (trained / "model.safetensors").read_bytes() == weights  # the folder keeps its fp32 weights
+    with pytest.raises(SystemExit):
+        main(["translate", "--model", str(trained), "Go.", "--quantize", "int4"])
 
 
 def test_translate_prompts_when_stdin_is_a_terminal(trained):

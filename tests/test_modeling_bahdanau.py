@@ -5,7 +5,7 @@ import pytest
 import torch
 from helpers import VOCAB, greedy_config, random_ids
 
-from hf_bahdanau import BahdanauConfig, BahdanauForConditionalGeneration
+from hf_bahdanau import AdditiveAttention, BahdanauConfig, BahdanauForConditionalGeneration
 
 
 def make_model(seed: int = 0, **overrides) -> BahdanauForConditionalGeneration:
@@ -30,6 +30,24 @@ def test_default_model_is_the_d2l_model(d2l):
         tokens = tokens[: tokens.index(2)] if 2 in tokens else tokens
         assert d2l.predict_seq2seq(net, src[row], 6, stop_at_eos=True) == tokens
         assert d2l.predict_seq2seq_batched(net, src, 6)[row, : len(tokens)].tolist() == tokens
+
+
+def test_sigmoid_score_translates_to_the_same_tokens_as_d2ls_tanh(monkeypatch):
+    model = helpers.make_model("bahdanau", 1, width=64, vocab_size=500)
+    src = random_ids(8, 9, vocab=500)
+    configs = [greedy_config(max_new_tokens=12, eos_token_id=None), greedy_config(max_new_tokens=12, num_beams=4)]
+    ours = [model.generate(src, generation_config=config) for config in configs]
+    teacher_forced = model(input_ids=src, decoder_input_ids=ours[0][:, :-1]).logits
+
+    def tanh_score(self: AdditiveAttention, queries: torch.Tensor, projected_keys: torch.Tensor) -> torch.Tensor:
+        features = torch.tanh(self.W_q(queries).unsqueeze(2) + projected_keys.unsqueeze(1))
+        return self.w_v(features).squeeze(-1)  # d2l's formula
+
+    monkeypatch.setattr(AdditiveAttention, "score", tanh_score)
+    for config, tokens in zip(configs, ours, strict=True):
+        torch.testing.assert_close(model.generate(src, generation_config=config), tokens)
+    reference = model(input_ids=src, decoder_input_ids=ours[0][:, :-1]).logits
+    torch.testing.assert_close(teacher_forced, reference, atol=1e-5, rtol=1e-5)
 
 
 # ---- configuration ------------------------------------------------------------------------------------------

@@ -72,6 +72,23 @@ def test_label_smoothing_comes_from_config(model_type):
     torch.testing.assert_close(model(input_ids=src, labels=labels).loss, expected)
 
 
+@pytest.mark.parametrize("smoothing", [0.0, 0.1])
+def test_cross_entropy_reusing_its_log_softmax_equals_torchs(model_type, smoothing):
+    model = make_model(model_type, label_smoothing=smoothing)
+    logits = torch.randn(3, 10, VOCAB, requires_grad=True)  # (batch, tgt_len, vocab)
+    labels = torch.randint(0, VOCAB, (3, 10))
+    labels[:, ::4] = -100
+    loss = model._loss(logits, labels, None)
+    expected = nn.functional.cross_entropy(logits.transpose(1, 2), labels, label_smoothing=smoothing)
+    torch.testing.assert_close(loss, expected)
+    (grad,) = torch.autograd.grad(3 * loss, logits, retain_graph=True)
+    (expected_grad,) = torch.autograd.grad(3 * expected, logits)
+    torch.testing.assert_close(grad, expected_grad)
+    assert not grad[:, ::4].any()  # ignored tokens get no gradient
+    with pytest.raises(RuntimeError, match="only once"):  # the saved log-softmax became the gradient
+        torch.autograd.grad(loss, logits)
+
+
 def test_attentions_are_per_layer_batch_heads_query_key_and_masked(model_type):
     model = make_model(model_type)
     src = random_ids(2, 6)
@@ -168,6 +185,23 @@ def test_greedy_generate_matches_manual_argmax_one_beam_and_no_cache(model_type)
     torch.testing.assert_close(greedy[:, : expected.shape[1]], expected)
     assert torch.equal(model.generate(src, generation_config=greedy_config(max_new_tokens=8, num_beams=1)), greedy)
     assert torch.equal(model.generate(src, generation_config=greedy_config(max_new_tokens=8, use_cache=False)), greedy)
+
+
+def test_generate_applies_no_mask_to_an_unpadded_source(model_type, monkeypatch):
+    model = make_model(model_type)
+    src = random_ids(2, 5)
+    masks = []
+    forward = type(model).forward
+    monkeypatch.setattr(type(model), "forward", lambda self, *a, **kw: masks.append(kw.get("attention_mask")) or
+                        forward(self, *a, **kw))  # fmt: skip
+    tokens = model.generate(src, generation_config=greedy_config(max_new_tokens=4))
+    assert masks and all(mask is None for mask in masks)  # generate's all-ones mask is dropped once per call
+    padded = torch.cat([src, torch.zeros(2, 1, dtype=torch.long)], dim=1)
+    mask = torch.cat([torch.ones(2, 5, dtype=torch.long), torch.zeros(2, 1, dtype=torch.long)], dim=1)
+    masks.clear()
+    same = model.generate(padded, attention_mask=mask, generation_config=greedy_config(max_new_tokens=4))
+    assert all(kept is not None for kept in masks)
+    torch.testing.assert_close(same, tokens)
 
 
 def test_generation_continues_from_the_state_it_returned(model_type):
@@ -386,6 +420,23 @@ def test_remote_code_loads_without_the_package(model_type, tmp_path):
 
 
 # ---- embeddings, dtypes, devices ---------------------------------------------------------------------------
+
+
+def test_int8_for_cpu_stays_close_to_fp32_and_is_never_saved(model_type, tmp_path):
+    model = make_model(model_type, width=32)
+    model.save_pretrained(tmp_path)
+    quantized = type(model).from_pretrained(tmp_path, quantize="int8")
+    assert quantized.quantization == "int8" and quantized.lm_head.weight().dtype == torch.qint8
+    src, tgt = random_ids(4, 7), random_ids(4, 6, seed=1)
+    fp32, int8 = (m(input_ids=src, decoder_input_ids=tgt).logits for m in (model, quantized))
+    assert (int8 - fp32).abs().max() < 0.15 * fp32.abs().max()  # per-tensor int8 weights of a tiny random model
+    assert (int8.argmax(-1) == fp32.argmax(-1)).float().mean() > 0.75
+    assert quantized.generate(src, generation_config=greedy_config(max_new_tokens=5)).shape == (4, 6)
+    with pytest.raises(ValueError, match="cannot be saved"):
+        quantized.save_pretrained(tmp_path / "int8")
+    assert not (tmp_path / "int8").exists()
+    with pytest.raises(ValueError, match="quantize must be one of"):
+        type(model).from_pretrained(tmp_path, quantize="int4")
 
 
 def test_tied_embeddings_share_storage_and_stay_tied_after_resize(model_type):

@@ -86,6 +86,26 @@ def test_eager_and_sdpa_give_the_same_logits_and_weights_whatever_the_implementa
             torch.testing.assert_close(ours, theirs, atol=1e-6, rtol=1e-5)
 
 
+@pytest.mark.parametrize("padded", [False, True])
+def test_fused_attention_without_masks_trains_and_translates_as_eager(tmp_path, padded):
+    model = make_model(decoder_layers=3).train()  # no dropout: train mode is deterministic
+    src, labels = random_ids(3, 6), random_ids(3, 5, seed=2)
+    mask = torch.tensor([[1] * 6, [0] * 2 + [1] * 4, [1] * 5 + [0]]) if padded else None
+    model.save_pretrained(tmp_path)
+    eager = TransformerForConditionalGeneration.from_pretrained(tmp_path, attn_implementation="eager").train()
+    fused_loss, eager_loss = (m(input_ids=src, attention_mask=mask, labels=labels).loss for m in (model, eager))
+    torch.testing.assert_close(fused_loss, eager_loss, atol=1e-5, rtol=1e-5)
+    fused_loss.backward()
+    eager_loss.backward()
+    grads = [(p.grad, q.grad) for p, q in zip(model.parameters(), eager.parameters(), strict=True)]
+    for fused_grad, eager_grad in grads:
+        torch.testing.assert_close(fused_grad, eager_grad, atol=1e-4, rtol=1e-4)
+    for beams in (1, 3):
+        config = greedy_config(max_new_tokens=7, num_beams=beams)
+        tokens = [m.eval().generate(src, attention_mask=mask, generation_config=config) for m in (model, eager)]
+        torch.testing.assert_close(*tokens)
+
+
 def test_the_cache_projects_cross_attention_once_and_grows_self_attention():
     model = make_model(decoder_layers=3)
     src = random_ids(2, 5)
