@@ -301,8 +301,11 @@ def run_evaluate(args: argparse.Namespace) -> None:
     output.write_text("".join(f"{line}\n" for line in hypotheses), encoding="utf-8")
     scores = load_metric().compute(predictions=hypotheses, references=[[ref] for ref in references])
     beams = args.num_beams if args.num_beams is not None else model.generation_config.num_beams
-    record_evaluation(args.model, scores, data=data, split=args.split, languages=(src_lang, tgt_lang),
-                      num_beams=beams, samples=len(hypotheses))  # fmt: skip
+    if args.quantize is None:  # the folder's weights are fp32: its card reports their scores only
+        record_evaluation(args.model, scores, data=data, split=args.split, languages=(src_lang, tgt_lang),
+                          num_beams=beams, samples=len(hypotheses))  # fmt: skip
+    else:
+        logger.info("scores of the %s model not stored in %s (it holds fp32 weights)", args.quantize, args.model)
     sys.stdout.write(
         f"BLEU = {scores['bleu']:.2f}  ({scores['bleu_signature']})\n"
         f"chrF = {scores['chrf']:.2f}  ({scores['chrf_signature']})\n"

@@ -124,12 +124,15 @@ def test_translate_arguments_stdin_and_heatmap(trained, tmp_path, capsys, monkey
 
 def test_translate_evaluate_and_pipeline_with_int8_leave_the_fp32_folder(trained, tatoeba_tsv, tmp_path, capsys):
     weights = (trained / "model.safetensors").read_bytes()
+    stored = (trained / "eval_results.json").read_bytes() if (trained / "eval_results.json").exists() else None
     texts = ["Go.", "I lost.", "He's calm."]
     assert main(["translate", "--model", str(trained), *texts, "--num-beams", "1", "--quantize", "int8"]) == 0
     assert len(capsys.readouterr().out.splitlines()) == 3
     assert main(["evaluate", "--model", str(trained), "--data", str(tatoeba_tsv), "--split", "test",
                  "--max-samples", "4", "--output", str(tmp_path / "hyp.txt"), "--quantize", "int8"]) == 0  # fmt: skip
     assert "BLEU = " in capsys.readouterr().out
+    stored_now = (trained / "eval_results.json").read_bytes() if (trained / "eval_results.json").exists() else None
+    assert stored_now == stored  # the int8 model's scores are not the folder's (fp32) scores
     translator = pipeline(TASK, model=str(trained), pipeline_class=TranslationPipeline,
                           model_kwargs={"quantize": "int8"})  # fmt: skip
     assert translator.model.quantization == "int8" and translator("Go.")[0]["translation_text"]

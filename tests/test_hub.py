@@ -1,6 +1,7 @@
 """Publishing (no network, ever): the model card of a tiny trained and evaluated folder, `eval_results.json`, the
 upload through a patched `HfApi`, the error paths, and download by repo id from a Hub cache snapshot."""
 
+import ast
 import json
 import os
 import re
@@ -298,7 +299,8 @@ def test_the_cards_usage_snippet_runs_from_the_hub_cache(trained, downloaded):
     example = re.search(r"sentences = \[(.*)\]", snippet).group(1)
     expected = folder_translations(trained["folder"], [json.loads(example)], num_beams=2)
     assert by_pipeline == str([{"translation_text": expected[0]}])
-    assert by_generate.startswith("['") and by_generate.endswith("']")  # a list of one decoded translation
+    decoded = ast.literal_eval(by_generate)  # the printed list of decoded translations
+    assert isinstance(decoded, list) and len(decoded) == 1 and isinstance(decoded[0], str)
 
 
 def test_fine_tune_a_downloaded_model_on_another_corpus(trained, hub_home, tatoeba_tsv, tmp_path):

@@ -534,6 +534,7 @@ def test_loading_shows_no_progress_bar_and_leaves_bars_on(model_type, tmp_path, 
     from transformers.utils import logging as transformers_logging
 
     make_model(model_type).save_pretrained(tmp_path)
+    transformers_logging.enable_progress_bar()  # as in a fresh process (an in-process CLI run may have turned it off)
     capfd.readouterr()
     AutoModelForSeq2SeqLM.from_pretrained(tmp_path)
     assert "Loading weights" not in capfd.readouterr().err

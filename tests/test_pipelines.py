@@ -217,6 +217,7 @@ def test_save_for_pipeline_writes_code_and_config(model, tokenizer, pipe, tmp_pa
         "hashlib",
         "json",
         "logging",
+        "math",
         "os",
         "pathlib",
         "typing",
