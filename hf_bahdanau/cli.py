@@ -26,7 +26,9 @@ if TYPE_CHECKING:
 logger = logging.getLogger("hf_bahdanau")
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
-DEFAULT_LICENSE = "apache-2.0"  # of a published model's card (`hub.DEFAULT_LICENSE`; a test keeps them equal)
+# Copies of values that live beside torch-importing code, so that parsing imports no torch (tests keep them equal).
+DEFAULT_LICENSE = "apache-2.0"  # of a published model's card: `hub.DEFAULT_LICENSE`
+QUANTIZE_CHOICES = ("int8",)  # `modeling_translation.QUANTIZATIONS`
 # The Trainer options most runs set, shown by `train --help`; `train --help-all` lists every one.
 COMMON_TRAINING_OPTIONS = (
     "output_dir", "max_steps", "num_train_epochs", "per_device_train_batch_size", "learning_rate",
@@ -227,7 +229,9 @@ def _add_generation_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--batch-size", "--batch_size", type=positive_int, default=32, help="Sentences per batch.")
     parser.add_argument(
-        "--quantize", choices=("int8",), help="Translate with int8 linear layers, for CPUs (the folder stays fp32)."
+        "--quantize",
+        choices=QUANTIZE_CHOICES,
+        help="Translate with int8 linear layers, for CPUs (the folder stays fp32).",
     )
 
 
