@@ -73,7 +73,10 @@ def _build(model: str, vocab_size: int | None, min_freq: int, lowercase: bool) -
         tokenizer.normalizer = _word_normalizer()
         tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
         trainer = trainers.WordLevelTrainer(
-            vocab_size=vocab_size or 1 << 30, min_frequency=min_freq, special_tokens=list(WORD_SPECIALS)
+            vocab_size=vocab_size or 1 << 30,
+            min_frequency=min_freq,
+            special_tokens=list(WORD_SPECIALS),
+            show_progress=False,
         )
         return tokenizer, trainer
     if vocab_size is None:
@@ -82,12 +85,15 @@ def _build(model: str, vocab_size: int | None, min_freq: int, lowercase: bool) -
     if model == "bpe":
         tokenizer = Tokenizer(models.BPE(unk_token=SUBWORD_SPECIALS[3]))
         trainer = trainers.BpeTrainer(
-            vocab_size=vocab_size, min_frequency=min_freq, special_tokens=list(SUBWORD_SPECIALS)
+            vocab_size=vocab_size, min_frequency=min_freq, special_tokens=list(SUBWORD_SPECIALS), show_progress=False
         )
     else:
         tokenizer = Tokenizer(models.Unigram())
         trainer = trainers.UnigramTrainer(
-            vocab_size=vocab_size, special_tokens=list(SUBWORD_SPECIALS), unk_token=SUBWORD_SPECIALS[3]
+            vocab_size=vocab_size,
+            special_tokens=list(SUBWORD_SPECIALS),
+            unk_token=SUBWORD_SPECIALS[3],
+            show_progress=False,
         )
     tokenizer.normalizer = normalizers.Sequence(steps)
     # Punctuation tokens carry no "▁" of their own, so the Metaspace decoder glues them back where they were.

@@ -115,12 +115,13 @@ def test_bad_arguments():
         train_tokenizer("a b c", 100)
 
 
-def test_training_on_all_multi30k_is_fast(multi30k_dir):
+def test_training_on_all_multi30k_is_fast_and_quiet(multi30k_dir, capfd):
     texts = [line for lang in ("en", "de", "fr") for line in _read_gz(multi30k_dir / f"train.{lang}.gz")]
     assert len(texts) == 87000
     start = time.perf_counter()
     tokenizer = train_tokenizer(texts, 8000)
     elapsed = time.perf_counter() - start
+    assert capfd.readouterr() == ("", "")  # no progress bar: it left blank lines and escape codes in training logs
     logger.info("BPE 8000 on %d Multi30k sentences: %.2f s", len(texts), elapsed)
     assert len(tokenizer) == 8000
     assert elapsed < 60
