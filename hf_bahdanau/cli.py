@@ -315,7 +315,8 @@ def run_evaluate(args: argparse.Namespace) -> None:
         f"chrF = {scores['chrf']:.2f}  ({scores['chrf_signature']})\n"
         f"length ratio = {scores['sys_len'] / scores['ref_len']:.3f}  (hypotheses {scores['sys_len']} / "
         f"references {scores['ref_len']} tokens)\n"
-        f"{count_repeating(hypotheses)} of {len(hypotheses)} translations repeat a phrase back to back\n"
+        f"{count_repeating(hypotheses)} of {len(hypotheses)} translations repeat a phrase back to back, "
+        f"{count_repeating(hypotheses, times=3)} three times or more (a decoder caught in a loop)\n"
         f"{len(hypotheses)} {args.split} sentences, {src_lang}->{tgt_lang}, beams {beams}; hypotheses in {output}\n"
     )
 

@@ -42,20 +42,20 @@ def bleu(pred_seq: str, label_seq: str, k: int) -> float:
     return score
 
 
-def repeats_a_phrase(text: str, longest: int = 4) -> bool:
-    """Whether a phrase of 1 to `longest` words comes twice in a row ("on a skateboard on a skateboard"), ignoring
-    case and punctuation: the mark of a decoder that loops."""
+def repeats_a_phrase(text: str, longest: int = 4, times: int = 2) -> bool:
+    """Whether a phrase of 1 to `longest` words comes `times` times in a row, ignoring case and punctuation: twice
+    ("on a skateboard on a skateboard") is a stutter, three times or more the mark of a decoder caught in a loop."""
     words = re.findall(r"\w+", text.lower())
     return any(
-        words[start : start + n] == words[start + n : start + 2 * n]
+        all(words[start : start + n] == words[start + k * n : start + (k + 1) * n] for k in range(1, times))
         for n in range(1, longest + 1)
-        for start in range(len(words) - 2 * n + 1)
+        for start in range(len(words) - times * n + 1)
     )
 
 
-def count_repeating(texts: Iterable[str]) -> int:
-    """How many of `texts` repeat a phrase back to back (`repeats_a_phrase`)."""
-    return sum(map(repeats_a_phrase, texts))
+def count_repeating(texts: Iterable[str], times: int = 2) -> int:
+    """How many of `texts` repeat a phrase `times` times in a row (`repeats_a_phrase`)."""
+    return sum(repeats_a_phrase(text, times=times) for text in texts)
 
 
 def load_metric(cache_dir: str | Path | None = None, **kwargs: Any) -> evaluate.EvaluationModule:

@@ -101,7 +101,10 @@ def test_evaluate_prints_bleu_with_signature_and_writes_hypotheses(trained, tato
     references = [pair["fr"] for pair in data.load_parallel_corpus(str(tatoeba_tsv), "en", "fr")["test"]["translation"]]
     score = BLEU().corpus_score(hypotheses, [references[:12]])  # sacreBLEU's own lengths, 13a-tokenized
     assert f"length ratio = {score.sys_len / score.ref_len:.3f}  (hypotheses {score.sys_len} / " in printed
-    assert f"{count_repeating(hypotheses)} of 12 translations repeat a phrase back to back" in printed
+    assert (
+        f"{count_repeating(hypotheses)} of 12 translations repeat a phrase back to back, "
+        f"{count_repeating(hypotheses, times=3)} three times or more" in printed
+    )
 
 
 def test_translate_arguments_stdin_and_heatmap(trained, tmp_path, capsys, monkeypatch):

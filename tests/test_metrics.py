@@ -133,3 +133,8 @@ def test_repeating_phrases_are_the_mark_of_a_looping_decoder():
     assert [repeats_a_phrase(text) for text in looping + fine] == [True] * 3 + [False] * 4
     assert not repeats_a_phrase("a b c d e a b c d e") and repeats_a_phrase("a b c d e a b c d e", longest=5)
     assert count_repeating(looping + fine) == 3
+    # three times in a row: a runaway loop, not a stutter
+    runaway = ["on a skateboard on a skateboard on a skateboard", "tiny tiny tiny", "Hot, hot, HOT air."]
+    assert [repeats_a_phrase(text, times=3) for text in runaway + looping] == [True] * 3 + [False] * 3
+    assert count_repeating(runaway + looping + fine, times=3) == 3
+    assert not repeats_a_phrase("a b a b a", times=3) and repeats_a_phrase("a b a b a b", times=3)
