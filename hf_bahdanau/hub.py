@@ -111,6 +111,11 @@ def read_evaluations(folder: str | Path) -> list[dict[str, Any]]:
     return json.loads(path.read_text(encoding="utf-8"))["results"] if path.is_file() else []
 
 
+def decoding_name(num_beams: int) -> str:
+    """ "greedy" or "beam N": how an evaluation decoded."""
+    return "greedy" if num_beams == 1 else f"beam {num_beams}"
+
+
 def record_evaluation(
     folder: str | Path,
     scores: dict[str, Any],
@@ -123,7 +128,8 @@ def record_evaluation(
 ) -> Path:
     """Store sacreBLEU and chrF (2 decimals, as sacreBLEU prints them) with their signatures in `eval_results.json`.
 
-    A new result replaces the one of the same corpus, split and languages; the others are kept.
+    A new result replaces the one of the same corpus, split, languages and beams; the others are kept (so a greedy
+    evaluation does not replace the beam-search one).
     """
     result = {
         "dataset": dataset_label(data),
@@ -137,7 +143,7 @@ def record_evaluation(
         "chrf": round(float(scores["chrf"]), 2),
         "chrf_signature": scores["chrf_signature"],
     }
-    key = ("dataset", "split", "source_language", "target_language")
+    key = ("dataset", "split", "source_language", "target_language", "num_beams")
     kept = [old for old in read_evaluations(folder) if any(old[name] != result[name] for name in key)]
     path = Path(folder) / EVAL_RESULTS_FILE
     path.write_text(json.dumps({"results": [*kept, result]}, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
@@ -245,7 +251,7 @@ def card_data(folder: str | Path, repo_id: str, license: str = DEFAULT_LICENSE) 
             dataset_name=f"{result['dataset']} {result['source_language']}-{result['target_language']}",
             dataset_split=result["split"],
             metric_type=metric,
-            metric_name=metric_name,
+            metric_name=f"{metric_name} ({decoding_name(result['num_beams'])})",
             metric_value=result[metric],
             metric_config=result[f"{metric}_signature"],
         )

@@ -92,18 +92,30 @@ def test_train_push_to_hub_uploads_our_card_and_the_selection(trained):
     assert "hf-bahdanau train --data" in card.text and "More information needed" not in card.text  # not generic
 
 
-def test_evaluate_keeps_one_result_per_split(trained, capsys):
+def test_evaluate_keeps_one_result_per_split_and_decoding(trained, capsys):
     folder = trained["folder"]
-    assert main(["evaluate", "--model", str(folder), "--split", "test", "--max-samples", "6", "--num-beams", "1"]) == 0
+    for samples in (5, 6):  # the second greedy evaluation replaces the first, not the beam-search one
+        argv = [
+            "evaluate",
+            "--model",
+            str(folder),
+            "--split",
+            "test",
+            "--max-samples",
+            str(samples),
+            "--num-beams",
+            "1",
+        ]
+        assert main(argv) == 0
     printed = capsys.readouterr().out
-    results = {result["split"]: result for result in read_evaluations(folder)}
-    assert sorted(results) == ["test", "validation"]  # test again replaced test, validation stayed
-    test = results["test"]
-    assert (test["samples"], test["num_beams"], test["dataset"]) == (6, 1, "fra-eng.tsv")
+    results = {(result["split"], result["num_beams"]): result for result in read_evaluations(folder)}
+    assert sorted(results) == [("test", 1), ("test", 2), ("validation", 2)]  # 2: the model's beams
+    test = results["test", 1]
+    assert (test["samples"], test["dataset"]) == (6, "fra-eng.tsv")
     assert (test["source_language"], test["target_language"]) == ("en", "fr")
     assert f"BLEU = {test['bleu']:.2f}  ({test['bleu_signature']})" in printed
     assert f"chrF = {test['chrf']:.2f}  ({test['chrf_signature']})" in printed
-    assert results["validation"]["samples"] == 8 and results["validation"]["num_beams"] == 2  # the model's beams
+    assert results["test", 2]["samples"] == results["validation", 2]["samples"] == 8
 
 
 @pytest.fixture(scope="module")
@@ -119,11 +131,15 @@ def test_card_metadata_and_model_index_are_the_stored_figures(trained, card):
     data = card.data
     assert data.language == ["en", "fr"] and data.license == "mit" and data.pipeline_tag == "translation"
     assert {"translation", "seq2seq", json.loads((folder / "config.json").read_text())["model_type"]} <= set(data.tags)
-    indexed = {(result.dataset_split, result.metric_type): (result.metric_value, result.metric_config)
+    indexed = {(result.dataset_split, result.metric_name): (result.metric_value, result.metric_config)
                for result in data.eval_results}  # fmt: skip
-    stored = {(result["split"], metric): (result[metric], result[f"{metric}_signature"])
-              for result in read_evaluations(folder) for metric in ("bleu", "chrf")}  # fmt: skip
-    assert indexed == stored and len(stored) == 4
+    decoding = {1: "greedy", 2: "beam 2"}
+    stored = {}
+    for result in read_evaluations(folder):
+        for metric, name in (("bleu", "BLEU"), ("chrf", "chrF")):
+            label = f"{name} ({decoding[result['num_beams']]})"
+            stored[result["split"], label] = (result[metric], result[f"{metric}_signature"])
+    assert indexed == stored and len(stored) == 6
 
 
 def test_card_body_tells_architecture_training_and_results(trained, card):
