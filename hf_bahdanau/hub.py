@@ -288,6 +288,7 @@ def make_card(folder: str | Path, repo_id: str, license: str = DEFAULT_LICENSE) 
     pipelines = config.get("custom_pipelines") or {}
     if settings.get("d2l_normalize"):
         example = normalize_d2l(example)
+    evaluations = read_evaluations(folder)
     return ModelCard.from_template(
         data,
         template_path=str(TEMPLATE),
@@ -308,7 +309,8 @@ def make_card(folder: str | Path, repo_id: str, license: str = DEFAULT_LICENSE) 
         training=_training_summary(_read_json(folder / "trainer_state.json")),
         command=command,
         config_file=config_file,
-        evaluations=read_evaluations(folder),
+        evaluations=evaluations,
+        signatures=list(dict.fromkeys((result["bleu_signature"], result["chrf_signature"]) for result in evaluations)),
         figures=_figures(folder),
         task=TASK if TASK in pipelines else next(iter(pipelines), None),
         example=example,

@@ -154,6 +154,9 @@ def test_card_body_tells_architecture_training_and_results(trained, card):
     assert "```bash\nhf-bahdanau train " + " ".join(trained["argv"][1:]) in text  # the exact command
     for result in read_evaluations(folder):
         assert f"| {result['split']} | {result['samples']} | {result['num_beams']} | {result['bleu']} |" in text
+    signatures = {f"- BLEU `{result['bleu_signature']}`, chrF `{result['chrf_signature']}`"
+                  for result in read_evaluations(folder)}  # fmt: skip
+    assert [line for line in text.splitlines() if line.startswith("- BLEU `")] == sorted(signatures)  # each once
     assert "![Training curves](training_curves.png)" in text
 
 
