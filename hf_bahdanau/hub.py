@@ -112,7 +112,7 @@ def read_evaluations(folder: str | Path) -> list[dict[str, Any]]:
 
 
 def decoding_name(num_beams: int) -> str:
-    """ "greedy" or "beam N": how an evaluation decoded."""
+    """How an evaluation decoded: "greedy" or "beam N"."""
     return "greedy" if num_beams == 1 else f"beam {num_beams}"
 
 
