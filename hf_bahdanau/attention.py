@@ -176,7 +176,10 @@ class MultiHeadAttention(nn.Module):
     ``forward`` returns ``(output, weights)``. ``implementation="eager"`` is d2l's masked softmax and returns the
     weights ``(batch, num_heads, queries, keys)``; ``"sdpa"`` runs ``torch.nn.functional.scaled_dot_product_attention``
     (fused kernels) and returns ``None`` unless ``need_weights``, which always takes the eager path. A decoder can
-    project keys and values once (``project_keys_values``) and pass them back as ``key_values`` at every step.
+    project keys and values once (``project_keys_values``) and pass them back as ``key_values`` at every step. Keys
+    may serve groups of queries: with ``g`` times as many query rows as key rows, key row ``i`` serves query rows
+    ``g * i .. g * i + g - 1`` (e.g. the beams of one source), which is the same as repeating each key row ``g``
+    times, without the copies.
     """
 
     def __init__(
@@ -235,20 +238,42 @@ class MultiHeadAttention(nn.Module):
                 raise ValueError("pass keys and values, or their projections as key_values")
             _check_keys_values(queries, keys, values)
             key_values = self.project_keys_values(keys, values)
-        k, v = key_values  # (batch, num_heads, keys, head_size)
-        if queries.dim() != 3 or queries.shape[0] != k.shape[0]:
+        k, v = key_values  # (batch / group, num_heads, keys, head_size)
+        if queries.dim() != 3 or queries.shape[0] % k.shape[0]:
             raise ValueError(
-                f"queries must be (batch, queries, size) with the keys' batch size {k.shape[0]}, "
+                f"queries must be (batch, queries, size) with the keys' batch size {k.shape[0]} or a multiple of it, "
                 f"got {tuple(queries.shape)}"
             )
+        group = queries.shape[0] // k.shape[0]
         if is_causal and valid_lens is not None:
             raise ValueError("pass valid_lens or is_causal, not both")
+        if is_causal and group > 1:
+            raise ValueError("is_causal needs as many key rows as query rows")
         _check_size("queries", queries, self.W_q.in_features)
+        out, weights = self._attend(
+            self._split_heads(self.W_q(queries)), k, v, valid_lens, need_weights, implementation, is_causal
+        )
         batch, num_queries, _ = queries.shape
-        q = self._split_heads(self.W_q(queries))  # (batch, num_heads, queries, head_size)
+        return self.W_o(out.transpose(1, 2).reshape(batch, num_queries, -1)), weights
+
+    def _attend(
+        self,
+        q: torch.Tensor,  # (batch, num_heads, queries, head_size), batch = group * keys' batch
+        k: torch.Tensor,  # (batch / group, num_heads, keys, head_size)
+        v: torch.Tensor,
+        valid_lens: torch.Tensor | None,
+        need_weights: bool,
+        implementation: str,
+        is_causal: bool,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Attention of the split heads: output ``(batch, num_heads, queries, head_size)`` and weights or None."""
+        group, query_shape = q.shape[0] // k.shape[0], q.shape
+        if group > 1:  # the queries of a group become one row's queries: (batch / group, heads, group * queries, head)
+            q = q.unflatten(0, (-1, group)).transpose(1, 2).flatten(2, 3)
+        batch, _, num_queries, _ = q.shape
         mask = None
         if valid_lens is not None:
-            mask = _attention_mask((batch, num_queries, k.shape[2]), valid_lens).to(queries.device)
+            mask = _attention_mask((batch, num_queries, k.shape[2]), valid_lens).to(q.device)
         if need_weights or implementation == "eager":
             if is_causal:
                 mask = torch.ones(num_queries, k.shape[2], dtype=torch.bool, device=q.device).tril()
@@ -275,7 +300,11 @@ class MultiHeadAttention(nn.Module):
                 out = out.masked_fill(empty[:, None], 0.0)
         else:
             raise ValueError(f"implementation must be 'eager' or 'sdpa', got {implementation!r}")
-        return self.W_o(out.transpose(1, 2).reshape(batch, num_queries, -1)), weights
+        if group > 1:  # back to one row per query row
+            out = out.unflatten(2, (group, -1)).transpose(1, 2).reshape(query_shape)
+            if weights is not None:
+                weights = weights.unflatten(2, (group, -1)).transpose(1, 2).flatten(0, 1)
+        return out, weights
 
 
 class PositionalEncoding(nn.Module):

@@ -4,20 +4,22 @@ Encoder: embedding (x sqrt(d_model)) + sinusoidal positions -> blocks of [self-a
 FFN, AddNorm]. Decoder: the same with causal self-attention and encoder-decoder attention between them; a linear
 layer maps its outputs to logits. Positions count from each sentence's first real token, so left padding does
 not shift a sentence. Generation caches the decoder's self-attention keys/values (growing by one step each call)
-and the cross-attention keys/values (projected once per source) in transformers' `EncoderDecoderCache`.
+and the cross-attention keys/values (projected once per source, one copy for all the beams of a sentence) in
+transformers' `EncoderDecoderCache`.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch import nn
 from transformers import GenerationMixin
 from transformers import initialization as init
 from transformers.activations import ACT2FN
-from transformers.cache_utils import DynamicCache, EncoderDecoderCache
+from transformers.cache_utils import DynamicCache, DynamicLayer, EncoderDecoderCache
 from transformers.modeling_outputs import BaseModelOutput, BaseModelOutputWithPastAndCrossAttentions
 
 from .attention import MultiHeadAttention, PositionalEncoding
@@ -83,6 +85,22 @@ class TransformerEncoderLayer(nn.Module):
         return self.ffn_norm(X, self.ffn)[0], weights
 
 
+class SharedSourceLayer(DynamicLayer):
+    """A cross-attention cache layer with one copy of each source's keys/values for its `repeats` consecutive
+    decoder rows (the beams of a sentence). Beam search moves beams within their sentence, which leaves it as is."""
+
+    def __init__(self, repeats: int) -> None:
+        super().__init__()
+        self.repeats = repeats
+
+    def reorder_cache(self, beam_idx: torch.LongTensor) -> None:
+        rows = torch.arange(len(beam_idx), device=beam_idx.device)
+        if not torch.equal(beam_idx // self.repeats, rows // self.repeats):
+            raise ValueError(
+                "a cross-attention cache shared by the beams of a sentence cannot move rows between sentences"
+            )
+
+
 class TransformerDecoderLayer(nn.Module):
     """d2l's `TransformerDecoderBlock`: causal self-attention, encoder-decoder attention and FFN, each in an AddNorm."""
 
@@ -102,14 +120,18 @@ class TransformerDecoderLayer(nn.Module):
         return key_values if cache is None else cache.self_attention_cache.update(*key_values, self.layer_idx)
 
     def _source_key_values(
-        self, source: torch.Tensor, cache: EncoderDecoderCache | None
+        self, source: torch.Tensor, cache: EncoderDecoderCache | None, repeats: int
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Keys/values of the encoder outputs, projected once per source: `(batch, heads, src_len, head_size)`."""
+        """Keys/values of the encoder outputs `(batch / repeats, src_len, d_model)`, projected once per source:
+        `(batch / repeats, heads, src_len, head_size)`."""
         if cache is not None and cache.is_updated.get(self.layer_idx):
             layer = cache.cross_attention_cache.layers[self.layer_idx]
             return layer.keys, layer.values
         key_values = self.cross_attn.project_keys_values(source, source)
         if cache is not None:
+            layers = cache.cross_attention_cache.layers
+            if repeats > 1 and self.layer_idx < len(layers):
+                layers[self.layer_idx] = SharedSourceLayer(repeats)
             cache.cross_attention_cache.update(*key_values, self.layer_idx)
             cache.is_updated[self.layer_idx] = True
         return key_values
@@ -137,7 +159,10 @@ class TransformerDecoderLayer(nn.Module):
         X, cross_weights = self.cross_attn_norm(
             X,
             lambda H: self.cross_attn(
-                H, valid_lens=source_mask, key_values=self._source_key_values(source, cache), **options
+                H,
+                valid_lens=source_mask,
+                key_values=self._source_key_values(source, cache, len(H) // len(source)),
+                **options,
             ),
         )
         return self.ffn_norm(X, self.ffn)[0], self_weights, cross_weights
@@ -223,8 +248,13 @@ class TransformerDecoder(TransformerStack):
         use_cache: bool = True,
         output_attentions: bool = False,
         output_hidden_states: bool = False,
+        source_repeats: int = 1,
     ) -> BaseModelOutputWithPastAndCrossAttentions:
-        """Outputs `(batch, tgt_len, d_model)` for the tokens after those already in `past_key_values`."""
+        """Outputs `(batch, tgt_len, d_model)` for the tokens after those already in `past_key_values`.
+
+        `source_repeats`: each source row is repeated this many times in a row (by `generate`, for the beams or
+        returned sequences of a sentence); the cross-attention keys/values are projected from one copy and shared.
+        """
         cache = past_key_values
         if use_cache and cache is None:
             cache = EncoderDecoderCache(DynamicCache(config=self.config), DynamicCache(config=self.config))
@@ -238,7 +268,9 @@ class TransformerDecoder(TransformerStack):
             key_positions = torch.arange(past + length, device=input_ids.device)  # (past + tgt_len,)
             causal_mask = (key_positions[None, :] <= query_positions[:, None]).expand(batch, -1, -1)
         X = self.embed(input_ids, "target", offset=past)  # (batch, tgt_len, d_model)
-        source = encoder_outputs.last_hidden_state
+        source = encoder_outputs.last_hidden_state[::source_repeats]  # (batch / source_repeats, src_len, d_model)
+        if encoder_attention_mask is not None:
+            encoder_attention_mask = encoder_attention_mask[::source_repeats]
         hidden_states, self_attentions, cross_attentions = [X], [], []
         for layer in self.layers:
             X, self_weights, cross_weights = layer(
@@ -289,12 +321,26 @@ class TransformerPreTrainedModel(TranslationPreTrainedModel):
 class TransformerForConditionalGeneration(TransformerPreTrainedModel, GenerationMixin):  # listed: see can_generate
     """d2l's Transformer with a language-model head, ready for `generate()`."""
 
+    _decoder_kwargs = ("source_repeats",)  # see `_expand_inputs_for_generation`
+
     def __init__(self, config: TransformerConfig) -> None:
         super().__init__(config)
         self.encoder = TransformerEncoder(config)
         self.decoder = TransformerDecoder(config)
         self.lm_head = nn.Linear(config.d_model, config.vocab_size)
         self.post_init()
+
+    def _expand_inputs_for_generation(
+        self,
+        expand_size: int = 1,
+        is_encoder_decoder: bool = False,
+        input_ids: torch.LongTensor | None = None,
+        **kwargs: Any,
+    ) -> tuple[torch.LongTensor | None, dict[str, Any]]:
+        """`GenerationMixin`'s, which repeats each source `expand_size` times (beams, returned sequences), and tells
+        the decoder so: it projects and keeps one copy of each source's cross-attention keys/values."""
+        input_ids, kwargs = super()._expand_inputs_for_generation(expand_size, is_encoder_decoder, input_ids, **kwargs)
+        return input_ids, {**kwargs, "source_repeats": expand_size}
 
 
 __all__ = ["TransformerForConditionalGeneration", "TransformerPreTrainedModel"]

@@ -130,6 +130,7 @@ class TranslationPreTrainedModel(PreTrainedModel, GenerationMixin):
     main_input_name = "input_ids"
     supports_gradient_checkpointing = False
     quantization: str | None = None  # "int8" after `quantize_for_cpu`
+    _decoder_kwargs: tuple[str, ...] = ()  # generation kwargs that `forward` hands on to the decoder
 
     def post_init(self) -> None:
         """Declare the tied weights, initialise, and give a new model the translation generation defaults."""
@@ -302,6 +303,7 @@ class TranslationPreTrainedModel(PreTrainedModel, GenerationMixin):
             use_cache=use_cache,
             output_attentions=output_attentions,
             output_hidden_states=output_hidden_states,
+            **{name: kwargs[name] for name in self._decoder_kwargs if name in kwargs},
         )
         output = Seq2SeqLMOutput(
             loss=None if labels is None else self._loss(logits, labels, num_items_in_batch),
@@ -322,7 +324,7 @@ class TranslationPreTrainedModel(PreTrainedModel, GenerationMixin):
         encoder_outputs: ModelOutput,
         source_mask: torch.Tensor | None,  # (batch, src_len), bool; None: no padding
         past_key_values: Any,
-        **options: bool,  # use_cache, output_attentions, output_hidden_states
+        **options: Any,  # use_cache, output_attentions, output_hidden_states, and the `_decoder_kwargs`
     ) -> tuple[BaseModelOutputWithPastAndCrossAttentions, torch.Tensor]:
         """The decoder's outputs and the logits `(batch, tgt_len, vocab)`."""
         outputs = self.decoder(decoder_input_ids, encoder_outputs, source_mask, past_key_values, **options)

@@ -226,6 +226,27 @@ def test_multihead_takes_keys_and_values_projected_once():
         mha(q, k, v, need_weights=False, implementation="flash")
 
 
+@pytest.mark.parametrize("implementation", ["eager", "sdpa"])
+def test_multihead_keys_shared_by_groups_of_queries_equal_repeated_keys(implementation):
+    mha = MultiHeadAttention(8, 6, 5, 12, 3).eval()
+    q, k, v = torch.randn(6, 2, 6), torch.randn(2, 4, 8), torch.randn(2, 4, 5)  # 3 query rows per key row
+    mask = torch.tensor([[True, True, True, False], [True, True, True, True]])  # (key rows, keys)
+    key_values = mha.project_keys_values(k, v)
+    repeated = tuple(t.repeat_interleave(3, dim=0) for t in key_values)
+    for valid in (None, mask):
+        out, weights = mha(q, valid_lens=valid, key_values=key_values, implementation=implementation)
+        expected_valid = None if valid is None else valid.repeat_interleave(3, dim=0)
+        expected, expected_weights = mha(q, valid_lens=expected_valid, key_values=repeated)
+        assert out.shape == (6, 2, 12) and weights.shape == (6, 3, 2, 4)  # (batch, heads, queries, keys)
+        torch.testing.assert_close(out, expected, atol=1e-6, rtol=1e-5)
+        torch.testing.assert_close(weights, expected_weights)
+    assert not torch.allclose(mha(q, key_values=key_values)[0], out)  # the mask (last round) matters
+    with pytest.raises(ValueError, match="a multiple of it"):
+        mha(q[:5], key_values=key_values)
+    with pytest.raises(ValueError, match="as many key rows as query rows"):
+        mha(q, key_values=key_values, is_causal=True)
+
+
 def test_multihead_fused_path_handles_empty_rows_and_gradients():
     mha = MultiHeadAttention(8, 6, 5, 12, 3).eval()
     q, k, v = torch.randn(2, 3, 6, requires_grad=True), torch.randn(2, 4, 8), torch.randn(2, 4, 5)

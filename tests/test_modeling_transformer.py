@@ -1,9 +1,13 @@
 """TransformerForConditionalGeneration: d2l equivalence, configuration, attention implementations, positions."""
 
+import copy
+import types
+
 import helpers
 import pytest
 import torch
 from helpers import VOCAB, greedy_config, random_ids
+from transformers import GenerationMixin
 
 from hf_bahdanau import TransformerConfig, TransformerForConditionalGeneration
 
@@ -118,6 +122,36 @@ def test_the_cache_projects_cross_attention_once_and_grows_self_attention():
         assert cache.cross_attention_cache.layers[layer].keys.shape == (2, 2, 5, 8)  # (batch, heads, src, head)
         assert cache.self_attention_cache.layers[layer].keys.shape == (2, 2, 4, 8)
         assert cache.is_updated[layer]
+
+
+def test_beams_share_one_copy_of_their_source_and_decode_as_if_it_were_repeated():
+    """generate repeats each source for its beams; the decoder projects and keeps one copy, which beam search's
+    reordering leaves as is. Reference: GenerationMixin's way, every beam with its own copy."""
+    model = make_model(decoder_layers=2)
+    reference = copy.deepcopy(model)
+    reference._expand_inputs_for_generation = types.MethodType(GenerationMixin._expand_inputs_for_generation, reference)
+    src = random_ids(3, 6)
+    mask = torch.tensor([[1] * 6, [0] * 2 + [1] * 4, [1] * 5 + [0]])
+    options = dict(return_dict_in_generate=True, output_scores=True, output_attentions=True)
+    config = greedy_config(max_new_tokens=6, min_new_tokens=6, num_beams=4, num_return_sequences=2)
+    shared, repeated = (
+        m.generate(src, attention_mask=mask, generation_config=config, **options) for m in (model, reference)
+    )
+    torch.testing.assert_close(shared.sequences, repeated.sequences)
+    torch.testing.assert_close(shared.sequences_scores, repeated.sequences_scores)
+    for ours, theirs in zip(shared.cross_attentions[-1], repeated.cross_attentions[-1], strict=True):
+        torch.testing.assert_close(ours, theirs)  # (batch * beams, heads, 1, src) per layer
+    for layer in range(2):  # one copy per sentence, where the reference keeps one per beam
+        assert shared.past_key_values.cross_attention_cache.layers[layer].keys.shape[0] == 3
+        assert repeated.past_key_values.cross_attention_cache.layers[layer].keys.shape[0] == 12
+    with pytest.raises(ValueError, match="between sentences"):  # beams of sentence 0 given to sentence 1
+        shared.past_key_values.reorder_cache(torch.arange(12).roll(4))
+    sampling = greedy_config(max_new_tokens=5, do_sample=True, top_k=5, num_return_sequences=3)
+    samples = []
+    for m in (model, reference):
+        torch.manual_seed(0)
+        samples.append(m.generate(src, attention_mask=mask, generation_config=sampling))
+    torch.testing.assert_close(*samples)
 
 
 # ---- positions ----------------------------------------------------------------------------------------------
