@@ -575,6 +575,13 @@ class TranslationTrainer(Seq2SeqTrainer):
             return SeededLengthGroupedSampler(sampler.batch_size, sampler.lengths, seed)
         return sampler
 
+    def _issue_warnings_after_load(self, load_result: Any) -> None:
+        """The Trainer's warnings after loading the best checkpoint, less the tied weights that a checkpoint stores
+        once (as the embedding they share): `lm_head.weight` is not missing, it is loaded with the embedding."""
+        tied = set(self.model._tied_weights_keys or ()) if self.model.config.tie_word_embeddings else set()
+        missing = [key for key in load_result.missing_keys if key not in tied]
+        super()._issue_warnings_after_load(load_result._replace(missing_keys=missing))
+
     def prediction_step(self, *args: Any, **kwargs: Any) -> tuple:
         try:
             return super().prediction_step(*args, **kwargs)

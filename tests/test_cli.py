@@ -4,6 +4,7 @@ import hashlib
 import importlib.util
 import io
 import json
+import logging
 import math
 import os
 import pty
@@ -87,6 +88,29 @@ def test_train_writes_a_loadable_model_and_the_loss_falls(trained):
     assert saved_generation["max_new_tokens"] == 20 and "max_length" not in saved_generation
     batch = tokenizer(["Go.", "I lost."], return_tensors="pt", padding=True)
     assert model.generate(**batch, max_new_tokens=5).shape[0] == 2
+
+
+def test_loading_the_best_checkpoint_of_a_tied_model_warns_of_nothing(tatoeba_tsv, tmp_path):
+    output, warnings = tmp_path / "tied", []
+    handler = logging.Handler(logging.WARNING)
+    handler.emit = warnings.append
+    trainer_logger = logging.getLogger("transformers.trainer")  # transformers' loggers do not propagate
+    trainer_logger.addHandler(handler)
+    try:
+        status = main(
+            ["train", "--data", str(tatoeba_tsv), "--output-dir", str(output), *TINY, "--tie_word_embeddings", "true",
+             "--max_steps", "10", "--eval_steps", "5", "--save_steps", "5"]
+        )  # fmt: skip
+    finally:
+        trainer_logger.removeHandler(handler)
+    assert status == 0
+    state = json.loads((output / "trainer_state.json").read_text())
+    assert state["best_model_checkpoint"]  # the Trainer loaded a best checkpoint at the end
+    assert [record.getMessage() for record in warnings if "keys" in record.getMessage()] == []
+    model = AutoModelForSeq2SeqLM.from_pretrained(output)
+    assert model.lm_head.weight is model.decoder.embed_tokens.weight
+    best = load_file(Path(state["best_model_checkpoint"]) / "model.safetensors")
+    torch.testing.assert_close(model.decoder.embed_tokens.weight, best["decoder.embed_tokens.weight"])
 
 
 def test_evaluate_prints_bleu_with_signature_and_writes_hypotheses(trained, tatoeba_tsv, tmp_path, capsys):
