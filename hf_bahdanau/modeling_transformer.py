@@ -129,8 +129,9 @@ class TransformerDecoderLayer(nn.Module):
             return layer.keys, layer.values
         key_values = self.cross_attn.project_keys_values(source, source)
         if cache is not None:
-            layers = cache.cross_attention_cache.layers
-            if repeats > 1 and self.layer_idx < len(layers):
+            if repeats > 1:
+                layers = cache.cross_attention_cache.layers
+                layers.extend(DynamicLayer() for _ in range(len(layers), self.layer_idx + 1))  # a cache without config
                 layers[self.layer_idx] = SharedSourceLayer(repeats)
             cache.cross_attention_cache.update(*key_values, self.layer_idx)
             cache.is_updated[self.layer_idx] = True

@@ -8,6 +8,7 @@ import pytest
 import torch
 from helpers import VOCAB, greedy_config, random_ids
 from transformers import GenerationMixin
+from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 
 from hf_bahdanau import TransformerConfig, TransformerForConditionalGeneration
 
@@ -146,6 +147,9 @@ def test_beams_share_one_copy_of_their_source_and_decode_as_if_it_were_repeated(
         assert repeated.past_key_values.cross_attention_cache.layers[layer].keys.shape[0] == 12
     with pytest.raises(ValueError, match="between sentences"):  # beams of sentence 0 given to sentence 1
         shared.past_key_values.reorder_cache(torch.arange(12).roll(4))
+    configless = EncoderDecoderCache(DynamicCache(), DynamicCache())  # layers made as they are first updated
+    again = model.generate(src, attention_mask=mask, generation_config=config, past_key_values=configless)
+    torch.testing.assert_close(again, shared.sequences)
     sampling = greedy_config(max_new_tokens=5, do_sample=True, top_k=5, num_return_sequences=3)
     samples = []
     for m in (model, reference):
