@@ -58,7 +58,7 @@ class BahdanauConfig(TranslationConfig):
 
     model_type = "bahdanau"
     attribute_map = {"num_hidden_layers": "decoder_layers"}
-    run_options = ("teacher_forcing_ratio",)
+    run_options = (*TranslationConfig.run_options, "teacher_forcing_ratio")
 
     embedding_size: int = 256
     hidden_size: int = 256

@@ -26,6 +26,10 @@ class TranslationConfig(PretrainedConfig):
             The model's main dropout probability (d2l's `dropout`).
         label_smoothing (`float`, defaults to 0.0):
             Label smoothing of the cross-entropy loss.
+        unlikelihood (`float`, defaults to 0.0):
+            Weight of the token-level unlikelihood loss (Welleck et al., 2020) added in training: at each target
+            position, `-log(1 - p)` of every earlier target token but the right one, which trains the decoder
+            against repeating itself; 0 turns it off.
         tie_word_embeddings (`bool`, defaults to `False`):
             Share the decoder's input embedding with the output projection.
         tie_encoder_decoder_embeddings (`bool`, defaults to `False`):
@@ -39,11 +43,12 @@ class TranslationConfig(PretrainedConfig):
     """
 
     keys_to_ignore_at_inference = ["past_key_values"]
-    run_options = ()  # fields a saved model may change when training goes on (not architecture)
+    run_options = ("unlikelihood",)  # fields a saved model may change when training goes on (not architecture)
 
     vocab_size: int = 8000
     dropout: float | int = 0.1
     label_smoothing: float | int = 0.0
+    unlikelihood: float | int = 0.0
     tie_word_embeddings: bool = False
     tie_encoder_decoder_embeddings: bool = False
     source_language: str | None = None
@@ -63,6 +68,8 @@ class TranslationConfig(PretrainedConfig):
         """Raise a ValueError naming the field for an invalid value or combination (also run before saving)."""
         self._check_positive("vocab_size")
         self._check_probability("dropout", "label_smoothing")
+        if self.unlikelihood < 0:
+            raise ValueError(f"unlikelihood must be 0 or more, got {self.unlikelihood}")
         if self.tie_encoder_decoder_embeddings and not self.tie_word_embeddings:
             raise ValueError("tie_encoder_decoder_embeddings needs tie_word_embeddings=True")
         for name in SPECIAL_IDS:

@@ -67,38 +67,70 @@ def check_source(input_ids: torch.Tensor, attention_mask: torch.Tensor | None, v
     return mask
 
 
+def earlier_tokens(labels: torch.Tensor) -> torch.Tensor:
+    """For each target position, the distinct tokens of the earlier positions other than its own label (the
+    candidates of token-level unlikelihood): `(batch, tgt_len, tgt_len)`, -100 where there is none."""
+    # labels (batch, tgt_len), -100 = ignored
+    length = labels.shape[1]
+    before = torch.ones(length, length, dtype=torch.bool, device=labels.device).tril(-1)  # [t, s]: s < t
+    same = labels.unsqueeze(2) == labels.unsqueeze(1)  # [b, t, s]: y_t == y_s
+    first = ~(same & before).any(2)  # (batch, tgt_len): y_s does not occur before s
+    keep = before & ~same & (first & (labels != -100)).unsqueeze(1) & (labels != -100).unsqueeze(2)
+    return labels.unsqueeze(1).expand(-1, length, -1).masked_fill(~keep, -100)
+
+
 class CrossEntropySum(torch.autograd.Function):
-    """`cross_entropy(logits, labels, ignore_index=-100, label_smoothing=, reduction="sum")` in fp32, whose backward
-    turns the saved log-softmax into the gradient in place: no zero-filled (tokens, vocab) buffer for
+    """`cross_entropy(logits, labels, ignore_index=-100, label_smoothing=, reduction="sum")` in fp32, plus
+    `unlikelihood` times the token-level unlikelihood loss `-sum log(1 - p(c))` over each token's `candidates`.
+
+    The backward turns the saved log-softmax into the gradient in place: no zero-filled (tokens, vocab) buffer for
     `nll_loss_backward` and no second one for `log_softmax_backward` (two fewer 45 MB temporaries per step at
     1,408 tokens x 8,000 words). Its backward runs once (the saved tensor is consumed)."""
 
     @staticmethod
-    def forward(ctx: Any, logits: torch.Tensor, labels: torch.Tensor, smoothing: float) -> torch.Tensor:
-        # logits (tokens, vocab), labels (tokens,) with -100 = ignored
+    def forward(
+        ctx: Any,
+        logits: torch.Tensor,  # (tokens, vocab)
+        labels: torch.Tensor,  # (tokens,), -100 = ignored
+        smoothing: float,
+        candidates: torch.Tensor | None = None,  # (tokens, k), -100 = none
+        unlikelihood: float = 0.0,
+    ) -> torch.Tensor:
         log_probs = torch.log_softmax(logits.float(), dim=-1)  # (tokens, vocab)
         labelled = labels != -100  # (tokens,)
         index = labels.clamp(min=0).unsqueeze(1)  # (tokens, 1)
         losses = -log_probs.gather(1, index).squeeze(1)  # (tokens,)
         if smoothing:
             losses = (1 - smoothing) * losses - smoothing * log_probs.mean(-1)
-        ctx.save_for_backward(log_probs, labelled, index)
+        penalised = weights = None
+        if unlikelihood and candidates is not None:
+            penalised = candidates.clamp(min=0)  # (tokens, k)
+            probs = log_probs.gather(1, penalised).exp() * (candidates != -100)  # (tokens, k)
+            complement = (1 - probs).clamp(min=1e-5)  # as Welleck et al.: no infinite loss for p = 1
+            losses = losses - unlikelihood * complement.log().sum(1)
+            # d(-log(1 - p_c))/dlogits = w_c (one_hot(c) - softmax), w_c = p_c / (1 - p_c); none where clamped
+            weights = unlikelihood * probs / complement * (complement > 1e-5)
+        ctx.save_for_backward(log_probs, labelled, index, penalised, weights)
         ctx.smoothing, ctx.dtype, ctx.consumed = smoothing, logits.dtype, False
         return losses.masked_fill(~labelled, 0.0).sum()
 
     @staticmethod
-    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None, None]:
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         if ctx.consumed:
             raise RuntimeError("CrossEntropySum's backward reuses its saved tensor and runs only once")
         ctx.consumed = True
-        log_probs, labelled, index = ctx.saved_tensors
-        # d/dlogits = softmax - (1 - smoothing) * one_hot(label) - smoothing / vocab, zero on ignored tokens
+        log_probs, labelled, index, penalised, weights = ctx.saved_tensors
+        # d/dlogits = softmax * (1 - sum_c w_c) - smoothing / vocab - (1 - smoothing) * one_hot(label)
+        #             + sum_c w_c * one_hot(c), times the incoming gradient; zero on ignored tokens
+        scale = (labelled * grad).unsqueeze(1)  # (tokens, 1)
         gradient = log_probs.exp_()  # (tokens, vocab), the softmax, in place
+        gradient.mul_(scale if weights is None else scale * (1 - weights.sum(1, keepdim=True)))
         if ctx.smoothing:
-            gradient.sub_(ctx.smoothing / gradient.shape[-1])
-        gradient.scatter_add_(1, index, gradient.new_full(index.shape, ctx.smoothing - 1))
-        gradient.mul_((labelled * grad).unsqueeze(1))
-        return gradient.to(ctx.dtype), None, None
+            gradient.sub_(scale * (ctx.smoothing / gradient.shape[-1]))
+        gradient.scatter_add_(1, index, scale * (ctx.smoothing - 1))
+        if weights is not None:
+            gradient.scatter_add_(1, penalised, scale * weights)
+        return gradient.to(ctx.dtype), None, None, None, None
 
 
 QUANTIZATIONS = ("int8",)
@@ -333,11 +365,17 @@ class TranslationPreTrainedModel(PreTrainedModel, GenerationMixin):
     def _loss(
         self, logits: torch.Tensor, labels: torch.Tensor, num_items_in_batch: int | torch.Tensor | None
     ) -> torch.Tensor:
-        """Token cross-entropy with label smoothing; mean over labelled tokens, or sum / `num_items_in_batch`.
+        """Token cross-entropy with label smoothing, plus the config's `unlikelihood` term in training; mean over
+        labelled tokens, or sum / `num_items_in_batch`.
 
         A batch with no labelled token gives a loss of 0 with zero gradients (not NaN)."""
-        flat_labels = labels.reshape(-1).to(logits.device)
-        loss = CrossEntropySum.apply(logits.reshape(-1, logits.shape[-1]), flat_labels, self.config.label_smoothing)
+        labels = labels.to(logits.device)
+        flat_labels = labels.reshape(-1)
+        unlikelihood = self.config.unlikelihood if self.training else 0.0
+        candidates = earlier_tokens(labels).flatten(0, 1) if unlikelihood else None  # (tokens, tgt_len)
+        loss = CrossEntropySum.apply(
+            logits.reshape(-1, logits.shape[-1]), flat_labels, self.config.label_smoothing, candidates, unlikelihood
+        )
         count = (flat_labels != -100).sum().clamp(min=1) if num_items_in_batch is None else num_items_in_batch
         return loss / count
 

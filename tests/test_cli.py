@@ -313,6 +313,8 @@ def test_a_loaded_model_takes_the_runs_label_smoothing_and_keeps_its_architectur
         build_model(ModelArguments(model_name_or_path=str(trained), encoder_layers=3), tokenizer, "en", "fr")
     same = build_model(ModelArguments(model_name_or_path=str(trained), encoder_layers=1), tokenizer, "en", "fr")
     assert same.config.encoder_layers == 1  # a recipe's options that match the saved model are fine
+    further = ModelArguments(model_name_or_path=str(trained), unlikelihood=2.0)  # a run option of both models
+    assert build_model(further, tokenizer, "en", "fr").config.unlikelihood == 2.0
     if model.config.model_type == "bahdanau":  # a run option of the RNN: it may change when training goes on
         run_option = ModelArguments(model_name_or_path=str(trained), teacher_forcing_ratio=0.8)
         assert build_model(run_option, tokenizer, "en", "fr").config.teacher_forcing_ratio == 0.8

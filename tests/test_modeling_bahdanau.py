@@ -63,6 +63,7 @@ def test_sigmoid_score_translates_to_the_same_tokens_as_d2ls_tanh(monkeypatch):
         (dict(tie_encoder_decoder_embeddings=True), "tie_word_embeddings"),
         (dict(vocab_size=2), "eos_token_id=2 is outside"),
         (dict(dropout=1.5), "dropout"),
+        (dict(unlikelihood=-0.5), "unlikelihood must be 0 or more"),
     ],
 )
 def test_invalid_config_combinations_raise(settings, message):

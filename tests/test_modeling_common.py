@@ -89,6 +89,32 @@ def test_cross_entropy_reusing_its_log_softmax_equals_torchs(model_type, smoothi
         torch.autograd.grad(loss, logits)
 
 
+@pytest.mark.parametrize("smoothing", [0.0, 0.1])
+def test_unlikelihood_penalises_each_earlier_target_token_once_in_training_only(model_type, smoothing):
+    model = make_model(model_type, label_smoothing=smoothing, unlikelihood=0.5).train()
+    logits = torch.randn(3, 8, VOCAB, requires_grad=True)  # (batch, tgt_len, vocab)
+    labels = torch.randint(4, 8, (3, 8))  # few distinct tokens: many repeats
+    labels[1, 5:] = -100  # padding
+    labels[2, 2] = -100
+    loss = model._loss(logits, labels, None)
+    # Welleck et al. (2020): cross-entropy + weight * sum over t of -log(1 - p(c)) for c in {y_<t} - {y_t}
+    log_probs = torch.log_softmax(logits, -1)
+    penalty = torch.zeros(())
+    for b, t in itertools.product(range(3), range(8)):
+        if labels[b, t] != -100:
+            earlier = set(labels[b, :t].tolist()) - {labels[b, t].item(), -100}
+            penalty = penalty - sum((torch.log1p(-log_probs[b, t, c].exp()) for c in earlier), torch.zeros(()))
+    cross_entropy = nn.functional.cross_entropy(logits.transpose(1, 2), labels, label_smoothing=smoothing)
+    expected = cross_entropy + 0.5 * penalty / (labels != -100).sum()
+    assert penalty > 0
+    torch.testing.assert_close(loss, expected)
+    (grad,) = torch.autograd.grad(loss, logits)
+    (expected_grad,) = torch.autograd.grad(expected, logits)
+    torch.testing.assert_close(grad, expected_grad)
+    assert not grad[1, 5:].any()
+    torch.testing.assert_close(model.eval()._loss(logits, labels, None), cross_entropy)  # evaluation: the CE alone
+
+
 def test_attentions_are_per_layer_batch_heads_query_key_and_masked(model_type):
     model = make_model(model_type)
     src = random_ids(2, 6)
