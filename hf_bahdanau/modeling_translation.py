@@ -93,7 +93,7 @@ class CrossEntropySum(torch.autograd.Function):
         logits: torch.Tensor,  # (tokens, vocab)
         labels: torch.Tensor,  # (tokens,), -100 = ignored
         smoothing: float,
-        candidates: torch.Tensor | None = None,  # (tokens, k), -100 = none
+        candidates: torch.Tensor | None = None,  # (tokens, k), -100 = none; None: no unlikelihood term
         unlikelihood: float = 0.0,
     ) -> torch.Tensor:
         log_probs = torch.log_softmax(logits.float(), dim=-1)  # (tokens, vocab)
@@ -103,7 +103,7 @@ class CrossEntropySum(torch.autograd.Function):
         if smoothing:
             losses = (1 - smoothing) * losses - smoothing * log_probs.mean(-1)
         penalised = weights = None
-        if unlikelihood and candidates is not None:
+        if candidates is not None:
             penalised = candidates.clamp(min=0)  # (tokens, k)
             probs = log_probs.gather(1, penalised).exp() * (candidates != -100)  # (tokens, k)
             complement = (1 - probs).clamp(min=1e-5)  # as Welleck et al.: no infinite loss for p = 1
