@@ -277,13 +277,15 @@ class BahdanauForConditionalGeneration(BahdanauPreTrainedModel, GenerationMixin)
         encoder_outputs: BahdanauEncoderOutput,
         source_mask: torch.Tensor | None,  # (batch, src_len), bool; None: no padding
         past_key_values: BahdanauDecoderState | None,
+        with_logits: bool = True,
         **options: bool,
-    ) -> tuple[BaseModelOutputWithPastAndCrossAttentions, torch.Tensor]:
+    ) -> tuple[BaseModelOutputWithPastAndCrossAttentions, torch.Tensor | None]:
+        """As the base class's; scheduled sampling reads each step's logits, so it returns them in any case."""
         if self.training and self.config.teacher_forcing_ratio < 1.0:
             return self._decode_with_scheduled_sampling(
                 decoder_input_ids, encoder_outputs, source_mask, past_key_values, **options
             )
-        return super()._decode(decoder_input_ids, encoder_outputs, source_mask, past_key_values, **options)
+        return super()._decode(decoder_input_ids, encoder_outputs, source_mask, past_key_values, with_logits, **options)
 
     def _decode_with_scheduled_sampling(
         self,

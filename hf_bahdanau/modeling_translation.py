@@ -27,6 +27,8 @@ from .configuration_translation import TranslationConfig
 GENERATION_ONLY_KWARGS = ("labels", "inputs_embeds", "is_first_iteration", "decoder_attention_mask")
 # The one place for a new model's generation settings (saved in its generation_config.json, overridable per call).
 GENERATION_DEFAULTS = {"num_beams": 5, "max_new_tokens": 128}
+# Logits per block of `LinearCrossEntropySum` (4 MB in fp32; 128 tokens at 8,000 words, fastest in a sweep on CPU).
+LOSS_BLOCK_SIZE = 2**20
 
 
 def shift_tokens_right(labels: torch.Tensor, pad_token_id: int, decoder_start_token_id: int) -> torch.Tensor:
@@ -79,9 +81,64 @@ def earlier_tokens(labels: torch.Tensor) -> torch.Tensor:
     return labels.unsqueeze(1).expand(-1, length, -1).masked_fill(~keep, -100)
 
 
+class TokenLosses:
+    """Per-token cross-entropy with label smoothing, plus `unlikelihood` times the token-level unlikelihood loss
+    `-sum log(1 - p(c))` over each token's `candidates` (Welleck et al., 2020), from the log-softmax of the logits;
+    and the gradient of their sum with respect to the logits, written over that log-softmax."""
+
+    def __init__(
+        self,
+        log_probs: torch.Tensor,  # (tokens, vocab), fp32
+        labels: torch.Tensor,  # (tokens,), -100 = ignored
+        smoothing: float,
+        candidates: torch.Tensor | None,  # (tokens, k), -100 = none; None: no unlikelihood term
+        unlikelihood: float,
+    ) -> None:
+        self.smoothing = smoothing
+        self.labelled = labels != -100  # (tokens,)
+        self.index = labels.clamp(min=0).unsqueeze(1)  # (tokens, 1)
+        losses = -log_probs.gather(1, self.index).squeeze(1)  # (tokens,)
+        if smoothing:
+            losses = (1 - smoothing) * losses - smoothing * log_probs.mean(-1)
+        self.penalised = self.weights = None
+        if candidates is not None:
+            self.penalised = candidates.clamp(min=0)  # (tokens, k)
+            probs = log_probs.gather(1, self.penalised).exp() * (candidates != -100)  # (tokens, k)
+            complement = (1 - probs).clamp(min=1e-5)  # as Welleck et al.: no infinite loss for p = 1
+            losses = losses - unlikelihood * complement.log().sum(1)
+            # d(-log(1 - p_c))/dlogits = w_c (one_hot(c) - softmax), w_c = p_c / (1 - p_c); none where clamped
+            self.weights = unlikelihood * probs / complement * (complement > 1e-5)
+        self.losses = losses.masked_fill(~self.labelled, 0.0)  # (tokens,)
+
+    def saved(self) -> tuple[torch.Tensor | None, ...]:
+        return self.labelled, self.index, self.penalised, self.weights
+
+    @staticmethod
+    def gradient_(
+        log_probs: torch.Tensor,  # (tokens, vocab), overwritten
+        grad: torch.Tensor | float,  # the incoming gradient of the summed loss
+        smoothing: float,
+        labelled: torch.Tensor,
+        index: torch.Tensor,
+        penalised: torch.Tensor | None,
+        weights: torch.Tensor | None,
+    ) -> torch.Tensor:
+        """d(sum of losses)/dlogits, in place of `log_probs`: softmax * (1 - sum_c w_c) - smoothing / vocab
+        - (1 - smoothing) * one_hot(label) + sum_c w_c * one_hot(c), times `grad`; zero on ignored tokens."""
+        scale = (labelled * grad).unsqueeze(1)  # (tokens, 1)
+        gradient = log_probs.exp_()  # (tokens, vocab), the softmax, in place
+        gradient.mul_(scale if weights is None else scale * (1 - weights.sum(1, keepdim=True)))
+        if smoothing:
+            gradient.sub_(scale * (smoothing / gradient.shape[-1]))
+        gradient.scatter_add_(1, index, scale * (smoothing - 1))
+        if weights is not None:
+            gradient.scatter_add_(1, penalised, scale * weights)
+        return gradient
+
+
 class CrossEntropySum(torch.autograd.Function):
-    """`cross_entropy(logits, labels, ignore_index=-100, label_smoothing=, reduction="sum")` in fp32, plus
-    `unlikelihood` times the token-level unlikelihood loss `-sum log(1 - p(c))` over each token's `candidates`.
+    """The sum of `TokenLosses` over `logits` `(tokens, vocab)`, in fp32: `cross_entropy(logits, labels,
+    ignore_index=-100, label_smoothing=, reduction="sum")` plus the unlikelihood term.
 
     The backward turns the saved log-softmax into the gradient in place: no zero-filled (tokens, vocab) buffer for
     `nll_loss_backward` and no second one for `log_softmax_backward` (two fewer 45 MB temporaries per step at
@@ -97,40 +154,68 @@ class CrossEntropySum(torch.autograd.Function):
         unlikelihood: float = 0.0,
     ) -> torch.Tensor:
         log_probs = torch.log_softmax(logits.float(), dim=-1)  # (tokens, vocab)
-        labelled = labels != -100  # (tokens,)
-        index = labels.clamp(min=0).unsqueeze(1)  # (tokens, 1)
-        losses = -log_probs.gather(1, index).squeeze(1)  # (tokens,)
-        if smoothing:
-            losses = (1 - smoothing) * losses - smoothing * log_probs.mean(-1)
-        penalised = weights = None
-        if candidates is not None:
-            penalised = candidates.clamp(min=0)  # (tokens, k)
-            probs = log_probs.gather(1, penalised).exp() * (candidates != -100)  # (tokens, k)
-            complement = (1 - probs).clamp(min=1e-5)  # as Welleck et al.: no infinite loss for p = 1
-            losses = losses - unlikelihood * complement.log().sum(1)
-            # d(-log(1 - p_c))/dlogits = w_c (one_hot(c) - softmax), w_c = p_c / (1 - p_c); none where clamped
-            weights = unlikelihood * probs / complement * (complement > 1e-5)
-        ctx.save_for_backward(log_probs, labelled, index, penalised, weights)
+        losses = TokenLosses(log_probs, labels, smoothing, candidates, unlikelihood)
+        ctx.save_for_backward(log_probs, *losses.saved())
         ctx.smoothing, ctx.dtype, ctx.consumed = smoothing, logits.dtype, False
-        return losses.masked_fill(~labelled, 0.0).sum()
+        return losses.losses.sum()
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         if ctx.consumed:
             raise RuntimeError("CrossEntropySum's backward reuses its saved tensor and runs only once")
         ctx.consumed = True
-        log_probs, labelled, index, penalised, weights = ctx.saved_tensors
-        # d/dlogits = softmax * (1 - sum_c w_c) - smoothing / vocab - (1 - smoothing) * one_hot(label)
-        #             + sum_c w_c * one_hot(c), times the incoming gradient; zero on ignored tokens
-        scale = (labelled * grad).unsqueeze(1)  # (tokens, 1)
-        gradient = log_probs.exp_()  # (tokens, vocab), the softmax, in place
-        gradient.mul_(scale if weights is None else scale * (1 - weights.sum(1, keepdim=True)))
-        if ctx.smoothing:
-            gradient.sub_(scale * (ctx.smoothing / gradient.shape[-1]))
-        gradient.scatter_add_(1, index, scale * (ctx.smoothing - 1))
-        if weights is not None:
-            gradient.scatter_add_(1, penalised, scale * weights)
+        log_probs, *saved = ctx.saved_tensors
+        gradient = TokenLosses.gradient_(log_probs, grad, ctx.smoothing, *saved)
         return gradient.to(ctx.dtype), None, None, None, None
+
+
+class LinearCrossEntropySum(torch.autograd.Function):
+    """`CrossEntropySum` of `linear(hidden, weight, bias)` in fp32, computed block by block without the logits.
+
+    Each block of `rows` tokens has its logits, log-softmax and gradient made and used while they are in cache, and
+    the forward already computes the gradients of `hidden`, `weight` and `bias` (when `gradients`), which the
+    backward scales by the incoming one. What it saves on CPU, per training step: the (tokens, vocab) logits and
+    log-softmax (45 MB each at 1,408 tokens x 8,000 words, each page-faulted in afresh by the OS), and the output
+    layer's three matrix products run on blocks that stay in cache."""
+
+    @staticmethod
+    def forward(
+        ctx: Any,
+        hidden: torch.Tensor,  # (tokens, d), fp32
+        weight: torch.Tensor,  # (vocab, d), fp32
+        bias: torch.Tensor | None,  # (vocab,)
+        labels: torch.Tensor,  # (tokens,), -100 = ignored
+        smoothing: float,
+        candidates: torch.Tensor | None,  # (tokens, k), -100 = none; None: no unlikelihood term
+        unlikelihood: float,
+        gradients: bool,
+        rows: int,
+    ) -> torch.Tensor:
+        total = hidden.new_zeros(())
+        grad_hidden = torch.empty_like(hidden) if gradients else None
+        grad_weight = torch.zeros_like(weight) if gradients else None
+        grad_bias = torch.zeros_like(bias) if gradients and bias is not None else None
+        for start in range(0, hidden.shape[0], rows):
+            block = slice(start, start + rows)
+            log_probs = torch.log_softmax(nn.functional.linear(hidden[block], weight, bias), dim=-1)  # (rows, vocab)
+            losses = TokenLosses(
+                log_probs, labels[block], smoothing, None if candidates is None else candidates[block], unlikelihood
+            )
+            total += losses.losses.sum()
+            if gradients:
+                gradient = TokenLosses.gradient_(log_probs, 1.0, smoothing, *losses.saved())  # (rows, vocab)
+                torch.mm(gradient, weight, out=grad_hidden[block])
+                grad_weight.addmm_(gradient.t(), hidden[block])
+                if grad_bias is not None:
+                    grad_bias += gradient.sum(0)
+        ctx.save_for_backward(grad_hidden, grad_weight, grad_bias)
+        return total
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        if not ctx.saved_tensors or ctx.saved_tensors[0] is None:
+            raise RuntimeError("LinearCrossEntropySum was called with gradients=False")
+        return (*(None if part is None else part * grad for part in ctx.saved_tensors), *(None,) * 6)
 
 
 QUANTIZATIONS = ("int8",)
@@ -292,12 +377,17 @@ class TranslationPreTrainedModel(PreTrainedModel, GenerationMixin):
         output_hidden_states: bool | None = None,
         return_dict: bool | None = None,
         num_items_in_batch: int | torch.Tensor | None = None,
+        skip_logits: bool | None = None,
         **kwargs: Any,  # generation and Trainer extras
     ) -> Seq2SeqLMOutput | tuple:
         """Logits `(batch, tgt_len, vocab)`; `loss` when `labels` `(batch, tgt_len)` are given (-100 ignored).
 
         With `past_key_values` (the state returned by the previous call) only the new decoder tokens are read.
         `num_items_in_batch` (from the Trainer) makes the loss a sum divided by it, for gradient accumulation.
+        `skip_logits=True` computes the loss without the logits (`LinearCrossEntropySum`), which come back as None
+        (the RNN's scheduled sampling needs them and returns them). The default, None, skips them where that is
+        faster and nothing reads them: a training step with labels on CPU, in fp32 without autocast (what the
+        Trainer runs there). Pass False to get them in training.
         """
         output_attentions = output_attentions if output_attentions is not None else self.config.output_attentions
         output_hidden_states = (
@@ -327,18 +417,24 @@ class TranslationPreTrainedModel(PreTrainedModel, GenerationMixin):
             encoder_outputs = self.encoder.output_class(*encoder_outputs)
         source = encoder_outputs.last_hidden_state  # (batch, src_len, d)
         source_mask = attention_mask.bool() if attention_mask is not None else None  # None: no padding
+        if skip_logits is None:
+            skip_logits = self.training and labels is not None and self._loss_skips_logits_here(source)
+        if skip_logits and labels is None:
+            raise ValueError("skip_logits=True needs labels: without them the logits are all forward returns")
         decoder_outputs, logits = self._decode(
             decoder_input_ids,
             encoder_outputs,
             source_mask,
             past_key_values,
+            with_logits=not skip_logits,
             use_cache=use_cache,
             output_attentions=output_attentions,
             output_hidden_states=output_hidden_states,
             **{name: kwargs[name] for name in self._decoder_kwargs if name in kwargs},
         )
+        hidden = decoder_outputs.last_hidden_state  # (batch, tgt_len, d)
         output = Seq2SeqLMOutput(
-            loss=None if labels is None else self._loss(logits, labels, num_items_in_batch),
+            loss=None if labels is None else self._loss(labels, num_items_in_batch, logits, hidden),
             logits=logits,
             past_key_values=decoder_outputs.past_key_values if use_cache else None,
             decoder_hidden_states=decoder_outputs.hidden_states,
@@ -356,26 +452,50 @@ class TranslationPreTrainedModel(PreTrainedModel, GenerationMixin):
         encoder_outputs: ModelOutput,
         source_mask: torch.Tensor | None,  # (batch, src_len), bool; None: no padding
         past_key_values: Any,
+        with_logits: bool = True,
         **options: Any,  # use_cache, output_attentions, output_hidden_states, and the `_decoder_kwargs`
-    ) -> tuple[BaseModelOutputWithPastAndCrossAttentions, torch.Tensor]:
-        """The decoder's outputs and the logits `(batch, tgt_len, vocab)`."""
+    ) -> tuple[BaseModelOutputWithPastAndCrossAttentions, torch.Tensor | None]:
+        """The decoder's outputs and the logits `(batch, tgt_len, vocab)` (None unless `with_logits`)."""
         outputs = self.decoder(decoder_input_ids, encoder_outputs, source_mask, past_key_values, **options)
-        return outputs, self.lm_head(outputs.last_hidden_state)
+        return outputs, self.lm_head(outputs.last_hidden_state) if with_logits else None
+
+    def _loss_skips_logits_here(self, source: torch.Tensor) -> bool:
+        """Whether the loss is faster without the logits: on CPU, in fp32, outside autocast, with grads enabled."""
+        return (
+            source.device.type == "cpu"
+            and self.lm_head.weight.dtype == torch.float32
+            and not torch.is_autocast_enabled("cpu")
+            and torch.is_grad_enabled()
+        )
 
     def _loss(
-        self, logits: torch.Tensor, labels: torch.Tensor, num_items_in_batch: int | torch.Tensor | None
+        self,
+        labels: torch.Tensor,  # (batch, tgt_len), -100 = ignored
+        num_items_in_batch: int | torch.Tensor | None,
+        logits: torch.Tensor | None = None,  # (batch, tgt_len, vocab)
+        hidden: torch.Tensor | None = None,  # (batch, tgt_len, d): the decoder's output, when logits is None
     ) -> torch.Tensor:
         """Token cross-entropy with label smoothing, plus the config's `unlikelihood` term in training; mean over
-        labelled tokens, or sum / `num_items_in_batch`.
+        labelled tokens, or sum / `num_items_in_batch`. From the logits, or from the decoder's output through
+        `lm_head` block by block (`LinearCrossEntropySum`, the same loss and gradients without the logits).
 
         A batch with no labelled token gives a loss of 0 with zero gradients (not NaN)."""
-        labels = labels.to(logits.device)
-        flat_labels = labels.reshape(-1)
+        inputs = hidden if logits is None else logits
+        flat_labels = labels.to(inputs.device).reshape(-1)
         unlikelihood = self.config.unlikelihood if self.training else 0.0
-        candidates = earlier_tokens(labels).flatten(0, 1) if unlikelihood else None  # (tokens, tgt_len)
-        loss = CrossEntropySum.apply(
-            logits.reshape(-1, logits.shape[-1]), flat_labels, self.config.label_smoothing, candidates, unlikelihood
-        )
+        candidates = earlier_tokens(flat_labels.view(labels.shape)).flatten(0, 1) if unlikelihood else None
+        smoothing = self.config.label_smoothing
+        if logits is not None:
+            loss = CrossEntropySum.apply(logits.flatten(0, 1), flat_labels, smoothing, candidates, unlikelihood)
+        else:
+            weight, bias = self.lm_head.weight, self.lm_head.bias
+            gradients = torch.is_grad_enabled() and any(
+                x is not None and x.requires_grad for x in (hidden, weight, bias)
+            )
+            rows = max(1, LOSS_BLOCK_SIZE // weight.shape[0])
+            loss = LinearCrossEntropySum.apply(
+                hidden.flatten(0, 1), weight, bias, flat_labels, smoothing, candidates, unlikelihood, gradients, rows
+            )
         count = (flat_labels != -100).sum().clamp(min=1) if num_items_in_batch is None else num_items_in_batch
         return loss / count
 

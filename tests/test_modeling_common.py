@@ -14,7 +14,7 @@ from helpers import MODEL_TYPES, VOCAB, greedy_config, make_model, random_ids
 from torch import nn
 from transformers import AutoConfig, AutoModelForSeq2SeqLM
 
-from hf_bahdanau import GENERATION_DEFAULTS, TranslationConfig, get_model_type
+from hf_bahdanau import GENERATION_DEFAULTS, TranslationConfig, get_model_type, modeling_translation
 
 pytestmark = pytest.mark.parametrize("model_type", MODEL_TYPES)
 
@@ -72,31 +72,53 @@ def test_label_smoothing_comes_from_config(model_type):
     torch.testing.assert_close(model(input_ids=src, labels=labels).loss, expected)
 
 
+def loss_inputs(model, path, batch, length):
+    """What `model._loss` takes on `path` ("logits", or "hidden": the decoder's output, which `_loss` sends through
+    `lm_head` in blocks of 4 tokens, so that blocks end inside sequences), the logits it stands for, and the tensors
+    its gradients go to."""
+    if path == "logits":
+        logits = torch.randn(batch, length, VOCAB, requires_grad=True)  # (batch, tgt_len, vocab)
+        return {"logits": logits}, logits, (logits,)
+    hidden = torch.randn(batch, length, model.lm_head.in_features, requires_grad=True)  # (batch, tgt_len, d)
+    return {"hidden": hidden}, model.lm_head(hidden), (hidden, *model.lm_head.parameters())
+
+
+@pytest.fixture
+def blocks_of_four(monkeypatch):
+    monkeypatch.setattr(modeling_translation, "LOSS_BLOCK_SIZE", 4 * VOCAB)
+
+
+@pytest.mark.parametrize("path", ["logits", "hidden"])
 @pytest.mark.parametrize("smoothing", [0.0, 0.1])
-def test_cross_entropy_reusing_its_log_softmax_equals_torchs(model_type, smoothing):
+def test_cross_entropy_from_logits_or_hidden_states_equals_torchs(model_type, smoothing, path, blocks_of_four):
     model = make_model(model_type, label_smoothing=smoothing)
-    logits = torch.randn(3, 10, VOCAB, requires_grad=True)  # (batch, tgt_len, vocab)
     labels = torch.randint(0, VOCAB, (3, 10))
     labels[:, ::4] = -100
-    loss = model._loss(logits, labels, None)
+    given, logits, inputs = loss_inputs(model, path, 3, 10)
+    loss = model._loss(labels, None, **given)
     expected = nn.functional.cross_entropy(logits.transpose(1, 2), labels, label_smoothing=smoothing)
     torch.testing.assert_close(loss, expected)
-    (grad,) = torch.autograd.grad(3 * loss, logits, retain_graph=True)
-    (expected_grad,) = torch.autograd.grad(3 * expected, logits)
-    torch.testing.assert_close(grad, expected_grad)
-    assert not grad[:, ::4].any()  # ignored tokens get no gradient
-    with pytest.raises(RuntimeError, match="only once"):  # the saved log-softmax became the gradient
-        torch.autograd.grad(loss, logits)
+    grads = torch.autograd.grad(3 * loss, inputs, retain_graph=True)
+    expected_grads = torch.autograd.grad(3 * expected, inputs, retain_graph=True)
+    for grad, expected_grad in zip(grads, expected_grads, strict=True):
+        torch.testing.assert_close(grad, expected_grad)
+    assert not grads[0][:, ::4].any()  # ignored tokens get no gradient
+    if path == "logits":
+        with pytest.raises(RuntimeError, match="only once"):  # the saved log-softmax became the gradient
+            torch.autograd.grad(loss, inputs)
 
 
+@pytest.mark.parametrize("path", ["logits", "hidden"])
 @pytest.mark.parametrize("smoothing", [0.0, 0.1])
-def test_unlikelihood_penalises_each_earlier_target_token_once_in_training_only(model_type, smoothing):
+def test_unlikelihood_penalises_each_earlier_target_token_once_in_training_only(
+    model_type, smoothing, path, blocks_of_four
+):
     model = make_model(model_type, label_smoothing=smoothing, unlikelihood=0.5).train()
-    logits = torch.randn(3, 8, VOCAB, requires_grad=True)  # (batch, tgt_len, vocab)
     labels = torch.randint(4, 8, (3, 8))  # few distinct tokens: many repeats
     labels[1, 5:] = -100  # padding
     labels[2, 2] = -100
-    loss = model._loss(logits, labels, None)
+    given, logits, inputs = loss_inputs(model, path, 3, 8)
+    loss = model._loss(labels, None, **given)
     # Welleck et al. (2020): cross-entropy + weight * sum over t of -log(1 - p(c)) for c in {y_<t} - {y_t}
     log_probs = torch.log_softmax(logits, -1)
     penalty = torch.zeros(())
@@ -108,11 +130,32 @@ def test_unlikelihood_penalises_each_earlier_target_token_once_in_training_only(
     expected = cross_entropy + 0.5 * penalty / (labels != -100).sum()
     assert penalty > 0
     torch.testing.assert_close(loss, expected)
-    (grad,) = torch.autograd.grad(loss, logits)
-    (expected_grad,) = torch.autograd.grad(expected, logits)
-    torch.testing.assert_close(grad, expected_grad)
-    assert not grad[1, 5:].any()
-    torch.testing.assert_close(model.eval()._loss(logits, labels, None), cross_entropy)  # evaluation: the CE alone
+    grads = torch.autograd.grad(loss, inputs)
+    expected_grads = torch.autograd.grad(expected, inputs, retain_graph=True)
+    for grad, expected_grad in zip(grads, expected_grads, strict=True):
+        torch.testing.assert_close(grad, expected_grad)
+    assert not grads[0][1, 5:].any()
+    torch.testing.assert_close(model.eval()._loss(labels, None, **given), cross_entropy)  # evaluation: the CE alone
+
+
+def test_training_skips_the_logits_with_the_same_loss_and_gradients(model_type, blocks_of_four):
+    twin = make_model(model_type, label_smoothing=0.1, unlikelihood=0.5).train()
+    model = make_model(model_type, label_smoothing=0.1, unlikelihood=0.5).train()
+    src, labels = random_ids(3, 6), random_ids(3, 7, seed=3)
+    labels[1, 4:] = -100
+    out = model(input_ids=src, labels=labels)
+    expected = twin(input_ids=src, labels=labels, skip_logits=False)
+    assert out.logits is None and expected.logits.shape == (3, 7, VOCAB)
+    torch.testing.assert_close(out.loss, expected.loss)
+    out.loss.backward()
+    expected.loss.backward()
+    for (name, parameter), twin_parameter in zip(model.named_parameters(), twin.parameters(), strict=True):
+        torch.testing.assert_close(parameter.grad, twin_parameter.grad, msg=name)
+    with torch.no_grad():  # no gradients wanted: the same loss, none computed
+        torch.testing.assert_close(model(input_ids=src, labels=labels, skip_logits=True).loss, expected.loss)
+    assert model.eval()(input_ids=src, labels=labels).logits is not None  # evaluation keeps them
+    with pytest.raises(ValueError, match="needs labels"):
+        model(input_ids=src, decoder_input_ids=labels.clamp(min=3), skip_logits=True)
 
 
 def test_attentions_are_per_layer_batch_heads_query_key_and_masked(model_type):
