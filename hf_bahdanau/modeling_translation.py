@@ -29,7 +29,8 @@ GENERATION_ONLY_KWARGS = ("labels", "inputs_embeds", "is_first_iteration", "deco
 GENERATION_DEFAULTS = {"num_beams": 5, "max_new_tokens": 128}
 # The smallest 1 - p(c) of the unlikelihood term, as Welleck et al.: no infinite loss for p = 1.
 UNLIKELIHOOD_FLOOR = 1e-5
-# Logits per block of `LinearCrossEntropySum` (4 MB in fp32; 128 tokens at 8,000 words, fastest in a sweep on CPU).
+# Logits per block of `LinearCrossEntropySum`: 4 MB in fp32, 131 tokens at 8,000 words (fastest at one CPU thread;
+# see docs/benchmarks.md).
 LOSS_BLOCK_SIZE = 2**20
 
 
@@ -221,8 +222,6 @@ class LinearCrossEntropySum(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
-        if not ctx.saved_tensors or ctx.saved_tensors[0] is None:
-            raise RuntimeError("LinearCrossEntropySum was called with gradients=False")
         return (*(None if part is None else part * grad for part in ctx.saved_tensors), *(None,) * 6)
 
 
@@ -497,6 +496,11 @@ class TranslationPreTrainedModel(PreTrainedModel, GenerationMixin):
             loss = CrossEntropySum.apply(logits.flatten(0, 1), flat_labels, smoothing, candidates, unlikelihood)
         else:
             weight, bias = self.lm_head.weight, self.lm_head.bias
+            if hidden.dtype != torch.float32 or weight.dtype != torch.float32:
+                raise ValueError(
+                    f"skip_logits=True computes the loss in fp32, but the decoder output is {hidden.dtype} and the "
+                    f"output layer {weight.dtype} (a half-precision model or autocast): pass skip_logits=False"
+                )
             gradients = torch.is_grad_enabled() and any(
                 x is not None and x.requires_grad for x in (hidden, weight, bias)
             )

@@ -156,6 +156,10 @@ def test_training_skips_the_logits_with_the_same_loss_and_gradients(model_type, 
     assert model.eval()(input_ids=src, labels=labels).logits is not None  # evaluation keeps them
     with pytest.raises(ValueError, match="needs labels"):
         model(input_ids=src, decoder_input_ids=labels.clamp(min=3), skip_logits=True)
+    model.train().to(torch.bfloat16)
+    assert model(input_ids=src, labels=labels).logits is not None  # not fp32: the loss from the logits
+    with pytest.raises(ValueError, match="in fp32"):
+        model(input_ids=src, labels=labels, skip_logits=True)
 
 
 def test_attentions_are_per_layer_batch_heads_query_key_and_masked(model_type):
