@@ -97,7 +97,6 @@ class TokenLosses:
         candidates: torch.Tensor | None,  # (tokens, k), -100 = none; None: no unlikelihood term
         unlikelihood: float,
     ) -> None:
-        self.smoothing = smoothing
         self.labelled = labels != -100  # (tokens,)
         self.index = labels.clamp(min=0).unsqueeze(1)  # (tokens, 1)
         losses = -log_probs.gather(1, self.index).squeeze(1)  # (tokens,)
@@ -425,7 +424,7 @@ class TranslationPreTrainedModel(PreTrainedModel, GenerationMixin):
         source = encoder_outputs.last_hidden_state  # (batch, src_len, d)
         source_mask = attention_mask.bool() if attention_mask is not None else None  # None: no padding
         if skip_logits is None:
-            skip_logits = self.training and labels is not None and self._loss_skips_logits_here(source)
+            skip_logits = self.training and labels is not None and self._loss_skips_logits_here()
         if skip_logits and labels is None:
             raise ValueError("skip_logits=True needs labels: without them the logits are all forward returns")
         decoder_outputs, logits = self._decode(
@@ -466,11 +465,12 @@ class TranslationPreTrainedModel(PreTrainedModel, GenerationMixin):
         outputs = self.decoder(decoder_input_ids, encoder_outputs, source_mask, past_key_values, **options)
         return outputs, self.lm_head(outputs.last_hidden_state) if with_logits else None
 
-    def _loss_skips_logits_here(self, source: torch.Tensor) -> bool:
+    def _loss_skips_logits_here(self) -> bool:
         """Whether the loss is faster without the logits: on CPU, in fp32, outside autocast, with grads enabled."""
+        weight = self.lm_head.weight
         return (
-            source.device.type == "cpu"
-            and self.lm_head.weight.dtype == torch.float32
+            weight.device.type == "cpu"
+            and weight.dtype == torch.float32
             and not torch.is_autocast_enabled("cpu")
             and torch.is_grad_enabled()
         )
