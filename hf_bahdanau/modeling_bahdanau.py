@@ -52,7 +52,7 @@ class BahdanauDecoderState:
         self,
         hidden: torch.Tensor,  # (decoder_layers, batch, hidden)
         cell: torch.Tensor | None,  # (decoder_layers, batch, hidden) for an LSTM
-        projected_keys: torch.Tensor,  # (batch, src_len, key_projection), computed once per source
+        projected_keys: torch.Tensor,  # (batch / repeats, src_len, key_projection), once per source: see below
         steps: int = 0,
     ) -> None:
         self.hidden, self.cell, self.projected_keys, self.steps = hidden, cell, projected_keys, steps
@@ -68,8 +68,8 @@ class BahdanauDecoderState:
     def reorder_cache(self, beam_idx: torch.LongTensor) -> None:
         """Keep, in place, the recurrent rows that beam search chose (`beam_idx` indexes the flattened batch).
 
-        Beam search only moves rows among the beams of one sentence, whose projected keys are identical copies,
-        so the keys stay where they are (copying them at every step cost ~7% of beam-search time).
+        The projected keys hold one copy of each source for the `repeats` consecutive rows of its beams (or returned
+        sequences), and beam search only moves rows among the beams of one sentence: the keys stay as they are.
         """
         self.hidden = self.hidden.index_select(1, beam_idx.to(self.hidden.device))
         if self.cell is not None:
@@ -184,13 +184,14 @@ class BahdanauDecoder(nn.Module):
         self.attention = _attention(config)
         self.rnn = _rnn(config, config.encoder_output_size + config.embedding_size, config.decoder_layers)
 
-    def initial_state(self, encoder_outputs: BahdanauEncoderOutput) -> BahdanauDecoderState:
-        """The state before the first target token; projects the attention keys once per source."""
+    def initial_state(self, encoder_outputs: BahdanauEncoderOutput, source_repeats: int = 1) -> BahdanauDecoderState:
+        """The state before the first target token; projects the attention keys once per source (one copy for
+        the `source_repeats` rows that repeat it)."""
         cell = encoder_outputs.decoder_initial_cell
         return BahdanauDecoderState(
             hidden=encoder_outputs.decoder_initial_hidden.transpose(0, 1).contiguous(),
             cell=None if cell is None else cell.transpose(0, 1).contiguous(),
-            projected_keys=self.attention.project_keys(encoder_outputs.last_hidden_state),
+            projected_keys=self.attention.project_keys(encoder_outputs.last_hidden_state[::source_repeats]),
         )
 
     def forward(
@@ -202,29 +203,43 @@ class BahdanauDecoder(nn.Module):
         use_cache: bool = True,
         output_attentions: bool = False,
         output_hidden_states: bool = False,
+        source_repeats: int = 1,
     ) -> BaseModelOutputWithPastAndCrossAttentions:
         """RNN outputs `(batch, tgt_len, hidden)`, the new state and, if asked, the embeddings and outputs as
-        hidden states and the attention weights `(batch, 1, tgt_len, src_len)` as cross-attentions."""
-        state = past_key_values if past_key_values is not None else self.initial_state(encoder_outputs)
-        source = encoder_outputs.last_hidden_state  # (batch, src_len, encoder_output_size)
+        hidden states and the attention weights `(batch, 1, tgt_len, src_len)` as cross-attentions.
+
+        `source_repeats`: each source row is repeated this many times in a row (by `generate`, for the beams or
+        returned sequences of a sentence); their queries attend to one copy, as several queries of one sentence.
+        """
+        if past_key_values is None:
+            past_key_values = self.initial_state(encoder_outputs, source_repeats)
+        state, (batch, length) = past_key_values, input_ids.shape
+        repeats = batch // state.projected_keys.shape[0]  # as when the state was made
+        source = encoder_outputs.last_hidden_state[::repeats]  # (batch / repeats, src_len, encoder_output_size)
+        if encoder_attention_mask is not None:
+            encoder_attention_mask = encoder_attention_mask[::repeats]
         embeddings = self.dropout(self.embed_tokens(input_ids))  # (batch, tgt_len, embedding)
         rnn_state = state.rnn_state
         outputs, weights = [], []
-        for step in range(input_ids.shape[1]):
+        for step in range(length):
             top_hidden = (rnn_state if state.cell is None else rnn_state[0])[-1]  # (batch, hidden)
             context = self.attention(
-                top_hidden.unsqueeze(1), source, source, encoder_attention_mask, projected_keys=state.projected_keys
-            )  # (batch, 1, encoder_output_size)
+                top_hidden.view(batch // repeats, repeats, -1),  # the queries of each source's rows
+                source,
+                source,
+                encoder_attention_mask,
+                projected_keys=state.projected_keys,
+            ).view(batch, 1, -1)  # (batch, 1, encoder_output_size)
             rnn_input = torch.cat([context, embeddings[:, step : step + 1]], dim=-1)
             output, rnn_state = self.rnn(rnn_input, rnn_state)  # (batch, 1, hidden)
             outputs.append(output)
             if output_attentions:
-                weights.append(self.attention.attention_weights)
+                weights.append(self.attention.attention_weights.view(batch, 1, -1))
         hidden, cell = rnn_state if state.cell is not None else (rnn_state, None)
         output = self.dropout(torch.cat(outputs, dim=1))  # (batch, tgt_len, hidden)
         return BaseModelOutputWithPastAndCrossAttentions(
             last_hidden_state=output,
-            past_key_values=BahdanauDecoderState(hidden, cell, state.projected_keys, state.steps + input_ids.shape[1]),
+            past_key_values=BahdanauDecoderState(hidden, cell, state.projected_keys, state.steps + length),
             hidden_states=(embeddings, output) if output_hidden_states else None,
             cross_attentions=(torch.cat(weights, dim=1).unsqueeze(1),) if output_attentions else None,
         )

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
 
 import torch
 from torch import nn
@@ -322,26 +321,12 @@ class TransformerPreTrainedModel(TranslationPreTrainedModel):
 class TransformerForConditionalGeneration(TransformerPreTrainedModel, GenerationMixin):  # listed: see can_generate
     """d2l's Transformer with a language-model head, ready for `generate()`."""
 
-    _decoder_kwargs = ("source_repeats",)  # see `_expand_inputs_for_generation`
-
     def __init__(self, config: TransformerConfig) -> None:
         super().__init__(config)
         self.encoder = TransformerEncoder(config)
         self.decoder = TransformerDecoder(config)
         self.lm_head = nn.Linear(config.d_model, config.vocab_size)
         self.post_init()
-
-    def _expand_inputs_for_generation(
-        self,
-        expand_size: int = 1,
-        is_encoder_decoder: bool = False,
-        input_ids: torch.LongTensor | None = None,
-        **kwargs: Any,
-    ) -> tuple[torch.LongTensor | None, dict[str, Any]]:
-        """`GenerationMixin`'s, which repeats each source `expand_size` times (beams, returned sequences), and tells
-        the decoder so: it projects and keeps one copy of each source's cross-attention keys/values."""
-        input_ids, kwargs = super()._expand_inputs_for_generation(expand_size, is_encoder_decoder, input_ids, **kwargs)
-        return input_ids, {**kwargs, "source_repeats": expand_size}
 
 
 __all__ = ["TransformerForConditionalGeneration", "TransformerPreTrainedModel"]

@@ -253,7 +253,7 @@ class TranslationPreTrainedModel(PreTrainedModel, GenerationMixin):
     main_input_name = "input_ids"
     supports_gradient_checkpointing = False
     quantization: str | None = None  # "int8" after `quantize_for_cpu`
-    _decoder_kwargs: tuple[str, ...] = ()  # generation kwargs that `forward` hands on to the decoder
+    _decoder_kwargs = ("source_repeats",)  # generation kwargs that `forward` hands on to the decoder
 
     def post_init(self) -> None:
         """Declare the tied weights, initialise, and give a new model the translation generation defaults."""
@@ -356,6 +356,18 @@ class TranslationPreTrainedModel(PreTrainedModel, GenerationMixin):
             input_ids = input_ids[:, -next_sequence_length:]
         inputs = {name: value for name, value in kwargs.items() if name not in GENERATION_ONLY_KWARGS}
         return {**inputs, "decoder_input_ids": input_ids, "past_key_values": past_key_values}
+
+    def _expand_inputs_for_generation(
+        self,
+        expand_size: int = 1,
+        is_encoder_decoder: bool = False,
+        input_ids: torch.LongTensor | None = None,
+        **kwargs: Any,
+    ) -> tuple[torch.LongTensor | None, dict[str, Any]]:
+        """`GenerationMixin`'s, which repeats each source `expand_size` times (beams, returned sequences), and tells
+        the decoder so: it attends to one copy of each source (projected once) for all of its rows."""
+        input_ids, kwargs = super()._expand_inputs_for_generation(expand_size, is_encoder_decoder, input_ids, **kwargs)
+        return input_ids, {**kwargs, "source_repeats": expand_size}
 
     def _prepare_text_encoder_decoder_kwargs_for_generation(
         self, inputs_tensor: torch.Tensor, model_kwargs: dict[str, Any], *args: Any, **kwargs: Any
