@@ -18,7 +18,7 @@ from transformers.modeling_outputs import BaseModelOutputWithPastAndCrossAttenti
 
 from .attention import AdditiveAttention, BilinearAttention, DotProductAttention, ScoredAttention
 from .configuration_bahdanau import BahdanauConfig
-from .modeling_translation import TranslationPreTrainedModel, check_source
+from .modeling_translation import TranslationPreTrainedModel, check_beams_keep_their_source, check_source
 
 
 @dataclass
@@ -68,9 +68,14 @@ class BahdanauDecoderState:
     def reorder_cache(self, beam_idx: torch.LongTensor) -> None:
         """Keep, in place, the recurrent rows that beam search chose (`beam_idx` indexes the flattened batch).
 
-        The projected keys hold one copy of each source for the `repeats` consecutive rows of its beams (or returned
-        sequences), and beam search only moves rows among the beams of one sentence: the keys stay as they are.
+        The projected keys (and the encoder outputs, which `generate` keeps as they are) hold the source of each
+        row, or one copy for the consecutive rows of a sentence's beams; beam search moves rows only among the beams
+        of one sentence, so the keys stay as they are. With one copy per sentence, a reorder across sentences is
+        refused.
         """
+        repeats = self.hidden.shape[1] // self.projected_keys.shape[0]
+        if repeats > 1:
+            check_beams_keep_their_source(beam_idx, repeats)
         self.hidden = self.hidden.index_select(1, beam_idx.to(self.hidden.device))
         if self.cell is not None:
             self.cell = self.cell.index_select(1, beam_idx.to(self.cell.device))
@@ -210,11 +215,17 @@ class BahdanauDecoder(nn.Module):
 
         `source_repeats`: each source row is repeated this many times in a row (by `generate`, for the beams or
         returned sequences of a sentence); their queries attend to one copy, as several queries of one sentence.
+        Read when the state is made (no `past_key_values`); later steps take it from the state.
         """
         if past_key_values is None:
             past_key_values = self.initial_state(encoder_outputs, source_repeats)
-        state, (batch, length) = past_key_values, input_ids.shape
-        repeats = batch // state.projected_keys.shape[0]  # as when the state was made
+        state, (batch, length), sources = past_key_values, input_ids.shape, past_key_values.projected_keys.shape[0]
+        if batch % sources:
+            raise ValueError(
+                f"{batch} decoder rows do not fit a state made for {sources} sources: each source serves the same "
+                "number of consecutive rows"
+            )
+        repeats = batch // sources  # as when the state was made
         source = encoder_outputs.last_hidden_state[::repeats]  # (batch / repeats, src_len, encoder_output_size)
         if encoder_attention_mask is not None:
             encoder_attention_mask = encoder_attention_mask[::repeats]

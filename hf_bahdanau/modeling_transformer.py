@@ -23,7 +23,7 @@ from transformers.modeling_outputs import BaseModelOutput, BaseModelOutputWithPa
 
 from .attention import MultiHeadAttention, PositionalEncoding
 from .configuration_transformer import TransformerConfig
-from .modeling_translation import TranslationPreTrainedModel, check_source
+from .modeling_translation import TranslationPreTrainedModel, check_beams_keep_their_source, check_source
 
 Attended = tuple[torch.Tensor, torch.Tensor | None]  # (output, attention weights or None)
 
@@ -93,11 +93,7 @@ class SharedSourceLayer(DynamicLayer):
         self.repeats = repeats
 
     def reorder_cache(self, beam_idx: torch.LongTensor) -> None:
-        rows = torch.arange(len(beam_idx), device=beam_idx.device)
-        if not torch.equal(beam_idx // self.repeats, rows // self.repeats):
-            raise ValueError(
-                "a cross-attention cache shared by the beams of a sentence cannot move rows between sentences"
-            )
+        check_beams_keep_their_source(beam_idx, self.repeats)
 
 
 class TransformerDecoderLayer(nn.Module):

@@ -72,6 +72,17 @@ def check_source(input_ids: torch.Tensor, attention_mask: torch.Tensor | None, v
     return mask
 
 
+def check_beams_keep_their_source(beam_idx: torch.Tensor, repeats: int) -> None:
+    """Refuse a reorder of decoder rows (`beam_idx`, by beam search) that moves a row to another source, for a state
+    that keeps one copy of each source for its `repeats` consecutive rows."""
+    rows = torch.arange(len(beam_idx), device=beam_idx.device)
+    if not torch.equal(beam_idx // repeats, rows // repeats):
+        raise ValueError(
+            f"the decoder state keeps one copy of each source for its {repeats} consecutive rows (beams), and cannot "
+            "move rows between sentences"
+        )
+
+
 def earlier_tokens(labels: torch.Tensor) -> torch.Tensor:
     """For each target position, the distinct tokens of the earlier positions other than its own label (the
     candidates of token-level unlikelihood): `(batch, tgt_len, tgt_len)`, -100 where there is none."""
@@ -253,7 +264,6 @@ class TranslationPreTrainedModel(PreTrainedModel, GenerationMixin):
     main_input_name = "input_ids"
     supports_gradient_checkpointing = False
     quantization: str | None = None  # "int8" after `quantize_for_cpu`
-    _decoder_kwargs = ("source_repeats",)  # generation kwargs that `forward` hands on to the decoder
 
     def post_init(self) -> None:
         """Declare the tied weights, initialise, and give a new model the translation generation defaults."""
@@ -396,6 +406,7 @@ class TranslationPreTrainedModel(PreTrainedModel, GenerationMixin):
         return_dict: bool | None = None,
         num_items_in_batch: int | torch.Tensor | None = None,
         skip_logits: bool | None = None,
+        source_repeats: int = 1,
         **kwargs: Any,  # generation and Trainer extras
     ) -> Seq2SeqLMOutput | tuple:
         """Logits `(batch, tgt_len, vocab)`; `loss` when `labels` `(batch, tgt_len)` are given (-100 ignored).
@@ -406,6 +417,9 @@ class TranslationPreTrainedModel(PreTrainedModel, GenerationMixin):
         (the RNN's scheduled sampling needs them and returns them). The default, None, skips them where that is
         faster and nothing reads them: a training step with labels on CPU, in fp32 without autocast (what the
         Trainer runs there). Pass False to get them in training.
+        `source_repeats`: each source row is repeated this many times in a row (`generate` passes it for the beams or
+        returned sequences of a sentence); the decoder keeps one copy of each source for its rows. It is read when
+        the decoder state is made (no `past_key_values`); later steps take it from the state.
         """
         output_attentions = output_attentions if output_attentions is not None else self.config.output_attentions
         output_hidden_states = (
@@ -448,7 +462,7 @@ class TranslationPreTrainedModel(PreTrainedModel, GenerationMixin):
             use_cache=use_cache,
             output_attentions=output_attentions,
             output_hidden_states=output_hidden_states,
-            **{name: kwargs[name] for name in self._decoder_kwargs if name in kwargs},
+            source_repeats=source_repeats,
         )
         hidden = decoder_outputs.last_hidden_state  # (batch, tgt_len, d)
         output = Seq2SeqLMOutput(
@@ -471,7 +485,7 @@ class TranslationPreTrainedModel(PreTrainedModel, GenerationMixin):
         source_mask: torch.Tensor | None,  # (batch, src_len), bool; None: no padding
         past_key_values: Any,
         with_logits: bool = True,
-        **options: Any,  # use_cache, output_attentions, output_hidden_states, and the `_decoder_kwargs`
+        **options: Any,  # use_cache, output_attentions, output_hidden_states, source_repeats
     ) -> tuple[BaseModelOutputWithPastAndCrossAttentions, torch.Tensor | None]:
         """The decoder's outputs and the logits `(batch, tgt_len, vocab)` (None unless `with_logits`)."""
         outputs = self.decoder(decoder_input_ids, encoder_outputs, source_mask, past_key_values, **options)
@@ -528,6 +542,7 @@ __all__ = [
     "GENERATION_DEFAULTS",
     "QUANTIZATIONS",
     "TranslationPreTrainedModel",
+    "check_beams_keep_their_source",
     "check_ids",
     "check_source",
     "quantize_for_cpu",

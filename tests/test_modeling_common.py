@@ -367,29 +367,33 @@ def test_beams_share_one_copy_of_their_source_and_decode_as_if_it_were_repeated(
     """generate repeats each source for its beams; the decoder projects one copy, which the beams of the sentence
     attend to, and which beam search's reordering leaves as is. Reference: GenerationMixin's way, every beam with
     its own copy."""
-    model = make_model(model_type, decoder_layers=2)
-    reference = copy.deepcopy(model)
-    reference._expand_inputs_for_generation = types.MethodType(GenerationMixin._expand_inputs_for_generation, reference)
     src = random_ids(3, 6)
     mask = torch.tensor([[1] * 6, [0] * 2 + [1] * 4, [1] * 5 + [0]])
     options = dict(return_dict_in_generate=True, output_scores=True, output_attentions=True)
     config = greedy_config(max_new_tokens=6, min_new_tokens=6, num_beams=4, num_return_sequences=2)
-    shared, repeated = (
-        m.generate(src, attention_mask=mask, generation_config=config, **options) for m in (model, reference)
-    )
-    torch.testing.assert_close(shared.sequences, repeated.sequences)
-    torch.testing.assert_close(shared.sequences_scores, repeated.sequences_scores)
-    for step in (0, -1):
-        for ours, theirs in zip(shared.cross_attentions[step], repeated.cross_attentions[step], strict=True):
-            torch.testing.assert_close(ours, theirs)  # (batch * beams, heads, 1, src) per layer
-    assert source_copies(model_type, shared.past_key_values) == {3}  # one copy per sentence
-    assert source_copies(model_type, repeated.past_key_values) == {12}  # one per beam
     sampling = greedy_config(max_new_tokens=5, do_sample=True, top_k=5, num_return_sequences=3)
-    samples = []
-    for m in (model, reference):
-        torch.manual_seed(0)
-        samples.append(m.generate(src, attention_mask=mask, generation_config=sampling))
-    torch.testing.assert_close(*samples)
+    dot = [dict(attention_type="dot")] if model_type == "bahdanau" else []  # its projected keys are the source
+    for settings in VARIANTS[model_type] + dot:
+        model = make_model(model_type, **{"decoder_layers": 2, **settings})
+        reference = copy.deepcopy(model)
+        reference._expand_inputs_for_generation = types.MethodType(
+            GenerationMixin._expand_inputs_for_generation, reference
+        )
+        shared, repeated = (
+            m.generate(src, attention_mask=mask, generation_config=config, **options) for m in (model, reference)
+        )
+        torch.testing.assert_close(shared.sequences, repeated.sequences, msg=str(settings))
+        torch.testing.assert_close(shared.sequences_scores, repeated.sequences_scores)
+        for step in (0, -1):
+            for ours, theirs in zip(shared.cross_attentions[step], repeated.cross_attentions[step], strict=True):
+                torch.testing.assert_close(ours, theirs)  # (batch * beams, heads, 1, src) per layer
+        assert source_copies(model_type, shared.past_key_values) == {3}  # one copy per sentence
+        assert source_copies(model_type, repeated.past_key_values) == {12}  # one per beam
+        samples = []
+        for m in (model, reference):
+            torch.manual_seed(0)
+            samples.append(m.generate(src, attention_mask=mask, generation_config=sampling))
+        torch.testing.assert_close(*samples)
 
 
 @pytest.mark.parametrize("num_beams", [1, 3])

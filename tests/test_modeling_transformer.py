@@ -126,13 +126,17 @@ def test_the_shared_source_cache_refuses_a_reorder_across_sentences_and_works_wi
     """The cross-attention cache of one copy per sentence (what beams share; the common tests check the tokens)."""
     model = make_model(decoder_layers=2)
     src = random_ids(3, 6)
+    mask = torch.tensor([[1] * 6, [0] * 2 + [1] * 4, [1] * 5 + [0]])
     config = greedy_config(max_new_tokens=6, min_new_tokens=6, num_beams=4)
-    shared = model.generate(src, generation_config=config, return_dict_in_generate=True)
+    shared = model.generate(src, attention_mask=mask, generation_config=config, return_dict_in_generate=True)
+    cross = shared.past_key_values.cross_attention_cache
     with pytest.raises(ValueError, match="between sentences"):  # beams of sentence 0 given to sentence 1
-        shared.past_key_values.reorder_cache(torch.arange(12).roll(4))
-    shared.past_key_values.reorder_cache(torch.arange(12).view(3, 4).flip(1).flatten())  # within sentences: kept
+        cross.reorder_cache(torch.arange(12).roll(4))
+    keys = [layer.keys for layer in cross.layers]
+    cross.reorder_cache(torch.arange(12).view(3, 4).flip(1).flatten())  # within sentences: left as it is
+    assert all(layer.keys is kept for layer, kept in zip(cross.layers, keys, strict=True))
     configless = EncoderDecoderCache(DynamicCache(), DynamicCache())  # layers made as they are first updated
-    again = model.generate(src, generation_config=config, past_key_values=configless)
+    again = model.generate(src, attention_mask=mask, generation_config=config, past_key_values=configless)
     torch.testing.assert_close(again, shared.sequences)
 
 
