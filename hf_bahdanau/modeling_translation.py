@@ -417,9 +417,8 @@ class TranslationPreTrainedModel(PreTrainedModel, GenerationMixin):
         (the RNN's scheduled sampling needs them and returns them). The default, None, skips them where that is
         faster and nothing reads them: a training step with labels on CPU, in fp32 without autocast (what the
         Trainer runs there). Pass False to get them in training.
-        `source_repeats`: each source row is repeated this many times in a row (`generate` passes it for the beams or
-        returned sequences of a sentence); the decoder keeps one copy of each source for its rows. It is read when
-        the decoder state is made (no `past_key_values`); later steps take it from the state.
+        `source_repeats`: each source row is repeated this many times in a row (`generate` passes it at every step, for
+        the beams or returned sequences of a sentence); the decoder keeps one copy of each source for its rows.
         """
         output_attentions = output_attentions if output_attentions is not None else self.config.output_attentions
         output_hidden_states = (
