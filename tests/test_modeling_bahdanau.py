@@ -124,4 +124,7 @@ def test_a_state_made_for_repeated_sources_keeps_one_copy_and_reads_its_repeats(
         model(**inputs, decoder_input_ids=tgt[:5, :1], past_key_values=rest.past_key_values)
     with pytest.raises(ValueError, match="cannot move rows between sentences"):
         rest.past_key_values.reorder_cache(torch.arange(6).roll(3))
+    keys = rest.past_key_values.projected_keys
     rest.past_key_values.reorder_cache(torch.tensor([2, 2, 0, 5, 3, 4]))  # within sentences: allowed
+    assert rest.past_key_values.projected_keys is keys  # one copy per sentence, left as it is
+    torch.testing.assert_close(rest.past_key_values.hidden[:, 0], rest.past_key_values.hidden[:, 1])  # row 2 twice
