@@ -53,7 +53,7 @@ class BahdanauConfig(TranslationConfig):
             In training, the probability of feeding the gold previous token to the decoder; below 1, the model's
             own greedy prediction is fed otherwise (scheduled sampling). Generation always feeds its own tokens.
         use_cache (`bool`, defaults to `True`):
-            Return the recurrent state as `past_key_values` so generation continues from it.
+            Return the recurrent state as `cache` so generation continues from it.
     """
 
     model_type = "bahdanau"

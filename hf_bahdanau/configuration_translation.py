@@ -37,12 +37,12 @@ class TranslationConfig(PretrainedConfig):
         source_language, target_language (`str`, *optional*):
             Language codes of the translation direction the model was trained for (e.g. `"de"`, `"en"`).
         use_cache (`bool`, defaults to `True`):
-            Return the decoder's state as `past_key_values` so that generation continues from it.
+            Return the decoder's state as `cache` so that generation continues from it.
         pad_token_id, bos_token_id, eos_token_id, decoder_start_token_id (`int`):
             Special token ids, matching the tokenizers of `hf_bahdanau.tokenization` (0, 1, 2, 1).
     """
 
-    keys_to_ignore_at_inference = ["past_key_values"]
+    keys_to_ignore_at_inference = ["cache"]
     run_options = ("unlikelihood",)  # fields a saved model may change when training goes on (not architecture)
 
     vocab_size: int = 8000

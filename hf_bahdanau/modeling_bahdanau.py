@@ -41,12 +41,13 @@ class BahdanauEncoderOutput(ModelOutput):
 
 
 class BahdanauDecoderState:
-    """The decoder's recurrent state, carried between generation steps as `past_key_values`.
+    """The decoder's recurrent state, carried between generation steps as `cache`.
 
     `generate` calls `reorder_cache` after each beam-search step, so the state follows its beams.
     """
 
     is_compileable = False  # a recurrent state, not a static key/value cache
+    is_linear = (False,)  # `generate` finds the new tokens from `get_seq_length()`, as for a key/value cache
 
     def __init__(
         self,
@@ -204,7 +205,7 @@ class BahdanauDecoder(nn.Module):
         input_ids: torch.LongTensor,  # (batch, tgt_len)
         encoder_outputs: BahdanauEncoderOutput,
         encoder_attention_mask: torch.Tensor | None,  # (batch, src_len), bool; None: no padding
-        past_key_values: BahdanauDecoderState | None = None,
+        cache: BahdanauDecoderState | None = None,
         use_cache: bool = True,
         output_attentions: bool = False,
         output_hidden_states: bool = False,
@@ -215,11 +216,11 @@ class BahdanauDecoder(nn.Module):
 
         `source_repeats`: each source row is repeated this many times in a row (by `generate`, for the beams or
         returned sequences of a sentence); their queries attend to one copy, as several queries of one sentence.
-        Read when the state is made (no `past_key_values`); later steps take it from the state.
+        Read when the state is made (no `cache`); later steps take it from the state.
         """
-        if past_key_values is None:
-            past_key_values = self.initial_state(encoder_outputs, source_repeats)
-        state, (batch, length), sources = past_key_values, input_ids.shape, past_key_values.projected_keys.shape[0]
+        if cache is None:
+            cache = self.initial_state(encoder_outputs, source_repeats)
+        state, (batch, length), sources = cache, input_ids.shape, cache.projected_keys.shape[0]
         if batch % sources:
             raise ValueError(
                 f"{batch} decoder rows do not fit a state made for {sources} sources: each source serves the same "
@@ -250,7 +251,7 @@ class BahdanauDecoder(nn.Module):
         output = self.dropout(torch.cat(outputs, dim=1))  # (batch, tgt_len, hidden)
         return BaseModelOutputWithPastAndCrossAttentions(
             last_hidden_state=output,
-            past_key_values=BahdanauDecoderState(hidden, cell, state.projected_keys, state.steps + length),
+            cache=BahdanauDecoderState(hidden, cell, state.projected_keys, state.steps + length),
             hidden_states=(embeddings, output) if output_hidden_states else None,
             cross_attentions=(torch.cat(weights, dim=1).unsqueeze(1),) if output_attentions else None,
         )
@@ -302,16 +303,16 @@ class BahdanauForConditionalGeneration(BahdanauPreTrainedModel, GenerationMixin)
         decoder_input_ids: torch.LongTensor,  # (batch, tgt_len)
         encoder_outputs: BahdanauEncoderOutput,
         source_mask: torch.Tensor | None,  # (batch, src_len), bool; None: no padding
-        past_key_values: BahdanauDecoderState | None,
+        cache: BahdanauDecoderState | None,
         with_logits: bool = True,
         **options: bool,
     ) -> tuple[BaseModelOutputWithPastAndCrossAttentions, torch.Tensor | None]:
         """As the base class's; scheduled sampling reads each step's logits, so it returns them in any case."""
         if self.training and self.config.teacher_forcing_ratio < 1.0:
             return self._decode_with_scheduled_sampling(
-                decoder_input_ids, encoder_outputs, source_mask, past_key_values, **options
+                decoder_input_ids, encoder_outputs, source_mask, cache, **options
             )
-        return super()._decode(decoder_input_ids, encoder_outputs, source_mask, past_key_values, with_logits, **options)
+        return super()._decode(decoder_input_ids, encoder_outputs, source_mask, cache, with_logits, **options)
 
     def _decode_with_scheduled_sampling(
         self,
@@ -327,7 +328,7 @@ class BahdanauForConditionalGeneration(BahdanauPreTrainedModel, GenerationMixin)
         step_input = decoder_input_ids[:, :1]  # (batch, 1)
         for step in range(decoder_input_ids.shape[1]):
             steps.append(self.decoder(step_input, encoder_outputs, source_mask, state, **options))
-            state = steps[-1].past_key_values
+            state = steps[-1].cache
             logits.append(self.lm_head(steps[-1].last_hidden_state))  # (batch, 1, vocab)
             if step + 1 < decoder_input_ids.shape[1]:
                 gold = decoder_input_ids[:, step + 1 : step + 2]
@@ -340,7 +341,7 @@ class BahdanauForConditionalGeneration(BahdanauPreTrainedModel, GenerationMixin)
 
         outputs = BaseModelOutputWithPastAndCrossAttentions(
             last_hidden_state=torch.cat([output.last_hidden_state for output in steps], dim=1),
-            past_key_values=state,
+            cache=state,
             hidden_states=joined("hidden_states", 1),
             cross_attentions=joined("cross_attentions", 2),
         )

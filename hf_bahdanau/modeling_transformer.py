@@ -240,18 +240,17 @@ class TransformerDecoder(TransformerStack):
         input_ids: torch.LongTensor,  # (batch, tgt_len)
         encoder_outputs: BaseModelOutput,
         encoder_attention_mask: torch.Tensor | None,  # (batch, src_len), bool; None: no padding
-        past_key_values: EncoderDecoderCache | None = None,
+        cache: EncoderDecoderCache | None = None,
         use_cache: bool = True,
         output_attentions: bool = False,
         output_hidden_states: bool = False,
         source_repeats: int = 1,
     ) -> BaseModelOutputWithPastAndCrossAttentions:
-        """Outputs `(batch, tgt_len, d_model)` for the tokens after those already in `past_key_values`.
+        """Outputs `(batch, tgt_len, d_model)` for the tokens after those already in `cache`.
 
         `source_repeats`: each source row is repeated this many times in a row (by `generate`, for the beams or
         returned sequences of a sentence); the cross-attention keys/values are projected from one copy and shared.
         """
-        cache = past_key_values
         if use_cache and cache is None:
             cache = EncoderDecoderCache(DynamicCache(config=self.config), DynamicCache(config=self.config))
         past = cache.get_seq_length() if cache is not None else 0
@@ -284,7 +283,7 @@ class TransformerDecoder(TransformerStack):
         X = self.final_norm(X)
         return BaseModelOutputWithPastAndCrossAttentions(
             last_hidden_state=X,
-            past_key_values=cache,
+            cache=cache,
             hidden_states=(*hidden_states[:-1], X) if output_hidden_states else None,
             attentions=tuple(self_attentions) if output_attentions else None,
             cross_attentions=tuple(cross_attentions) if output_attentions else None,

@@ -20,6 +20,7 @@ from torch import nn
 from transformers import GenerationMixin, PreTrainedModel
 from transformers.modeling_outputs import BaseModelOutputWithPastAndCrossAttentions, ModelOutput, Seq2SeqLMOutput
 from transformers.utils import logging as transformers_logging
+from transformers.utils.deprecation import deprecate_kwarg
 
 from .configuration_translation import TranslationConfig
 
@@ -351,21 +352,21 @@ class TranslationPreTrainedModel(PreTrainedModel, GenerationMixin):
         self,
         input_ids: torch.LongTensor,
         next_sequence_length: int | None = None,
-        past_key_values: Any = None,
+        cache: Any = None,
         **kwargs: Any,
     ) -> dict[str, Any]:
         """One generation step's `forward` arguments: the tokens the decoder state has not read yet (also when
-        `generate` continues from a returned `past_key_values` with the whole sequence so far) and the model
+        `generate` continues from a returned `cache` with the whole sequence so far) and the model
         kwargs. Lean on purpose: `GenerationMixin`'s version inspects `forward`'s signature and looks up the
         device at every step (~0.4 ms, some 5% of a greedy step at batch 64)."""
-        if next_sequence_length is None and past_key_values is not None:
-            seen = past_key_values.get_seq_length()
+        if next_sequence_length is None and cache is not None:
+            seen = cache.get_seq_length()
             if 0 < seen < input_ids.shape[1]:
                 next_sequence_length = input_ids.shape[1] - seen
         if next_sequence_length is not None:
             input_ids = input_ids[:, -next_sequence_length:]
         inputs = {name: value for name, value in kwargs.items() if name not in GENERATION_ONLY_KWARGS}
-        return {**inputs, "decoder_input_ids": input_ids, "past_key_values": past_key_values}
+        return {**inputs, "decoder_input_ids": input_ids, "cache": cache}
 
     def _expand_inputs_for_generation(
         self,
@@ -392,13 +393,14 @@ class TranslationPreTrainedModel(PreTrainedModel, GenerationMixin):
             del model_kwargs["attention_mask"]
         return model_kwargs
 
+    @deprecate_kwarg("past_key_values", "6.0.0", new_name="cache")  # its name before transformers 5.24
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,
         attention_mask: torch.Tensor | None = None,
         decoder_input_ids: torch.LongTensor | None = None,
         encoder_outputs: ModelOutput | tuple | None = None,
-        past_key_values: Any = None,
+        cache: Any = None,
         labels: torch.LongTensor | None = None,
         use_cache: bool | None = None,
         output_attentions: bool | None = None,
@@ -411,7 +413,7 @@ class TranslationPreTrainedModel(PreTrainedModel, GenerationMixin):
     ) -> Seq2SeqLMOutput | tuple:
         """Logits `(batch, tgt_len, vocab)`; `loss` when `labels` `(batch, tgt_len)` are given (-100 ignored).
 
-        With `past_key_values` (the state returned by the previous call) only the new decoder tokens are read.
+        With `cache` (the state returned by the previous call) only the new decoder tokens are read.
         `num_items_in_batch` (from the Trainer) makes the loss a sum divided by it, for gradient accumulation.
         `skip_logits=True` computes the loss without the logits (`LinearCrossEntropySum`), which come back as None
         (the RNN's scheduled sampling needs them and returns them). The default, None, skips them where that is
@@ -432,7 +434,7 @@ class TranslationPreTrainedModel(PreTrainedModel, GenerationMixin):
         use_cache = use_cache if use_cache is not None else self.config.use_cache
         if decoder_input_ids is None:
             raise ValueError("pass decoder_input_ids or labels")
-        if past_key_values is None or past_key_values.get_seq_length() == 0:  # later steps feed generated tokens
+        if cache is None or cache.get_seq_length() == 0:  # later steps feed generated tokens
             check_ids("decoder_input_ids", decoder_input_ids, self.config.vocab_size)
 
         if encoder_outputs is None:
@@ -456,7 +458,7 @@ class TranslationPreTrainedModel(PreTrainedModel, GenerationMixin):
             decoder_input_ids,
             encoder_outputs,
             source_mask,
-            past_key_values,
+            cache,
             with_logits=not skip_logits,
             use_cache=use_cache,
             output_attentions=output_attentions,
@@ -467,7 +469,7 @@ class TranslationPreTrainedModel(PreTrainedModel, GenerationMixin):
         output = Seq2SeqLMOutput(
             loss=None if labels is None else self._loss(labels, num_items_in_batch, logits, hidden),
             logits=logits,
-            past_key_values=decoder_outputs.past_key_values if use_cache else None,
+            cache=decoder_outputs.cache if use_cache else None,
             decoder_hidden_states=decoder_outputs.hidden_states,
             decoder_attentions=decoder_outputs.attentions,
             cross_attentions=decoder_outputs.cross_attentions,
@@ -482,12 +484,12 @@ class TranslationPreTrainedModel(PreTrainedModel, GenerationMixin):
         decoder_input_ids: torch.LongTensor,  # (batch, tgt_len)
         encoder_outputs: ModelOutput,
         source_mask: torch.Tensor | None,  # (batch, src_len), bool; None: no padding
-        past_key_values: Any,
+        cache: Any,
         with_logits: bool = True,
         **options: Any,  # use_cache, output_attentions, output_hidden_states, source_repeats
     ) -> tuple[BaseModelOutputWithPastAndCrossAttentions, torch.Tensor | None]:
         """The decoder's outputs and the logits `(batch, tgt_len, vocab)` (None unless `with_logits`)."""
-        outputs = self.decoder(decoder_input_ids, encoder_outputs, source_mask, past_key_values, **options)
+        outputs = self.decoder(decoder_input_ids, encoder_outputs, source_mask, cache, **options)
         return outputs, self.lm_head(outputs.last_hidden_state) if with_logits else None
 
     def _loss_skips_logits_here(self) -> bool:

@@ -116,15 +116,15 @@ def test_a_state_made_for_repeated_sources_keeps_one_copy_and_reads_its_repeats(
     inputs = dict(encoder_outputs=repeated, attention_mask=repeated_mask)
     expected = model(**inputs, decoder_input_ids=tgt).logits  # one copy of the source per row
     first = model(**inputs, decoder_input_ids=tgt[:, :1], source_repeats=3)
-    state = first.past_key_values
+    state = first.cache
     assert state.projected_keys.shape[0] == 2
-    rest = model(**inputs, decoder_input_ids=tgt[:, 1:], past_key_values=state)
+    rest = model(**inputs, decoder_input_ids=tgt[:, 1:], cache=state)
     torch.testing.assert_close(torch.cat([first.logits, rest.logits], 1), expected, atol=1e-5, rtol=1e-5)
     with pytest.raises(ValueError, match="5 decoder rows do not fit a state made for 2 sources"):
-        model(**inputs, decoder_input_ids=tgt[:5, :1], past_key_values=rest.past_key_values)
+        model(**inputs, decoder_input_ids=tgt[:5, :1], cache=rest.cache)
     with pytest.raises(ValueError, match="cannot move rows between sentences"):
-        rest.past_key_values.reorder_cache(torch.arange(6).roll(3))
-    keys = rest.past_key_values.projected_keys
-    rest.past_key_values.reorder_cache(torch.tensor([2, 2, 0, 5, 3, 4]))  # within sentences: allowed
-    assert rest.past_key_values.projected_keys is keys  # one copy per sentence, left as it is
-    torch.testing.assert_close(rest.past_key_values.hidden[:, 0], rest.past_key_values.hidden[:, 1])  # row 2 twice
+        rest.cache.reorder_cache(torch.arange(6).roll(3))
+    keys = rest.cache.projected_keys
+    rest.cache.reorder_cache(torch.tensor([2, 2, 0, 5, 3, 4]))  # within sentences: allowed
+    assert rest.cache.projected_keys is keys  # one copy per sentence, left as it is
+    torch.testing.assert_close(rest.cache.hidden[:, 0], rest.cache.hidden[:, 1])  # row 2 twice

@@ -233,13 +233,18 @@ def test_step_by_step_decoding_equals_teacher_forcing(model_type, variant):
             encoder_outputs=encoder_outputs,
             attention_mask=mask,
             decoder_input_ids=tgt[:, t : t + 1],
-            past_key_values=state,
+            cache=state,
             use_cache=True,
         )
-        state = out.past_key_values
+        state = out.cache
         steps.append(out.logits)
     assert state.get_seq_length() == tgt.shape[1]
     torch.testing.assert_close(torch.cat(steps, dim=1), teacher_forced, atol=1e-5, rtol=1e-5)
+    first = model(encoder_outputs=encoder_outputs, attention_mask=mask, decoder_input_ids=tgt[:, :1])
+    with pytest.warns(FutureWarning, match="`past_key_values` is deprecated.*Use `cache`"):
+        old_name = model(encoder_outputs=encoder_outputs, attention_mask=mask, decoder_input_ids=tgt[:, 1:2],
+                         past_key_values=first.cache)  # fmt: skip
+    torch.testing.assert_close(old_name.logits, steps[1])  # transformers < 5.24's name still works
 
 
 def manual_greedy(model, src, max_new_tokens):
@@ -255,11 +260,16 @@ def manual_greedy(model, src, max_new_tokens):
 def test_greedy_generate_matches_manual_argmax_one_beam_and_no_cache(model_type):
     model = make_model(model_type)
     src = random_ids(1, 6)
-    greedy = model.generate(src, generation_config=greedy_config(max_new_tokens=8))
+    read = []  # decoder tokens read per step
+    model.decoder.register_forward_pre_hook(lambda module, args: read.append(args[0].shape[1]))
+    greedy = model.generate(src, generation_config=greedy_config(max_new_tokens=8, min_new_tokens=8))
+    assert read == [1] * 8  # each step continues from the cache `generate` hands back
     expected = manual_greedy(model, src, 8)
     torch.testing.assert_close(greedy[:, : expected.shape[1]], expected)
     assert torch.equal(model.generate(src, generation_config=greedy_config(max_new_tokens=8, num_beams=1)), greedy)
+    read.clear()
     assert torch.equal(model.generate(src, generation_config=greedy_config(max_new_tokens=8, use_cache=False)), greedy)
+    assert read == list(range(1, 9))  # without it, each step reads the whole prefix
 
 
 def test_generate_applies_no_mask_to_an_unpadded_source(model_type, monkeypatch):
@@ -292,7 +302,7 @@ def test_generation_continues_from_the_state_it_returned(model_type):
     rest = model.generate(
         src,
         decoder_input_ids=first.sequences,
-        past_key_values=first.past_key_values,
+        cache=first.cache,
         generation_config=greedy_config(max_new_tokens=3, min_new_tokens=3),
     )
     assert torch.equal(rest, whole)
@@ -387,8 +397,8 @@ def test_beams_share_one_copy_of_their_source_and_decode_as_if_it_were_repeated(
         for step in (0, -1):
             for ours, theirs in zip(shared.cross_attentions[step], repeated.cross_attentions[step], strict=True):
                 torch.testing.assert_close(ours, theirs)  # (batch * beams, heads, 1, src) per layer
-        assert source_copies(model_type, shared.past_key_values) == {3}  # one copy per sentence
-        assert source_copies(model_type, repeated.past_key_values) == {12}  # one per beam
+        assert source_copies(model_type, shared.cache) == {3}  # one copy per sentence
+        assert source_copies(model_type, repeated.cache) == {12}  # one per beam
         samples = []
         for m in (model, reference):
             torch.manual_seed(0)

@@ -114,7 +114,7 @@ def test_the_cache_projects_cross_attention_once_and_grows_self_attention():
     out = model.generate(
         src, generation_config=greedy_config(max_new_tokens=4, min_new_tokens=4), return_dict_in_generate=True
     )
-    cache = out.past_key_values
+    cache = out.cache
     assert cache.get_seq_length() == 4  # the start token and three generated tokens were fed
     for layer in range(3):
         assert cache.cross_attention_cache.layers[layer].keys.shape == (2, 2, 5, 8)  # (batch, heads, src, head)
@@ -129,14 +129,14 @@ def test_the_shared_source_cache_refuses_a_reorder_across_sentences_and_works_wi
     mask = torch.tensor([[1] * 6, [0] * 2 + [1] * 4, [1] * 5 + [0]])
     config = greedy_config(max_new_tokens=6, min_new_tokens=6, num_beams=4)
     shared = model.generate(src, attention_mask=mask, generation_config=config, return_dict_in_generate=True)
-    cross = shared.past_key_values.cross_attention_cache
+    cross = shared.cache.cross_attention_cache
     with pytest.raises(ValueError, match="between sentences"):  # beams of sentence 0 given to sentence 1
         cross.reorder_cache(torch.arange(12).roll(4))
     keys = [layer.keys for layer in cross.layers]
     cross.reorder_cache(torch.arange(12).view(3, 4).flip(1).flatten())  # within sentences: left as it is
     assert all(layer.keys is kept for layer, kept in zip(cross.layers, keys, strict=True))
     configless = EncoderDecoderCache(DynamicCache(), DynamicCache())  # layers made as they are first updated
-    again = model.generate(src, attention_mask=mask, generation_config=config, past_key_values=configless)
+    again = model.generate(src, attention_mask=mask, generation_config=config, cache=configless)
     torch.testing.assert_close(again, shared.sequences)
 
 
