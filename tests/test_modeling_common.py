@@ -547,14 +547,19 @@ def test_remote_code_loads_without_the_package(model_type, tmp_path):
 # ---- embeddings, dtypes, devices ---------------------------------------------------------------------------
 
 
-def test_int8_for_cpu_stays_close_to_fp32_and_is_never_saved(model_type, tmp_path):
-    model = make_model(model_type, width=32)
+@pytest.mark.parametrize("variant", [0, 1])
+def test_int8_for_cpu_stays_close_to_fp32_and_is_never_saved(model_type, variant, tmp_path):
+    model = make_model(model_type, width=32, **VARIANTS[model_type][variant])
     model.save_pretrained(tmp_path)
     quantized = type(model).from_pretrained(tmp_path, quantize="int8")
     assert quantized.quantization == "int8" and quantized.lm_head.weight().dtype == torch.qint8
+    left_float = [name for name, m in quantized.named_modules() if type(m) in (nn.Linear, nn.GRU, nn.LSTM)]
+    assert all(quantized.get_submodule(name).out_features == 1 for name in left_float)  # the additive score only
     src, tgt = random_ids(4, 7), random_ids(4, 6, seed=1)
-    fp32, int8 = (m(input_ids=src, decoder_input_ids=tgt).logits for m in (model, quantized))
-    assert (int8 - fp32).abs().max() < 0.15 * fp32.abs().max()  # per-tensor int8 weights of a tiny random model
+    mask = torch.ones_like(src)
+    mask[1, 4:] = 0  # a padded source (the RNN encoder packs it)
+    fp32, int8 = (m(input_ids=src, attention_mask=mask, decoder_input_ids=tgt).logits for m in (model, quantized))
+    assert (int8 - fp32).abs().max() < 0.15 * fp32.abs().max()  # int8 weights of a tiny random model
     assert (int8.argmax(-1) == fp32.argmax(-1)).float().mean() > 0.75
     assert quantized.generate(src, generation_config=greedy_config(max_new_tokens=5)).shape == (4, 6)
     with pytest.raises(ValueError, match="cannot be saved"):
