@@ -175,8 +175,8 @@ def parse_train_args(argv: Sequence[str]) -> tuple:
 
 
 def load_translation_model(path: str, quantize: str | None = None) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    """A saved model folder's model (in eval mode; `quantize="int8"`: int8 linear layers for CPU) and tokenizer,
-    checked to belong together."""
+    """A saved model folder's model (in eval mode; `quantize="int8"`: int8 linear and recurrent layers for CPU)
+    and tokenizer, checked to belong together."""
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
     from .training import check_tokenizer_matches
@@ -231,7 +231,7 @@ def _add_generation_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--quantize",
         choices=QUANTIZE_CHOICES,
-        help="Translate with int8 linear layers, for CPUs (the folder stays fp32).",
+        help="Translate with int8 linear and recurrent layers, for CPUs (the folder stays fp32).",
     )
 
 

@@ -287,7 +287,8 @@ class TranslationPreTrainedModel(PreTrainedModel, GenerationMixin):
         not fit its config (e.g. another vocabulary size) or that is corrupt, and without a "Loading weights"
         progress bar (loading these small models is no long work).
 
-        `quantize="int8"` returns the model ready for CPU inference with int8 linear layers (`quantize_for_cpu`).
+        `quantize="int8"` returns the model ready for CPU inference with int8 linear and recurrent layers
+        (`quantize_for_cpu`).
         """
         quantize = kwargs.pop("quantize", None)
         if quantize not in (None, *QUANTIZATIONS):

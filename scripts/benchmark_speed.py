@@ -15,7 +15,7 @@ repeats (the least disturbed). Measured:
   time);
 - decoding as a user calls it ("user call"): `generate()` with EOS on (random weights rarely emit it, so this
   measures the per-step cost of EOS bookkeeping);
-- int8: ours after `quantize_for_cpu` (dynamic int8 linear layers), same decoding work.
+- int8: ours after `quantize_for_cpu` (dynamic int8 linear and recurrent layers), same decoding work.
 
 With `--models`, trained model folders translate Multi30k's test_2016_flickr instead (their own corpus and
 languages), fp32 and int8 interleaved batch by batch, as a user calls them (EOS on, the model's max_new_tokens):
