@@ -46,8 +46,11 @@ class BahdanauDecoderState:
     `generate` calls `reorder_cache` after each beam-search step, so the state follows its beams.
     """
 
-    is_compileable = False  # a recurrent state, not a static key/value cache
-    is_linear = (False,)  # `generate` finds the new tokens from `get_seq_length()`, as for a key/value cache
+    # What `generate` asks of a cache: a recurrent state (as Mamba's), neither static (compiled) nor croppable to
+    # an earlier step; `prepare_inputs_for_generation` picks the tokens it has not read from `get_seq_length()`.
+    is_compileable = False
+    is_linear = (True,)
+    is_croppable = False
 
     def __init__(
         self,
