@@ -399,7 +399,7 @@ class TranslationPreTrainedModel(PreTrainedModel, GenerationMixin):
             del model_kwargs["attention_mask"]
         return model_kwargs
 
-    @deprecate_kwarg("past_key_values", "6.0.0", new_name="cache")  # its name before transformers 5.24
+    @deprecate_kwarg("past_key_values", "6.0.0", new_name="cache", raise_if_both_names=True)  # before 5.24
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,

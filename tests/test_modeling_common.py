@@ -246,6 +246,8 @@ def test_step_by_step_decoding_equals_teacher_forcing(model_type, variant):
         old_name = model(encoder_outputs=encoder_outputs, attention_mask=mask, decoder_input_ids=tgt[:, 1:2],
                          past_key_values=first.cache)  # fmt: skip
     torch.testing.assert_close(old_name.logits, steps[1])  # transformers < 5.24's name still works
+    with pytest.raises(ValueError, match="past_key_values"):  # but not beside the new one
+        model(encoder_outputs=encoder_outputs, decoder_input_ids=tgt[:, 1:2], cache=None, past_key_values=None)
 
 
 def manual_greedy(model, src, max_new_tokens):
