@@ -256,8 +256,8 @@ def quantize_for_cpu(model: TranslationPreTrainedModel) -> TranslationPreTrained
     )
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*(deprecated|quantize_per_tensor|quantize_per_channel).*")
-        layers = dict.fromkeys(layers, torch.ao.quantization.per_channel_dynamic_qconfig)  # a scale per output
-        torch.ao.quantization.quantize_dynamic(model.eval(), layers, dtype=torch.qint8, inplace=True)
+        qconfigs = dict.fromkeys(layers, torch.ao.quantization.per_channel_dynamic_qconfig)  # a scale per output
+        torch.ao.quantization.quantize_dynamic(model.eval(), qconfigs, dtype=torch.qint8, inplace=True)
     model.quantization = "int8"
     return model
 
