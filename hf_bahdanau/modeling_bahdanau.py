@@ -182,8 +182,44 @@ class BahdanauEncoder(nn.Module):
         )
 
 
+class TokenGateTable:
+    """Every token's share of the decoder RNN's first-layer input gates, `W_e e + b_ih` for each embedding `e`:
+    `(vocab, gates)`, so that decoding looks a token's gates up instead of multiplying its embedding at every step.
+
+    The table costs as much as `vocab` rows of those products, so it is made only once the decoder has read as
+    many rows under the same weights (paid back within twice the products' cost), and made again when they change
+    (their storage or version counter moves, as an optimizer step or `load_state_dict` makes it move).
+    """
+
+    def __init__(self) -> None:
+        self.weights_key: tuple[tuple[int, int], ...] | None = None
+        self.rows_read = 0
+        self.table: torch.Tensor | None = None  # (vocab, gates)
+
+    def __call__(
+        self, input_ids: torch.LongTensor, embedding: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor
+    ) -> torch.Tensor | None:
+        """The gates of `input_ids` `(..., gates)`, or None while the table would not yet pay (or for weights made
+        under `torch.inference_mode`, which keep no version counter)."""
+        if embedding.is_inference() or weight.is_inference() or bias.is_inference():
+            return None
+        key = tuple((tensor.data_ptr(), tensor._version) for tensor in (embedding, weight, bias))
+        if key != self.weights_key:
+            self.weights_key, self.rows_read, self.table = key, 0, None
+        if self.table is None and self.rows_read >= embedding.shape[0]:
+            self.table = nn.functional.linear(embedding, weight, bias)
+        self.rows_read += input_ids.numel()
+        return None if self.table is None else nn.functional.embedding(input_ids, self.table)
+
+
 class BahdanauDecoder(nn.Module):
-    """d2l's `Seq2SeqAttentionDecoder`: one RNN step per target token, attending with the previous state."""
+    """d2l's `Seq2SeqAttentionDecoder`: one RNN step per target token, attending with the previous state.
+
+    The RNN runs a cell per layer and step (`torch.gru_cell` / `torch.lstm_cell` on `self.rnn`'s weights, the
+    same maths as `self.rnn`), its first layer's input gates split as `W_c context + (W_e embedding + b_ih)`: the
+    embeddings' share takes one product for all steps, or a table lookup when decoding (`TokenGateTable`). An RNN
+    module without float weights (int8, `quantize_for_cpu`) is called as it is, on `[context; embedding]`.
+    """
 
     def __init__(self, config: BahdanauConfig) -> None:
         super().__init__()
@@ -192,6 +228,7 @@ class BahdanauDecoder(nn.Module):
         self.dropout = nn.Dropout(config.embedding_dropout)
         self.attention = _attention(config)
         self.rnn = _rnn(config, config.encoder_output_size + config.embedding_size, config.decoder_layers)
+        self.token_gate_table = TokenGateTable()
 
     def initial_state(self, encoder_outputs: BahdanauEncoderOutput, source_repeats: int = 1) -> BahdanauDecoderState:
         """The state before the first target token; projects the attention keys once per source (one copy for
@@ -234,30 +271,90 @@ class BahdanauDecoder(nn.Module):
         if encoder_attention_mask is not None:
             encoder_attention_mask = encoder_attention_mask[::repeats]
         embeddings = self.dropout(self.embed_tokens(input_ids))  # (batch, tgt_len, embedding)
-        rnn_state = state.rnn_state
+        token_gates = self._token_gates(input_ids, embeddings)
+        context_weight = self._context_weight()
+        hidden = list(state.hidden.unbind(0))  # per layer (batch, hidden)
+        cell = None if state.cell is None else list(state.cell.unbind(0))
         outputs, weights = [], []
         for step in range(length):
-            top_hidden = (rnn_state if state.cell is None else rnn_state[0])[-1]  # (batch, hidden)
             context = self.attention(
-                top_hidden.view(batch // repeats, repeats, -1),  # the queries of each source's rows
+                hidden[-1].view(batch // repeats, repeats, -1),  # the previous top-layer states, by source
                 source,
                 source,
                 encoder_attention_mask,
                 projected_keys=state.projected_keys,
-            ).view(batch, 1, -1)  # (batch, 1, encoder_output_size)
-            rnn_input = torch.cat([context, embeddings[:, step : step + 1]], dim=-1)
-            output, rnn_state = self.rnn(rnn_input, rnn_state)  # (batch, 1, hidden)
-            outputs.append(output)
+            ).view(batch, -1)  # (batch, encoder_output_size)
+            if token_gates is None:
+                self._module_step(torch.cat([context, embeddings[:, step]], dim=-1), hidden, cell)
+            else:
+                self._cell_step(context, context_weight, token_gates[step], hidden, cell)
+            outputs.append(hidden[-1])
             if output_attentions:
                 weights.append(self.attention.attention_weights.view(batch, 1, -1))
-        hidden, cell = rnn_state if state.cell is not None else (rnn_state, None)
-        output = self.dropout(torch.cat(outputs, dim=1))  # (batch, tgt_len, hidden)
+        output = self.dropout(torch.stack(outputs, dim=1))  # (batch, tgt_len, hidden)
         return BaseModelOutputWithPastAndCrossAttentions(
             last_hidden_state=output,
-            cache=BahdanauDecoderState(hidden, cell, state.projected_keys, state.steps + length),
+            cache=BahdanauDecoderState(
+                torch.stack(hidden),
+                None if cell is None else torch.stack(cell),
+                state.projected_keys,
+                state.steps + length,
+            ),
             hidden_states=(embeddings, output) if output_hidden_states else None,
             cross_attentions=(torch.cat(weights, dim=1).unsqueeze(1),) if output_attentions else None,
         )
+
+    def _context_weight(self) -> torch.Tensor | None:
+        """The first layer's input weights on the context `(gates, encoder_output_size)`: sliced once per call, so
+        that the steps' gradients meet before the slice's backward."""
+        if not isinstance(self.rnn, (nn.GRU, nn.LSTM)):
+            return None
+        return self.rnn.weight_ih_l0[:, : self.config.encoder_output_size]
+
+    def _token_gates(self, input_ids: torch.LongTensor, embeddings: torch.Tensor) -> tuple[torch.Tensor, ...] | None:
+        """Per step `(batch, gates)`: the embeddings' share of the first layer's input gates; None for an RNN
+        module without float weights."""
+        if not isinstance(self.rnn, (nn.GRU, nn.LSTM)):
+            return None
+        weight = self.rnn.weight_ih_l0[:, self.config.encoder_output_size :]  # (gates, embedding)
+        gates = None
+        if not (self.training or torch.is_grad_enabled()):
+            gates = self.token_gate_table(input_ids, self.embed_tokens.weight, weight, self.rnn.bias_ih_l0)
+        if gates is None:
+            gates = nn.functional.linear(embeddings, weight, self.rnn.bias_ih_l0)  # (batch, tgt_len, gates)
+        return gates.unbind(1)
+
+    def _cell_step(
+        self,
+        context: torch.Tensor,  # (batch, encoder_output_size)
+        context_weight: torch.Tensor,  # (gates, encoder_output_size)
+        token_gates: torch.Tensor,  # (batch, gates)
+        hidden: list[torch.Tensor],  # per layer (batch, hidden), updated in place
+        cell: list[torch.Tensor] | None,  # per layer (batch, hidden) for an LSTM, updated in place
+    ) -> None:
+        """One step of every layer; the first layer's input gates are `context_weight context + token_gates`."""
+        rnn = self.rnn
+        inputs, weight_ih, bias_ih = context, context_weight, token_gates
+        for layer in range(rnn.num_layers):
+            if layer:  # as nn.GRU / nn.LSTM: dropout on the outputs that feed the next layer
+                inputs = nn.functional.dropout(hidden[layer - 1], rnn.dropout, self.training)
+                weight_ih, bias_ih = getattr(rnn, f"weight_ih_l{layer}"), getattr(rnn, f"bias_ih_l{layer}")
+            recurrent = getattr(rnn, f"weight_hh_l{layer}"), getattr(rnn, f"bias_hh_l{layer}")
+            if cell is None:
+                hidden[layer] = torch.gru_cell(inputs, hidden[layer], weight_ih, recurrent[0], bias_ih, recurrent[1])
+            else:
+                state = (hidden[layer], cell[layer])
+                hidden[layer], cell[layer] = torch.lstm_cell(
+                    inputs, state, weight_ih, recurrent[0], bias_ih, recurrent[1]
+                )
+
+    def _module_step(self, inputs: torch.Tensor, hidden: list[torch.Tensor], cell: list[torch.Tensor] | None) -> None:
+        """One step of `self.rnn` as a module on `inputs` `(batch, input)`, updating the per-layer states."""
+        state = torch.stack(hidden) if cell is None else (torch.stack(hidden), torch.stack(cell))
+        _, state = self.rnn(inputs.unsqueeze(1), state)
+        hidden[:] = (state if cell is None else state[0]).unbind(0)
+        if cell is not None:
+            cell[:] = state[1].unbind(0)
 
 
 class BahdanauPreTrainedModel(TranslationPreTrainedModel):

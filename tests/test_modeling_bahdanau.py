@@ -75,6 +75,63 @@ def test_invalid_config_combinations_raise(settings, message):
 # ---- forward ------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("rnn_type, layers", [("gru", 2), ("lstm", 3)])
+def test_decoder_cells_are_the_rnn_module(monkeypatch, rnn_type, layers):
+    """The decoder's per-layer cells, with the embeddings' share of the gates computed apart, give the outputs,
+    state and gradients of `self.rnn` run as a module on `[context; embedding]` (its path for int8 layers)."""
+    model = make_model(rnn_type=rnn_type, decoder_layers=layers, encoder_layers=layers).train()  # dropout 0
+    src, tgt = random_ids(3, 6), random_ids(3, 5, seed=2)
+    mask = torch.tensor([[1] * 6, [0] * 2 + [1] * 4, [1] * 3 + [0] * 3])
+
+    def run() -> tuple[torch.Tensor, ...]:
+        model.zero_grad()
+        out = model(input_ids=src, attention_mask=mask, decoder_input_ids=tgt, use_cache=True)
+        out.logits.log_softmax(-1)[..., 3].sum().backward()
+        grads = [param.grad for param in model.decoder.rnn.parameters()] + [model.decoder.embed_tokens.weight.grad]
+        state = out.cache.rnn_state if rnn_type == "lstm" else (out.cache.hidden,)
+        return out.logits, *state, *grads
+
+    cells = run()
+    monkeypatch.setattr(type(model.decoder), "_token_gates", lambda *args: None)
+    module = run()
+    assert all(g is not None and g.abs().sum() > 0 for g in module[-5:])
+    for ours, reference in zip(cells, module, strict=True):
+        torch.testing.assert_close(ours, reference, atol=1e-5, rtol=1e-5)
+
+
+def test_decoding_looks_token_gates_up_once_they_pay_and_again_after_the_weights_change():
+    """In eval mode without gradients the embeddings' share of the gates comes from a `(vocab, gates)` table,
+    made once the decoder has read `vocab` rows and made again when the weights change in place or move."""
+    model = make_model().eval()
+    table = model.decoder.token_gate_table
+    src, tgt = random_ids(4, 6), random_ids(4, 5, seed=3)  # 20 target rows a call, vocabulary 40
+
+    def logits(grad: bool) -> torch.Tensor:
+        with torch.set_grad_enabled(grad):
+            return model(input_ids=src, decoder_input_ids=tgt).logits.detach()
+
+    products = logits(grad=True)  # the products' path, which does not count
+    assert table.rows_read == 0
+    with torch.inference_mode():
+        torch.testing.assert_close(logits(grad=False), products)
+        torch.testing.assert_close(logits(grad=False), products)
+    assert table.table is None and table.rows_read == 2 * 20
+    torch.testing.assert_close(logits(grad=False), products, atol=1e-6, rtol=1e-5)  # made from 40 rows on
+    assert table.table is not None and table.table.shape == (VOCAB, 3 * 16)
+    with torch.no_grad():
+        model.decoder.embed_tokens.weight[5:9].mul_(2.0)
+    changed = logits(grad=True)
+    assert not torch.allclose(changed, products)
+    torch.testing.assert_close(logits(grad=False), changed)  # the old table is dropped; products again
+    assert table.table is None and table.rows_read == 20
+    model.load_state_dict(make_model(seed=5).state_dict())
+    model.double()
+    double = logits(grad=True)
+    for _ in range(3):
+        torch.testing.assert_close(logits(grad=False), double)
+    assert table.table.dtype == torch.float64
+
+
 # ---- scheduled sampling -------------------------------------------------------------------------------------
 
 
