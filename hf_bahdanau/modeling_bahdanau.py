@@ -207,7 +207,8 @@ class TokenGateTable:
         if key != self.weights_key:
             self.weights_key, self.rows_read, self.table = key, 0, None
         if self.table is None and self.rows_read >= embedding.shape[0]:
-            self.table = nn.functional.linear(embedding, weight, bias)
+            with torch.autocast(embedding.device.type, enabled=False):  # in the weights' dtype, whatever the call's
+                self.table = nn.functional.linear(embedding, weight, bias)
         self.rows_read += input_ids.numel()
         return None if self.table is None else nn.functional.embedding(input_ids, self.table)
 

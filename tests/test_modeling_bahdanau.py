@@ -124,6 +124,12 @@ def test_decoding_looks_token_gates_up_once_they_pay_and_again_after_the_weights
     assert not torch.allclose(changed, products)
     torch.testing.assert_close(logits(grad=False), changed)  # the old table is dropped; products again
     assert table.table is None and table.rows_read == 20
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):  # made under autocast, used without
+        model.decoder.embed_tokens.weight[5:9].mul_(0.5)
+        for _ in range(3):
+            model(input_ids=src, decoder_input_ids=tgt)
+    assert table.table.dtype == torch.float32
+    torch.testing.assert_close(logits(grad=False), products, atol=1e-6, rtol=1e-5)
     model.load_state_dict(make_model(seed=5).state_dict())
     model.double()
     double = logits(grad=True)
