@@ -4,8 +4,8 @@
 The scoring modules keep the weights of their last call in ``.attention_weights`` (as d2l); multi-head attention
 returns them. Shapes follow d2l:
 queries ``(batch, num_queries, query_size)``, keys ``(batch, num_kv, key_size)``, values
-``(batch, num_kv, value_size)``. This file imports nothing but torch: it is copied beside the models'
-code into saved model folders for ``trust_remote_code``.
+``(batch, num_kv, value_size)``. This file imports nothing but torch and ``linear.py``: both are copied beside
+the models' code into saved model folders for ``trust_remote_code``.
 """
 
 from __future__ import annotations
@@ -15,6 +15,8 @@ import math
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from .linear import linear
 
 
 def _attention_mask(shape: torch.Size | tuple[int, int, int], valid_lens: torch.Tensor) -> torch.Tensor:
@@ -143,12 +145,12 @@ class AdditiveAttention(ScoredAttention):
 
     def project_keys(self, keys: torch.Tensor) -> torch.Tensor:
         _check_size("keys", keys, self.W_k.in_features)
-        return self.W_k(keys)  # (batch, keys, num_hiddens)
+        return linear(self.W_k, keys)  # (batch, keys, num_hiddens)
 
     def score(self, queries: torch.Tensor, projected_keys: torch.Tensor) -> torch.Tensor:
         _check_size("queries", queries, self.W_q.in_features)
         # (batch, queries, 1, num_hiddens) + (batch, 1, keys, num_hiddens) -> (batch, queries, keys, num_hiddens)
-        features = self.W_q(queries).unsqueeze(2) + projected_keys.unsqueeze(1)
+        features = linear(self.W_q, queries).unsqueeze(2) + projected_keys.unsqueeze(1)
         # w . tanh(z) = 2 w . sigmoid(2z) - sum(w): sigmoid runs several times faster than tanh on CPU, in place
         gates = features.mul_(2).sigmoid_()  # (batch, queries, keys, num_hiddens)
         return 2 * self.w_v(gates).squeeze(-1) - self.w_v.weight.sum()  # (batch, queries, keys)
@@ -163,7 +165,7 @@ class BilinearAttention(ScoredAttention):
 
     def project_keys(self, keys: torch.Tensor) -> torch.Tensor:
         _check_size("keys", keys, self.W.in_features)
-        return self.W(keys)  # (batch, keys, query_size)
+        return linear(self.W, keys)  # (batch, keys, query_size)
 
     def score(self, queries: torch.Tensor, projected_keys: torch.Tensor) -> torch.Tensor:
         _check_size("queries", queries, self.W.out_features)
@@ -215,7 +217,7 @@ class MultiHeadAttention(nn.Module):
             )
         _check_size("keys", keys, self.W_k.in_features)
         _check_size("values", values, self.W_v.in_features)
-        return self._split_heads(self.W_k(keys)), self._split_heads(self.W_v(values))
+        return self._split_heads(linear(self.W_k, keys)), self._split_heads(linear(self.W_v, values))
 
     def forward(
         self,
@@ -251,10 +253,10 @@ class MultiHeadAttention(nn.Module):
             raise ValueError("is_causal needs as many key rows as query rows")
         _check_size("queries", queries, self.W_q.in_features)
         out, weights = self._attend(
-            self._split_heads(self.W_q(queries)), k, v, valid_lens, need_weights, implementation, is_causal
+            self._split_heads(linear(self.W_q, queries)), k, v, valid_lens, need_weights, implementation, is_causal
         )
         batch, num_queries, _ = queries.shape
-        return self.W_o(out.transpose(1, 2).reshape(batch, num_queries, -1)), weights
+        return linear(self.W_o, out.transpose(1, 2).reshape(batch, num_queries, -1)), weights
 
     def _attend(
         self,

@@ -18,6 +18,7 @@ from transformers.modeling_outputs import BaseModelOutputWithPastAndCrossAttenti
 
 from .attention import AdditiveAttention, BilinearAttention, DotProductAttention, ScoredAttention
 from .configuration_bahdanau import BahdanauConfig
+from .linear import linear
 from .modeling_translation import TranslationPreTrainedModel, check_beams_keep_their_source, check_source
 
 
@@ -430,7 +431,7 @@ class BahdanauForConditionalGeneration(BahdanauPreTrainedModel, GenerationMixin)
         for step in range(decoder_input_ids.shape[1]):
             steps.append(self.decoder(step_input, encoder_outputs, source_mask, state, **options))
             state = steps[-1].cache
-            logits.append(self.lm_head(steps[-1].last_hidden_state))  # (batch, 1, vocab)
+            logits.append(linear(self.lm_head, steps[-1].last_hidden_state))  # (batch, 1, vocab)
             if step + 1 < decoder_input_ids.shape[1]:
                 gold = decoder_input_ids[:, step + 1 : step + 2]
                 use_gold = torch.rand(gold.shape, device=gold.device) < self.config.teacher_forcing_ratio

@@ -23,6 +23,7 @@ from transformers.utils import logging as transformers_logging
 from transformers.utils.deprecation import deprecate_kwarg
 
 from .configuration_translation import TranslationConfig
+from .linear import linear
 
 # What `generate` hands `prepare_inputs_for_generation` that is not for `forward`.
 GENERATION_ONLY_KWARGS = ("labels", "inputs_embeds", "is_first_iteration", "decoder_attention_mask")
@@ -496,7 +497,7 @@ class TranslationPreTrainedModel(PreTrainedModel, GenerationMixin):
     ) -> tuple[BaseModelOutputWithPastAndCrossAttentions, torch.Tensor | None]:
         """The decoder's outputs and the logits `(batch, tgt_len, vocab)` (None unless `with_logits`)."""
         outputs = self.decoder(decoder_input_ids, encoder_outputs, source_mask, cache, **options)
-        return outputs, self.lm_head(outputs.last_hidden_state) if with_logits else None
+        return outputs, linear(self.lm_head, outputs.last_hidden_state) if with_logits else None
 
     def _loss_skips_logits_here(self) -> bool:
         """Whether the loss is faster without the logits: on CPU, in fp32, outside autocast, with grads enabled."""

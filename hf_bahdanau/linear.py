@@ -1,0 +1,78 @@
+"""`linear(layer, inputs)`: an `nn.Linear` layer's product, through oneDNN where torch's default is slow.
+
+torch multiplies float32 matrices on CPU with MKL, and MKL runs its AVX-512 kernels on Intel processors only: on an
+AMD processor with AVX-512 it runs AVX2 code at about half the speed. oneDNN, also in torch's x86 builds, picks its
+kernels by instruction set. On an AMD EPYC (Zen 5) VM, one thread, the decoding step's products ran 2.1-2.2x faster
+through it (docs/benchmarks.md). The result is the same product up to float rounding (another summation order).
+
+It is used for inference on such CPUs: float32 on CPU, no autograd graph, no autocast, and a product large enough to
+repay oneDNN's fixed cost per call (about 10 us), on a plain `nn.Linear` without hooks. Everything else (int8
+layers, training, autocast, other devices) calls the layer.
+`HF_BAHDANAU_ONEDNN=1` or `0` (or `use_onednn`) turns it on or off whatever the processor.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import torch
+from torch import nn
+
+MIN_MULTIPLY_ADDS = 2**21  # rows x in x out below which oneDNN's call costs more than it saves
+
+
+def _onednn_pays() -> bool:
+    """Whether this machine runs MKL's slower kernels: an x86 processor with AVX-512 that is not Intel's."""
+    setting = os.environ.get("HF_BAHDANAU_ONEDNN")
+    if setting is not None:
+        return setting == "1"
+    if torch.backends.cpu.get_cpu_capability() != "AVX512":
+        return False
+    try:
+        vendors = {line.split(":")[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                   if line.startswith("vendor_id")}  # fmt: skip
+    except OSError:
+        return False
+    return bool(vendors) and "GenuineIntel" not in vendors
+
+
+def _has_onednn_linear() -> bool:
+    return torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
+
+
+def _onednn(inputs: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    """`inputs @ weight.T + bias` by oneDNN (the op torch's own compiler emits for CPU linear layers)."""
+    return torch.ops.mkldnn._linear_pointwise(inputs, weight, bias, "none", [], "")
+
+
+_enabled = _onednn_pays() and _has_onednn_linear()
+
+
+@contextmanager
+def use_onednn(enabled: bool) -> Iterator[None]:
+    """Within the block, `linear` uses oneDNN (where it applies) or never does."""
+    global _enabled
+    previous, _enabled = _enabled, enabled and _has_onednn_linear()
+    try:
+        yield
+    finally:
+        _enabled = previous
+
+
+def linear(layer: nn.Module, inputs: torch.Tensor) -> torch.Tensor:
+    """`layer(inputs)`, through oneDNN for a float32 `nn.Linear` on CPU when it pays (see the module's text)."""
+    if (
+        _enabled
+        and type(layer) is nn.Linear
+        and not (layer._forward_hooks or layer._forward_pre_hooks or "forward" in vars(layer))  # hooks run as called
+        and inputs.device.type == "cpu"
+        and inputs.dtype == layer.weight.dtype == torch.float32
+        and not (torch.is_grad_enabled() and (inputs.requires_grad or layer.weight.requires_grad))
+        and not torch.is_autocast_enabled("cpu")
+        and inputs.numel() * layer.out_features >= MIN_MULTIPLY_ADDS
+    ):
+        return _onednn(inputs, layer.weight, layer.bias)
+    return layer(inputs)
