@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-MIN_MULTIPLY_ADDS = 2**21  # rows x in x out below which oneDNN's call costs more than it saves
+MIN_MULTIPLY_ADDS = 2**20  # rows x in x out: at 2**19 oneDNN and MKL took the same time (AMD EPYC, one thread)
 
 
 def _onednn_pays() -> bool:
