@@ -62,17 +62,32 @@ def use_onednn(enabled: bool) -> Iterator[None]:
         _enabled = previous
 
 
+def onednn_applies(inputs: torch.Tensor, weight: torch.Tensor) -> bool:
+    """Whether `inputs @ weight.T` goes to oneDNN: enabled here, float32 on CPU, no autocast, large enough."""
+    return (
+        _enabled
+        and inputs.device.type == "cpu"
+        and inputs.dtype == weight.dtype == torch.float32
+        and not torch.is_autocast_enabled("cpu")
+        and inputs.numel() * weight.shape[0] >= MIN_MULTIPLY_ADDS
+    )
+
+
+def product(inputs: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """`inputs @ weight.T + bias` of tensors outside autograd (inside an `autograd.Function`), by oneDNN where it
+    applies."""
+    if onednn_applies(inputs, weight):
+        return _onednn(inputs, weight, bias)
+    return nn.functional.linear(inputs, weight, bias)
+
+
 def linear(layer: nn.Module, inputs: torch.Tensor) -> torch.Tensor:
     """`layer(inputs)`, through oneDNN for a float32 `nn.Linear` on CPU when it pays (see the module's text)."""
     if (
-        _enabled
-        and type(layer) is nn.Linear
+        type(layer) is nn.Linear
         and not (layer._forward_hooks or layer._forward_pre_hooks or "forward" in vars(layer))  # hooks run as called
-        and inputs.device.type == "cpu"
-        and inputs.dtype == layer.weight.dtype == torch.float32
         and not (torch.is_grad_enabled() and (inputs.requires_grad or layer.weight.requires_grad))
-        and not torch.is_autocast_enabled("cpu")
-        and inputs.numel() * layer.out_features >= MIN_MULTIPLY_ADDS
+        and onednn_applies(inputs, layer.weight)
     ):
         return _onednn(inputs, layer.weight, layer.bias)
     return layer(inputs)

@@ -23,7 +23,7 @@ from transformers.utils import logging as transformers_logging
 from transformers.utils.deprecation import deprecate_kwarg
 
 from .configuration_translation import TranslationConfig
-from .linear import linear
+from .linear import linear, onednn_applies, product
 
 # What `generate` hands `prepare_inputs_for_generation` that is not for `forward`.
 GENERATION_ONLY_KWARGS = ("labels", "inputs_embeds", "is_first_iteration", "decoder_attention_mask")
@@ -211,10 +211,14 @@ class LinearCrossEntropySum(torch.autograd.Function):
         grad_weight = torch.zeros_like(weight) if gradients else None
         grad_bias = torch.zeros_like(bias) if gradients and bias is not None else None
         buffers = hidden.new_empty(2, min(rows, hidden.shape[0]), weight.shape[0])  # reused by every block
+        onednn = onednn_applies(hidden[:rows], weight)  # fresh logits per block, but products twice as fast
+        weight_t = weight.t().contiguous() if onednn and gradients else None  # (d, vocab), for grad_hidden
         for start in range(0, hidden.shape[0], rows):
             block = slice(start, start + rows)
             logits, log_probs = buffers[:, : len(hidden[block])]  # (rows, vocab) each
-            if bias is None:
+            if onednn:
+                logits = product(hidden[block], weight, bias)
+            elif bias is None:
                 torch.mm(hidden[block], weight.t(), out=logits)
             else:
                 torch.addmm(bias, hidden[block], weight.t(), out=logits)
@@ -225,7 +229,10 @@ class LinearCrossEntropySum(torch.autograd.Function):
             total += losses.losses.sum()
             if gradients:
                 gradient = TokenLosses.gradient_(log_probs, 1.0, smoothing, *losses.saved())  # (rows, vocab)
-                torch.mm(gradient, weight, out=grad_hidden[block])
+                if weight_t is None:
+                    torch.mm(gradient, weight, out=grad_hidden[block])
+                else:
+                    grad_hidden[block] = product(gradient, weight_t)
                 grad_weight.addmm_(gradient.t(), hidden[block])
                 if grad_bias is not None:
                     grad_bias += gradient.sum(0)

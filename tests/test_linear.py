@@ -92,3 +92,27 @@ def test_models_translate_alike_through_onednn(onednn_calls, model_type):
 def test_the_environment_decides_over_the_processor(monkeypatch, setting, expected):
     monkeypatch.setenv("HF_BAHDANAU_ONEDNN", setting)
     assert linear_module._onednn_pays() is expected
+
+
+@pytest.mark.parametrize("model_type", MODEL_TYPES)
+def test_a_training_step_is_alike_through_onednn(onednn_calls, model_type):
+    """The loss's output layer (its logits and the hidden states' gradient) goes through oneDNN; the loss and every
+    gradient stay those of torch's products."""
+    model = helpers.make_model(model_type, 2, width=32, vocab_size=300, label_smoothing=0.1).train()
+    src, labels = random_ids(6, 9, vocab=300), random_ids(6, 7, seed=3, vocab=300)
+
+    def step() -> list[torch.Tensor]:
+        model.zero_grad()
+        loss = model(input_ids=src, labels=labels).loss
+        loss.backward()
+        return [loss.detach()] + [param.grad.clone() for param in model.parameters() if param.grad is not None]
+
+    with use_onednn(False):
+        expected = step()
+    assert onednn_calls == []
+    with use_onednn(True):
+        ours = step()
+    assert {size for _, size in onednn_calls} == {300, 32}  # the logits, then the hidden states' gradient
+    assert len(ours) == len(expected) > 10
+    for got, reference in zip(ours, expected, strict=True):
+        torch.testing.assert_close(got, reference, atol=1e-5, rtol=1e-4)
