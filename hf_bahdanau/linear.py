@@ -5,7 +5,8 @@ AMD processor with AVX-512 it runs AVX2 code at about half the speed. oneDNN, al
 kernels by instruction set. On an AMD EPYC (Zen 5) VM, one thread, the decoding step's products ran 2.1-2.2x faster
 through it (docs/benchmarks.md). The result is the same product up to float rounding (another summation order).
 
-It is used for inference on such CPUs: float32 on CPU, no autograd graph, no autocast, and a product large enough to
+It is used for inference on such CPUs (and, through `product`, by the training loss's own products, which run
+outside autograd): float32 on CPU, no autograd graph, no autocast, and a product large enough to
 repay oneDNN's fixed cost per call (about 10 us), on a plain `nn.Linear` without hooks. Everything else (int8
 layers, training, autocast, other devices) calls the layer.
 `HF_BAHDANAU_ONEDNN=1` or `0` (or `use_onednn`) turns it on or off whatever the processor.

@@ -16,9 +16,9 @@ repeats (the least disturbed). Measured:
 - decoding as a user calls it ("user call"): `generate()` with EOS on (random weights rarely emit it, so this
   measures the per-step cost of EOS bookkeeping);
 - int8: ours after `quantize_for_cpu` (dynamic int8 linear and recurrent layers), same decoding work.
-- ours without oneDNN: our decoding with every matrix product through torch's default (MKL), as the references run
-  theirs; where `hf_bahdanau.linear` takes oneDNN (an AVX-512 processor that is not Intel's) this separates the
-  products' library from the rest of the code.
+- ours without oneDNN: our training and decoding with every matrix product through torch's default (MKL), as the
+  references run theirs; where `hf_bahdanau.linear` takes oneDNN (an AVX-512 processor that is not Intel's) this
+  separates the products' library from the rest of the code.
 
 With `--models`, trained model folders translate Multi30k's test_2016_flickr instead (their own corpus and
 languages), fp32 and int8 interleaved batch by batch, as a user calls them (EOS on, the model's max_new_tokens):
@@ -81,6 +81,7 @@ TRAINING, GREEDY, BEAM = "training (target tokens/s)", "greedy (sentences/s)", "
 NO_ONEDNN = "ours without oneDNN"  # torch's own matrix products (MKL), as the references use
 RATIOS = [
     ("RNN", TRAINING, "ours", "d2l"),
+    ("RNN", TRAINING, NO_ONEDNN, "d2l"),
     ("RNN", GREEDY, "ours", "d2l, batched loop"),
     ("RNN", GREEDY, NO_ONEDNN, "d2l, batched loop"),
     ("RNN", GREEDY, "ours", "d2l, one at a time"),
@@ -89,6 +90,7 @@ RATIOS = [
     ("RNN", BEAM, NO_ONEDNN, "MarianMT"),
     ("RNN", BEAM, "ours int8", "MarianMT"),
     ("Transformer", TRAINING, "ours", "MarianMT"),
+    ("Transformer", TRAINING, NO_ONEDNN, "MarianMT"),
     ("Transformer", GREEDY, "ours", "MarianMT"),
     ("Transformer", GREEDY, NO_ONEDNN, "MarianMT"),
     ("Transformer", BEAM, "ours", "MarianMT"),
@@ -295,8 +297,10 @@ def run(args: argparse.Namespace) -> list[Row]:
     tokens, sentences, beams = args.batch_size * args.tgt_len, args.batch_size, args.beams
     note = "forward + backward + fused AdamW"
     steps = {"ours": hf_training_step(rnn, src, labels), "d2l": d2l_training_step(net, src, labels)}
+    steps[NO_ONEDNN] = without_onednn(hf_training_step(rnn, src, labels))
     rows = timed("RNN " + TRAINING, steps, args, tokens, note)
     steps = {"ours": hf_training_step(ours, src, labels), "MarianMT": hf_training_step(theirs, src, labels)}
+    steps[NO_ONEDNN] = without_onednn(hf_training_step(ours, src, labels))
     rows += timed("Transformer " + TRAINING, steps, args, tokens, note)
 
     rnn_models = {"ours": rnn, "ours int8": rnn_int8}
