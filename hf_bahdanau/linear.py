@@ -9,7 +9,8 @@ It is used for inference on such CPUs (and, through `product`, by the training l
 outside autograd): float32 on CPU, no autograd graph, no autocast, and a product large enough to
 repay oneDNN's fixed cost per call (about 10 us), on a plain `nn.Linear` without hooks. Everything else (int8
 layers, training, autocast, other devices) calls the layer.
-`HF_BAHDANAU_ONEDNN=1` or `0` (or `use_onednn`) turns it on or off whatever the processor.
+`HF_BAHDANAU_ONEDNN=1` or `0` turns it on or off whatever the processor; `use_onednn` does within a block, for this
+package's modules (a saved folder's remote code has its own copy of this module, which reads the setting alone).
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ def _onednn(inputs: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | Non
 
 
 _enabled = _onednn_pays() and _has_onednn_linear()
+_PLAIN_TENSORS = (torch.Tensor, nn.Parameter)  # not tensor subclasses (quantized weights, fakes)
 
 
 @contextmanager
@@ -63,10 +65,27 @@ def use_onednn(enabled: bool) -> Iterator[None]:
         _enabled = previous
 
 
+def called_as_is(module: nn.Module, cls: type[nn.Module]) -> bool:
+    """Whether calling `module` runs `cls.forward` and nothing else: exactly that class, no forward hooks (its own
+    or global ones: pruning, offloading), no `forward` replaced on the instance (as accelerate's hooks do). Code that
+    reads such a module's weights directly skips nothing its caller would expect to run."""
+    hooks = nn.modules.module
+    return (
+        type(module) is cls
+        and not (module._forward_hooks or module._forward_pre_hooks or "forward" in vars(module))
+        and not (hooks._global_forward_hooks or hooks._global_forward_pre_hooks)
+    )
+
+
 def onednn_applies(inputs: torch.Tensor, weight: torch.Tensor) -> bool:
-    """Whether `inputs @ weight.T` goes to oneDNN: enabled here, float32 on CPU, no autocast, large enough."""
+    """Whether `inputs @ weight.T` goes to oneDNN: enabled here, plain float32 tensors on CPU, no autocast, no
+    tracing or compiling (which see the call as it is written), large enough."""
     return (
         _enabled
+        and torch.backends.mkldnn.enabled
+        and type(inputs) in _PLAIN_TENSORS
+        and type(weight) in _PLAIN_TENSORS
+        and not (torch.jit.is_tracing() or torch.compiler.is_compiling())
         and inputs.device.type == "cpu"
         and inputs.dtype == weight.dtype == torch.float32
         and not torch.is_autocast_enabled("cpu")
@@ -85,9 +104,11 @@ def product(inputs: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | Non
 def linear(layer: nn.Module, inputs: torch.Tensor) -> torch.Tensor:
     """`layer(inputs)`, through oneDNN for a float32 `nn.Linear` on CPU when it pays (see the module's text)."""
     if (
-        type(layer) is nn.Linear
-        and not (layer._forward_hooks or layer._forward_pre_hooks or "forward" in vars(layer))  # hooks run as called
-        and not (torch.is_grad_enabled() and (inputs.requires_grad or layer.weight.requires_grad))
+        called_as_is(layer, nn.Linear)
+        and not (
+            torch.is_grad_enabled()
+            and any(t is not None and t.requires_grad for t in (inputs, layer.weight, layer.bias))
+        )
         and onednn_applies(inputs, layer.weight)
     ):
         return _onednn(inputs, layer.weight, layer.bias)

@@ -18,7 +18,7 @@ from transformers.modeling_outputs import BaseModelOutputWithPastAndCrossAttenti
 
 from .attention import AdditiveAttention, BilinearAttention, DotProductAttention, ScoredAttention
 from .configuration_bahdanau import BahdanauConfig
-from .linear import linear
+from .linear import called_as_is, linear
 from .modeling_translation import TranslationPreTrainedModel, check_beams_keep_their_source, check_source
 
 
@@ -189,7 +189,9 @@ class TokenGateTable:
 
     The table costs as much as `vocab` rows of those products, so it is made only once the decoder has read as
     many rows under the same weights (paid back within twice the products' cost), and made again when they change
-    (their storage or version counter moves, as an optimizer step or `load_state_dict` makes it move).
+    (their storage or version counter moves, as `load_state_dict`, `.to()` or a plain optimizer step makes it
+    move). Writes that keep the counter (`.data`, torch's fused optimizers) are seen when the decoder next switches
+    between training and evaluation, which forgets the table.
     """
 
     def __init__(self) -> None:
@@ -207,20 +209,23 @@ class TokenGateTable:
         key = tuple((tensor.data_ptr(), tensor._version) for tensor in (embedding, weight, bias))
         if key != self.weights_key:
             self.weights_key, self.rows_read, self.table = key, 0, None
-        if self.table is None and self.rows_read >= embedding.shape[0]:
+        table = self.table
+        if table is None and self.rows_read >= embedding.shape[0]:
             with torch.autocast(embedding.device.type, enabled=False):  # in the weights' dtype, whatever the call's
-                self.table = nn.functional.linear(embedding, weight, bias)
+                table = self.table = nn.functional.linear(embedding, weight, bias)
         self.rows_read += input_ids.numel()
-        return None if self.table is None else nn.functional.embedding(input_ids, self.table)
+        return None if table is None else nn.functional.embedding(input_ids, table)
 
 
 class BahdanauDecoder(nn.Module):
     """d2l's `Seq2SeqAttentionDecoder`: one RNN step per target token, attending with the previous state.
 
-    The RNN runs a cell per layer and step (`torch.gru_cell` / `torch.lstm_cell` on `self.rnn`'s weights, the
-    same maths as `self.rnn`), its first layer's input gates split as `W_c context + (W_e embedding + b_ih)`: the
-    embeddings' share takes one product for all steps, or a table lookup when decoding (`TokenGateTable`). An RNN
-    module without float weights (int8, `quantize_for_cpu`) is called as it is, on `[context; embedding]`.
+    On CPU the RNN runs a cell per layer and step (`torch.gru_cell` / `torch.lstm_cell` on `self.rnn`'s weights,
+    the same maths as `self.rnn`), its first layer's input gates split as `W_c context + (W_e embedding + b_ih)`:
+    the embeddings' share takes one product for all steps, or a table lookup when decoding (`TokenGateTable`).
+    Elsewhere (CUDA's fused cells take one bias per gate, not per row), and for an RNN that is not a plain
+    `nn.GRU` / `nn.LSTM` called as it is (int8 from `quantize_for_cpu`, hooks, offloading), `self.rnn` is called
+    on `[context; embedding]`.
     """
 
     def __init__(self, config: BahdanauConfig) -> None:
@@ -231,6 +236,11 @@ class BahdanauDecoder(nn.Module):
         self.attention = _attention(config)
         self.rnn = _rnn(config, config.encoder_output_size + config.embedding_size, config.decoder_layers)
         self.token_gate_table = TokenGateTable()
+
+    def train(self, mode: bool = True) -> BahdanauDecoder:
+        """Sets the mode and forgets the token gate table (see `TokenGateTable`)."""
+        self.token_gate_table = TokenGateTable()
+        return super().train(mode)
 
     def initial_state(self, encoder_outputs: BahdanauEncoderOutput, source_repeats: int = 1) -> BahdanauDecoderState:
         """The state before the first target token; projects the attention keys once per source (one copy for
@@ -273,8 +283,11 @@ class BahdanauDecoder(nn.Module):
         if encoder_attention_mask is not None:
             encoder_attention_mask = encoder_attention_mask[::repeats]
         embeddings = self.dropout(self.embed_tokens(input_ids))  # (batch, tgt_len, embedding)
-        token_gates = self._token_gates(input_ids, embeddings)
-        context_weight = self._context_weight()
+        token_gates = context_weight = None
+        if self._runs_cells(embeddings):
+            token_gates = self._token_gates(input_ids, embeddings)
+            # sliced once per call, so that the steps' gradients meet before the slice's backward
+            context_weight = self.rnn.weight_ih_l0[:, : self.config.encoder_output_size]  # (gates, encoder_output)
         hidden = list(state.hidden.unbind(0))  # per layer (batch, hidden)
         cell = None if state.cell is None else list(state.cell.unbind(0))
         outputs, weights = [], []
@@ -306,22 +319,23 @@ class BahdanauDecoder(nn.Module):
             cross_attentions=(torch.cat(weights, dim=1).unsqueeze(1),) if output_attentions else None,
         )
 
-    def _context_weight(self) -> torch.Tensor | None:
-        """The first layer's input weights on the context `(gates, encoder_output_size)`: sliced once per call, so
-        that the steps' gradients meet before the slice's backward."""
-        if not isinstance(self.rnn, (nn.GRU, nn.LSTM)):
-            return None
-        return self.rnn.weight_ih_l0[:, : self.config.encoder_output_size]
+    def _runs_cells(self, embeddings: torch.Tensor) -> bool:
+        """Whether the RNN runs as cells on its weights (see the class's text)."""
+        rnn_class = type(self.rnn)
+        return rnn_class in (nn.GRU, nn.LSTM) and called_as_is(self.rnn, rnn_class) and embeddings.is_cpu
 
-    def _token_gates(self, input_ids: torch.LongTensor, embeddings: torch.Tensor) -> tuple[torch.Tensor, ...] | None:
-        """Per step `(batch, gates)`: the embeddings' share of the first layer's input gates; None for an RNN
-        module without float weights."""
-        if not isinstance(self.rnn, (nn.GRU, nn.LSTM)):
-            return None
+    def _token_gates(self, input_ids: torch.LongTensor, embeddings: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """Per step `(batch, gates)`: the embeddings' share of the first layer's input gates, looked up when
+        decoding with embeddings read as they are (`TokenGateTable`)."""
         weight = self.rnn.weight_ih_l0[:, self.config.encoder_output_size :]  # (gates, embedding)
         gates = None
-        if not (self.training or torch.is_grad_enabled()):
-            gates = self.token_gate_table(input_ids, self.embed_tokens.weight, weight, self.rnn.bias_ih_l0)
+        embed = self.embed_tokens
+        if (
+            not (self.training or torch.is_grad_enabled())
+            and called_as_is(embed, nn.Embedding)
+            and embed.max_norm is None
+        ):
+            gates = self.token_gate_table(input_ids, embed.weight, weight, self.rnn.bias_ih_l0)
         if gates is None:
             gates = nn.functional.linear(embeddings, weight, self.rnn.bias_ih_l0)  # (batch, tgt_len, gates)
         return gates.unbind(1)
@@ -339,7 +353,7 @@ class BahdanauDecoder(nn.Module):
         inputs, weight_ih, bias_ih = context, context_weight, token_gates
         for layer in range(rnn.num_layers):
             if layer:  # as nn.GRU / nn.LSTM: dropout on the outputs that feed the next layer
-                inputs = nn.functional.dropout(hidden[layer - 1], rnn.dropout, self.training)
+                inputs = nn.functional.dropout(hidden[layer - 1], rnn.dropout, rnn.training)
                 weight_ih, bias_ih = getattr(rnn, f"weight_ih_l{layer}"), getattr(rnn, f"bias_ih_l{layer}")
             recurrent = getattr(rnn, f"weight_hh_l{layer}"), getattr(rnn, f"bias_hh_l{layer}")
             if cell is None:

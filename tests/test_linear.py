@@ -38,6 +38,17 @@ def test_linear_through_onednn_equals_the_layer(onednn_calls, shape, bias):
         torch.testing.assert_close(ours, layer(inputs), atol=1e-5, rtol=1e-5)
 
 
+class Through(nn.Module):
+    """`linear` on a layer, as a model calls it."""
+
+    def __init__(self, layer: nn.Linear) -> None:
+        super().__init__()
+        self.layer = layer
+
+    def forward(self, inputs: torch.Tensor) -> torch.Tensor:
+        return linear(self.layer, inputs)
+
+
 @pytest.mark.filterwarnings("ignore:.*(deprecated|quantize_per_tensor)")
 def test_linear_calls_the_layer_where_onednn_does_not_apply(onednn_calls, monkeypatch):
     torch.manual_seed(0)
@@ -54,6 +65,9 @@ def test_linear_calls_the_layer_where_onednn_does_not_apply(onednn_calls, monkey
             plus_one = nn.functional.linear(inputs, layer.weight, layer.bias) + 1
             torch.testing.assert_close(linear(layer, inputs), plus_one)
             handle.remove()
+            hook = nn.modules.module.register_module_forward_hook(lambda module, args, output: output * 2)
+            torch.testing.assert_close(linear(layer, inputs), (plus_one - 1) * 2)  # global hooks run too
+            hook.remove()
             int8 = torch.ao.quantization.quantize_dynamic(nn.Sequential(layer), {nn.Linear}, dtype=torch.qint8)[0]
             assert linear(int8, inputs).shape == (4, 8)
             monkeypatch.setattr(linear_module, "MIN_MULTIPLY_ADDS", 4 * 16 * 8 + 1)
@@ -64,6 +78,18 @@ def test_linear_calls_the_layer_where_onednn_does_not_apply(onednn_calls, monkey
             assert onednn_calls == [((4, 16), 8)]
     with torch.no_grad(), use_onednn(False):
         linear(layer, inputs)
+    assert onednn_calls == [((4, 16), 8)]
+    with use_onednn(True):
+        layer.weight.requires_grad_(False)  # only the bias learns: still the layer's own op
+        layer.bias.grad = None
+        linear(layer, inputs.detach()).sum().backward()
+        torch.testing.assert_close(layer.bias.grad, torch.full((8,), 4.0))
+        with torch.no_grad():
+            traced = torch.jit.trace(
+                Through(layer.requires_grad_()), inputs.detach(), check_trace=False
+            )  # sees the layer's op
+        graph = str(traced.inlined_graph)
+        assert "aten::linear" in graph and "_linear_pointwise" not in graph
     assert onednn_calls == [((4, 16), 8)]
 
 

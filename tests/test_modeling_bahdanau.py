@@ -92,7 +92,7 @@ def test_decoder_cells_are_the_rnn_module(monkeypatch, rnn_type, layers):
         return out.logits, *state, *grads
 
     cells = run()
-    monkeypatch.setattr(type(model.decoder), "_token_gates", lambda *args: None)
+    monkeypatch.setattr(type(model.decoder), "_runs_cells", lambda *args: False)
     module = run()
     assert all(g is not None and g.abs().sum() > 0 for g in module[-5:])
     for ours, reference in zip(cells, module, strict=True):
@@ -136,6 +136,46 @@ def test_decoding_looks_token_gates_up_once_they_pay_and_again_after_the_weights
     for _ in range(3):
         torch.testing.assert_close(logits(grad=False), double)
     assert table.table.dtype == torch.float64
+
+
+def test_switching_modes_forgets_token_gates_that_a_fused_optimizer_changed():
+    """torch's fused AdamW writes the weights without moving their version counter: a table made before a
+    training step is not used after it."""
+    model = make_model().eval()
+    src, tgt = random_ids(4, 6), random_ids(4, 5, seed=3)
+    with torch.no_grad():
+        for _ in range(3):
+            model(input_ids=src, decoder_input_ids=tgt)
+    assert model.decoder.token_gate_table.table is not None
+    optimizer = torch.optim.AdamW(model.parameters(), lr=0.1, fused=True)
+    model.train()
+    model(input_ids=src, labels=tgt).loss.backward()
+    optimizer.step()
+    model.eval()
+    expected = model(input_ids=src, decoder_input_ids=tgt).logits.detach()  # products, with gradients
+    with torch.no_grad():
+        for _ in range(3):  # the last from a table made after the step
+            torch.testing.assert_close(model(input_ids=src, decoder_input_ids=tgt).logits, expected)
+    assert model.decoder.token_gate_table.table is not None
+
+
+def test_decoder_calls_its_rnn_and_embedding_when_they_are_hooked():
+    """Hooks on the decoder's RNN or embedding (a user's, pruning, offloading) run: the decoder calls such modules
+    rather than reading their weights, in training and when decoding."""
+    model = make_model().eval()
+    src, tgt = random_ids(4, 6), random_ids(4, 5, seed=3)
+    plain = model(input_ids=src, decoder_input_ids=tgt).logits.detach()
+    model.decoder.embed_tokens.register_forward_hook(lambda module, args, output: output * 2)
+    doubled = model(input_ids=src, decoder_input_ids=tgt).logits.detach()
+    assert not torch.allclose(doubled, plain)
+    with torch.no_grad():
+        for _ in range(3):  # past the rows that would make a table
+            torch.testing.assert_close(model(input_ids=src, decoder_input_ids=tgt).logits, doubled)
+    calls = []
+    model.decoder.rnn.register_forward_hook(lambda module, args, output: calls.append(args[0].shape))
+    with torch.no_grad():
+        torch.testing.assert_close(model(input_ids=src, decoder_input_ids=tgt).logits, doubled)
+    assert calls == [(4, 1, 16 + 12)] * 5  # a step each, on [context; embedding]
 
 
 # ---- scheduled sampling -------------------------------------------------------------------------------------
