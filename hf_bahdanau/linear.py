@@ -66,14 +66,16 @@ def use_onednn(enabled: bool) -> Iterator[None]:
 
 
 def called_as_is(module: nn.Module, cls: type[nn.Module]) -> bool:
-    """Whether calling `module` runs `cls.forward` and nothing else: exactly that class, no forward hooks (its own
-    or global ones: pruning, offloading), no `forward` replaced on the instance (as accelerate's hooks do). Code that
-    reads such a module's weights directly skips nothing its caller would expect to run."""
+    """Whether calling `module` runs `cls.forward` and nothing else: exactly that class, no forward or backward
+    hooks (its own or global ones: pruning, offloading), no `forward` replaced on the instance (as accelerate's
+    hooks do). Code that reads such a module's weights directly skips nothing its caller would expect to run."""
     hooks = nn.modules.module
     return (
         type(module) is cls
         and not (module._forward_hooks or module._forward_pre_hooks or "forward" in vars(module))
+        and not (module._backward_hooks or module._backward_pre_hooks)
         and not (hooks._global_forward_hooks or hooks._global_forward_pre_hooks)
+        and not (hooks._global_backward_hooks or hooks._global_backward_pre_hooks)
     )
 
 

@@ -190,8 +190,9 @@ class TokenGateTable:
     The table costs as much as `vocab` rows of those products, so it is made only once the decoder has read as
     many rows under the same weights (paid back within twice the products' cost), and made again when they change
     (their storage or version counter moves, as `load_state_dict`, `.to()` or a plain optimizer step makes it
-    move). Writes that keep the counter (`.data`, torch's fused optimizers) are seen when the decoder next switches
-    between training and evaluation, which forgets the table.
+    move). torch's fused optimizers keep the counter: the decoder forgets the table whenever a forward builds a
+    graph on its weights (which any optimizer step needs first). `.data` writes keep it too: they are seen when the
+    decoder next switches between training and evaluation, which also forgets the table.
     """
 
     def __init__(self) -> None:
@@ -330,11 +331,9 @@ class BahdanauDecoder(nn.Module):
         weight = self.rnn.weight_ih_l0[:, self.config.encoder_output_size :]  # (gates, embedding)
         gates = None
         embed = self.embed_tokens
-        if (
-            not (self.training or torch.is_grad_enabled())
-            and called_as_is(embed, nn.Embedding)
-            and embed.max_norm is None
-        ):
+        if torch.is_grad_enabled() and any(t.requires_grad for t in (weight, self.rnn.bias_ih_l0, embed.weight)):
+            self.token_gate_table = TokenGateTable()  # an optimizer step may follow, unseen by the version counter
+        elif not self.training and called_as_is(embed, nn.Embedding) and embed.max_norm is None:
             gates = self.token_gate_table(input_ids, embed.weight, weight, self.rnn.bias_ih_l0)
         if gates is None:
             gates = nn.functional.linear(embeddings, weight, self.rnn.bias_ih_l0)  # (batch, tgt_len, gates)

@@ -38,6 +38,10 @@ def test_linear_through_onednn_equals_the_layer(onednn_calls, shape, bias):
         torch.testing.assert_close(ours, layer(inputs), atol=1e-5, rtol=1e-5)
 
 
+class Tagged(torch.Tensor):
+    """A tensor subclass."""
+
+
 class Through(nn.Module):
     """`linear` on a layer, as a model calls it."""
 
@@ -68,6 +72,10 @@ def test_linear_calls_the_layer_where_onednn_does_not_apply(onednn_calls, monkey
             hook = nn.modules.module.register_module_forward_hook(lambda module, args, output: output * 2)
             torch.testing.assert_close(linear(layer, inputs), (plus_one - 1) * 2)  # global hooks run too
             hook.remove()
+            with monkeypatch.context() as switched_off:
+                switched_off.setattr(torch.backends.mkldnn, "enabled", False)
+                linear(layer, inputs)
+            linear(layer, inputs.as_subclass(Tagged))  # a tensor subclass may mean anything to the layer
             int8 = torch.ao.quantization.quantize_dynamic(nn.Sequential(layer), {nn.Linear}, dtype=torch.qint8)[0]
             assert linear(int8, inputs).shape == (4, 8)
             monkeypatch.setattr(linear_module, "MIN_MULTIPLY_ADDS", 4 * 16 * 8 + 1)

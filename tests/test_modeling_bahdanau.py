@@ -6,7 +6,7 @@ import torch
 from helpers import VOCAB, greedy_config, random_ids
 
 from hf_bahdanau import AdditiveAttention, BahdanauConfig, BahdanauForConditionalGeneration
-from hf_bahdanau.modeling_bahdanau import BahdanauEncoderOutput
+from hf_bahdanau.modeling_bahdanau import BahdanauEncoderOutput, TokenGateTable
 
 
 def make_model(seed: int = 0, **overrides) -> BahdanauForConditionalGeneration:
@@ -103,60 +103,73 @@ def test_decoding_looks_token_gates_up_once_they_pay_and_again_after_the_weights
     """In eval mode without gradients the embeddings' share of the gates comes from a `(vocab, gates)` table,
     made once the decoder has read `vocab` rows and made again when the weights change in place or move."""
     model = make_model().eval()
-    table = model.decoder.token_gate_table
     src, tgt = random_ids(4, 6), random_ids(4, 5, seed=3)  # 20 target rows a call, vocabulary 40
+
+    def table() -> TokenGateTable:
+        return model.decoder.token_gate_table  # a new one after each call with gradients
 
     def logits(grad: bool) -> torch.Tensor:
         with torch.set_grad_enabled(grad):
             return model(input_ids=src, decoder_input_ids=tgt).logits.detach()
 
     products = logits(grad=True)  # the products' path, which does not count
-    assert table.rows_read == 0
+    assert table().rows_read == 0
     with torch.inference_mode():
         torch.testing.assert_close(logits(grad=False), products)
         torch.testing.assert_close(logits(grad=False), products)
-    assert table.table is None and table.rows_read == 2 * 20
+    assert table().table is None and table().rows_read == 2 * 20
     torch.testing.assert_close(logits(grad=False), products, atol=1e-6, rtol=1e-5)  # made from 40 rows on
-    assert table.table is not None and table.table.shape == (VOCAB, 3 * 16)
+    assert table().table is not None and table().table.shape == (VOCAB, 3 * 16)
     with torch.no_grad():
         model.decoder.embed_tokens.weight[5:9].mul_(2.0)
+    after = logits(grad=False)  # the version counter moved: the old table is dropped, products again
+    assert table().table is None and table().rows_read == 20
     changed = logits(grad=True)
     assert not torch.allclose(changed, products)
-    torch.testing.assert_close(logits(grad=False), changed)  # the old table is dropped; products again
-    assert table.table is None and table.rows_read == 20
+    torch.testing.assert_close(after, changed)
     with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):  # made under autocast, used without
         model.decoder.embed_tokens.weight[5:9].mul_(0.5)
         for _ in range(3):
             model(input_ids=src, decoder_input_ids=tgt)
-    assert table.table.dtype == torch.float32
+    assert table().table.dtype == torch.float32
     torch.testing.assert_close(logits(grad=False), products, atol=1e-6, rtol=1e-5)
     model.load_state_dict(make_model(seed=5).state_dict())
     model.double()
     double = logits(grad=True)
     for _ in range(3):
         torch.testing.assert_close(logits(grad=False), double)
-    assert table.table.dtype == torch.float64
+    assert table().table.dtype == torch.float64
+    model.decoder.embed_tokens.weight.data[5:9].mul_(2.0)  # unseen by the version counter...
+    model.eval()  # ...until the mode is set, which forgets the table
+    after = logits(grad=False)
+    torch.testing.assert_close(after, logits(grad=True))
 
 
-def test_switching_modes_forgets_token_gates_that_a_fused_optimizer_changed():
+@pytest.mark.parametrize("train_mode", [True, False], ids=["train-mode", "eval-mode"])
+def test_token_gates_never_outlive_a_fused_optimizer_step(train_mode):
     """torch's fused AdamW writes the weights without moving their version counter: a table made before a
-    training step is not used after it."""
+    training step is not used after it, whether the step runs in training mode (the Trainer) or in eval mode (a
+    plain loop on a model as `from_pretrained` returns it)."""
     model = make_model().eval()
     src, tgt = random_ids(4, 6), random_ids(4, 5, seed=3)
-    with torch.no_grad():
-        for _ in range(3):
-            model(input_ids=src, decoder_input_ids=tgt)
-    assert model.decoder.token_gate_table.table is not None
     optimizer = torch.optim.AdamW(model.parameters(), lr=0.1, fused=True)
-    model.train()
-    model(input_ids=src, labels=tgt).loss.backward()
-    optimizer.step()
-    model.eval()
-    expected = model(input_ids=src, decoder_input_ids=tgt).logits.detach()  # products, with gradients
-    with torch.no_grad():
-        for _ in range(3):  # the last from a table made after the step
-            torch.testing.assert_close(model(input_ids=src, decoder_input_ids=tgt).logits, expected)
-    assert model.decoder.token_gate_table.table is not None
+    for _ in range(2):
+        with torch.no_grad():
+            for _ in range(3):
+                model(input_ids=src, decoder_input_ids=tgt)
+        assert model.decoder.token_gate_table.table is not None
+        if train_mode:  # else no mode call at all (`eval()` alone forgets the table)
+            model.train()
+        model(input_ids=src, labels=tgt).loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        if train_mode:
+            model.eval()
+        expected = model(input_ids=src, decoder_input_ids=tgt).logits.detach()  # products, with gradients
+        with torch.no_grad():
+            for _ in range(3):  # the last from a table made after the step
+                torch.testing.assert_close(model(input_ids=src, decoder_input_ids=tgt).logits, expected)
+        assert model.decoder.token_gate_table.table is not None
 
 
 def test_decoder_calls_its_rnn_and_embedding_when_they_are_hooked():
@@ -176,6 +189,11 @@ def test_decoder_calls_its_rnn_and_embedding_when_they_are_hooked():
     with torch.no_grad():
         torch.testing.assert_close(model(input_ids=src, decoder_input_ids=tgt).logits, doubled)
     assert calls == [(4, 1, 16 + 12)] * 5  # a step each, on [context; embedding]
+    model = make_model().train()
+    backward_calls = []
+    model.decoder.rnn.register_full_backward_hook(lambda module, grad_in, grad_out: backward_calls.append(1))
+    model(input_ids=src, labels=tgt).loss.backward()
+    assert len(backward_calls) == 5
 
 
 # ---- scheduled sampling -------------------------------------------------------------------------------------
