@@ -15,6 +15,8 @@ folder that `pipeline(TASK, model=folder, trust_remote_code=True)` loads where t
 this file is copied there as remote code, so it imports only the standard library, torch and transformers.
 In-process (after `import hf_bahdanau`), `pipeline(TASK, model=folder)` needs no `trust_remote_code`: the config
 hides the folder's pipelines whose task this process registered (`TranslationConfig.custom_pipelines`).
+Where transformers no longer provides v4's `"translation"` task (transformers 5), it is registered too, so that
+`pipeline("translation", model=...)` works as v4 users type it; where transformers provides it, it stays theirs.
 """
 
 from __future__ import annotations
@@ -29,15 +31,24 @@ from typing import Any
 
 import torch
 from transformers import AutoModelForSeq2SeqLM, Pipeline, PreTrainedModel, PreTrainedTokenizerBase
+from transformers import pipelines as transformers_pipelines
 from transformers.pipelines import PIPELINE_REGISTRY, SUPPORTED_TASKS
 
 logger = logging.getLogger(__name__)
 
+
+def transformers_provides(task: str) -> bool:
+    """Whether transformers itself has a pipeline for `task` (v4 had `"translation"`; v5 removed it)."""
+    impl = SUPPORTED_TASKS.get(task, {}).get("impl")
+    module = impl if isinstance(impl, str) else getattr(impl, "__module__", "")
+    return module.startswith("transformers.pipelines")
+
+
 TASK = "d2l-translation"
-# Also saved into model folders: the old task name, and transformers v4's "translation" where transformers no
-# longer provides it (a folder's own pipelines are looked up first, so `pipeline("translation", model=folder,
-# trust_remote_code=True)` works; in-process, transformers refuses a removed task name whatever is registered).
-TASK_ALIASES = ("bahdanau-translation",) + (() if "translation" in SUPPORTED_TASKS else ("translation",))
+# Registered and saved into model folders too: the old task name, and transformers v4's "translation" where
+# transformers no longer provides it (a folder's own pipelines are looked up first, so `pipeline("translation",
+# model=folder, trust_remote_code=True)` works without this package).
+TASK_ALIASES = ("bahdanau-translation",) + (() if transformers_provides("translation") else ("translation",))
 Translation = dict[str, str]  # {"translation_text": ...}
 
 
@@ -129,13 +140,20 @@ class TranslationPipeline(Pipeline):
 
 
 def register_pipeline() -> None:
-    """Register `TranslationPipeline` for `pipeline(TASK, ...)` (and the old name) with `AutoModelForSeq2SeqLM`
-    models, and name every alias for saved folders; idempotent."""
-    for task in (TASK, "bahdanau-translation"):
+    """Register `TranslationPipeline` for `pipeline(TASK, ...)` and its aliases with `AutoModelForSeq2SeqLM`
+    models, and name every alias for saved folders; idempotent.
+
+    transformers 5 refuses the task names it removed before it reads the registry; for `"translation"` alone, and
+    only while transformers has no pipeline of its own for it, that refusal is lifted."""
+    for task in (TASK, *TASK_ALIASES):
+        if task == "translation" and transformers_provides(task):
+            continue
         if PIPELINE_REGISTRY.supported_tasks.get(task, {}).get("impl") is not TranslationPipeline:
             PIPELINE_REGISTRY.register_pipeline(
                 task, pipeline_class=TranslationPipeline, pt_model=AutoModelForSeq2SeqLM, type="text"
             )
+        if task == "translation":
+            getattr(transformers_pipelines, "REMOVED_TASKS", {}).pop(task, None)
     impl = PIPELINE_REGISTRY.supported_tasks[TASK]
     TranslationPipeline._registered_impl = {task: impl for task in (TASK, *TASK_ALIASES)}
 
@@ -168,4 +186,5 @@ __all__ = [
     "register_pipeline",
     "save_for_pipeline",
     "tokenizer_fingerprint",
+    "transformers_provides",
 ]

@@ -16,12 +16,19 @@ import pytest
 import torch
 from helpers import MODEL_TYPES, make_model
 from transformers import pipeline
-from transformers.pipelines import get_supported_tasks
+from transformers.pipelines import SUPPORTED_TASKS, get_supported_tasks
 from transformers.pipelines.base import pad_collate_fn
 
 from hf_bahdanau import attention_maps, plot_attention_maps
 from hf_bahdanau.attention_maps import display_tokens
-from hf_bahdanau.pipelines import TASK, TASK_ALIASES, TranslationPipeline, register_pipeline, save_for_pipeline
+from hf_bahdanau.pipelines import (
+    TASK,
+    TASK_ALIASES,
+    TranslationPipeline,
+    register_pipeline,
+    save_for_pipeline,
+    transformers_provides,
+)
 from hf_bahdanau.tokenization import train_tokenizer
 
 SUBJECTS = ["i", "you", "we", "they", "the cat"]
@@ -233,10 +240,30 @@ def test_save_for_pipeline_writes_code_and_config(model, tokenizer, pipe, tmp_pa
 def test_registered_tasks_load_a_saved_folder_without_remote_code(model, tokenizer, pipe, tmp_path):
     """In-process, the registered pipeline and model classes are used; the folder's remote code is not needed."""
     folder = save_for_pipeline(model, tokenizer, tmp_path / "saved")
-    for task in (TASK, "bahdanau-translation"):
+    for task in (TASK, *TASK_ALIASES):  # "translation" too, under transformers 5
         loaded = pipeline(task, model=str(folder), max_new_tokens=MAX_NEW)
         assert type(loaded) is TranslationPipeline and type(loaded.model) is type(model)
         assert loaded(TEXTS, batch_size=2) == pipe(TEXTS)
+
+
+@pytest.mark.skipif(transformers_provides("translation"), reason="transformers has its own translation pipeline")
+def test_translation_as_v4_users_type_it_and_no_other_removed_task(model, tokenizer, pipe):
+    """transformers 5 removed `pipeline("translation")`: it is ours in process, and only that name is."""
+    assert "translation" in TASK_ALIASES
+    loaded = pipeline("translation", model=model, tokenizer=tokenizer, max_new_tokens=MAX_NEW)
+    assert type(loaded) is TranslationPipeline
+    assert loaded(TEXTS, batch_size=2) == pipe(TEXTS)
+    with pytest.raises(KeyError, match="summarization has been removed"):
+        pipeline("summarization", model=model, tokenizer=tokenizer)
+
+
+def test_a_translation_pipeline_of_transformers_stays_theirs(monkeypatch):
+    theirs = {"impl": "transformers.pipelines.text2text_generation.TranslationPipeline", "pt": (), "type": "text"}
+    monkeypatch.setitem(SUPPORTED_TASKS, "translation", theirs)
+    assert transformers_provides("translation") and not transformers_provides(TASK)
+    register_pipeline()
+    assert SUPPORTED_TASKS["translation"] is theirs
+    assert SUPPORTED_TASKS[TASK]["impl"] is TranslationPipeline
 
 
 def test_remote_code_pipeline_without_the_package(model, tokenizer, pipe, tmp_path):
