@@ -260,13 +260,19 @@ def manual_greedy(model, src, max_new_tokens):
     return tokens
 
 
-def test_greedy_generate_matches_manual_argmax_one_beam_and_no_cache(model_type):
+def test_greedy_generate_matches_manual_argmax_one_beam_and_no_cache(model_type, monkeypatch):
     model = make_model(model_type)
     src = random_ids(1, 6)
     read = []  # decoder tokens read per step
     model.decoder.register_forward_pre_hook(lambda module, args: read.append(args[0].shape[1]))
+    checked = []  # the inputs whose ids were checked against the vocabulary
+    check_ids = modeling_translation.check_ids
+    monkeypatch.setattr(modeling_translation, "check_ids", lambda name, *args: checked.append(name) or
+                        check_ids(name, *args))  # fmt: skip
     greedy = model.generate(src, generation_config=greedy_config(max_new_tokens=8, min_new_tokens=8))
     assert read == [1] * 8  # each step continues from the cache `generate` hands back
+    assert checked == ["input_ids", "decoder_input_ids"]  # once per call, not once per step
+    monkeypatch.undo()
     expected = manual_greedy(model, src, 8)
     torch.testing.assert_close(greedy[:, : expected.shape[1]], expected)
     assert torch.equal(model.generate(src, generation_config=greedy_config(max_new_tokens=8, num_beams=1)), greedy)
