@@ -25,6 +25,8 @@ from transformers import AutoConfig, AutoModelForSeq2SeqLM, AutoTokenizer, pipel
 from hf_bahdanau import TASK, TranslationPipeline, cli, data, hub, modeling_translation, training
 from hf_bahdanau.cli import UsageError, main, parse_train_args
 from hf_bahdanau.metrics import count_repeating
+from hf_bahdanau.models import get_model_type
+from hf_bahdanau.pipelines import source_limit
 from hf_bahdanau.training import ModelArguments, build_model, last_complete_checkpoint
 
 TINY_RUN = [
@@ -260,6 +262,48 @@ def test_config_file_and_overrides(tmp_path):
     config.write_text("hidden_sise: 48\n")
     with pytest.raises(UsageError, match="unknown option\\(s\\) hidden_sise"):
         parse_train_args(["--config", str(config), "--output-dir", "x"])
+
+
+RECIPES = sorted((Path(__file__).resolve().parents[1] / "scripts" / "multi30k").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("recipe", RECIPES, ids=[recipe.stem for recipe in RECIPES])
+def test_every_shipped_recipe_parses_into_a_valid_model(recipe):
+    model_args, tokenizer_args, data_args, training_args, _ = parse_train_args(
+        ["--config", str(recipe), "--output-dir", "x"]
+    )
+    expected = "transformer" if recipe.stem.startswith(("transformer-", "quick-")) else "bahdanau"
+    assert model_args.model_type == expected and data_args.data == "multi30k"
+    config_class, _ = get_model_type(model_args.model_type)
+    config = config_class(**model_args.config_overrides(), vocab_size=tokenizer_args.vocab_size)
+    config.check()
+    assert config.vocab_size == 8000 and training_args.warmup_steps > 0
+    if recipe.stem.startswith("transformer-"):  # the 45-minute recipes warm up as Transformers do
+        assert training_args.lr_scheduler_type == "inverse_sqrt"
+        assert (config.d_model, config.encoder_layers, config.attention_heads) == (256, 3, 4)
+
+
+def test_a_yaml_recipe_trains_a_transformer_with_inverse_square_root_warmup(tatoeba_tsv, tmp_path):
+    recipe, output = tmp_path / "tiny.yaml", tmp_path / "model"
+    options = TINY_MODEL["d2l_transformer"]
+    recipe.write_text(
+        "".join(f"{name.lstrip('-')}: {value}\n" for name, value in zip(options[::2], options[1::2], strict=True))
+        + "lr_scheduler_type: inverse_sqrt\nwarmup_steps: 4\nlogging_steps: 1\nmax_steps: 12\n"
+    )
+    tiny_run = [arg for option in zip(TINY_RUN[::2], TINY_RUN[1::2], strict=True)
+                if option[0] not in ("--warmup_steps", "--logging_steps") for arg in option]  # fmt: skip
+    status = main(["train", "--config", str(recipe), "--data", str(tatoeba_tsv), "--output-dir", str(output),
+                   *tiny_run, "--eval_steps", "12", "--save_steps", "12"])  # fmt: skip
+    assert status == 0
+    assert json.loads((output / "config.json").read_text())["model_type"] == "d2l_transformer"
+    history = json.loads((output / "trainer_state.json").read_text())["log_history"]
+    rates = {entry["step"]: entry["learning_rate"] for entry in history if "learning_rate" in entry}
+    peak = 0.01  # TINY_RUN's learning rate
+    # transformers' inverse_sqrt after s finished steps: linear warmup to the peak, then peak * sqrt(warmup / s);
+    # the Trainer logs at step k the rate that step k used (s = k - 1)
+    expected = {k: peak * ((k - 1) / 4 if k - 1 < 4 else math.sqrt(4 / (k - 1))) for k in range(1, 13)}
+    assert sorted(rates) == list(range(1, 13))
+    assert all(math.isclose(rates[step], expected[step], rel_tol=1e-6) for step in rates), rates
 
 
 def test_bad_input_gives_clear_errors(trained, tatoeba_tsv, tmp_path):
@@ -500,6 +544,21 @@ def test_translate_replaces_bad_bytes_in_stdin_and_translates_every_line(trained
     assert main(["translate", "--model", str(trained), "--num-beams", "1"]) == 0
     assert capsys.readouterr().out == expected and len(expected.splitlines()) == 3
     assert "stdin: line 2 is not valid UTF-8" in caplog.text
+
+
+def test_translate_and_heatmap_truncate_an_overlong_source_with_a_warning(trained, tmp_path, capsys, caplog):
+    model = AutoModelForSeq2SeqLM.from_pretrained(trained)
+    limit = source_limit(model, AutoTokenizer.from_pretrained(trained))
+    text = " ".join(["I lost."] * limit)  # three tokens a sentence
+    heatmap = tmp_path / "attention.png"
+    with caplog.at_level(logging.WARNING, logger="hf_bahdanau.pipelines"):
+        assert main(["translate", "--model", str(trained), "--num-beams", "1", text]) == 0
+        assert main(["translate", "--model", str(trained), text, "--heatmap", str(heatmap)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 2 and all(lines)
+    warnings = [r.getMessage() for r in caplog.records if f"to the model's limit of {limit} " in r.getMessage()]
+    assert len(warnings) == 2 and f"input of {3 * limit + 1} tokens" in warnings[0]
+    assert heatmap.read_bytes()[:4] == b"\x89PNG"
 
 
 def test_train_refuses_one_language_on_both_sides(tatoeba_tsv, tmp_path, caplog):
