@@ -99,9 +99,32 @@ def attention_maps(
     )
 
 
+_INCHES_PER_TOKEN = 0.35  # room for a token's label
+_PANEL_INCHES = (3.0, 12.0)  # a panel's side, at least and at most
+_FIGURE_INCHES = 40.0  # a figure's width and height at most (6,000 pixels at save_figure's 150 dpi)
+_LABELLED_TOKENS = 60  # longer sequences get numbered ticks: a label per token would not be readable
+_TITLE_CHARS = 100  # the source and translation in the figure's title are cut to this
+
+
+def _panel_inches(tokens: int, panels: int) -> float:
+    """A panel's side for `tokens` rows or columns, `panels` of them side by side: room for each token's label,
+    within the panel's and the figure's limits (a long source must not make a figure of gigabytes)."""
+    low, high = _PANEL_INCHES
+    return min(max(low, _INCHES_PER_TOKEN * tokens), high, _FIGURE_INCHES / panels)
+
+
+def _labels(tokens: list[str]) -> list[str] | None:
+    return tokens if len(tokens) <= _LABELLED_TOKENS else None
+
+
+def _shorten(text: str) -> str:
+    return text if len(text) <= _TITLE_CHARS else text[: _TITLE_CHARS - 1] + "…"
+
+
 def plot_attention_maps(maps: AttentionMaps, text: str, path: str | Path) -> list[Path]:
     """Heatmaps of `maps`: the cross-attention at `path` (one panel, or a layers x heads grid), and the encoder and
     decoder self-attention beside it (`<stem>-encoder<suffix>`, `<stem>-decoder<suffix>`) when the model has them.
+    Tokens are labelled up to 60 of them (numbered beyond), and figures stay within 40 x 40 inches.
     Returns the files written."""
     path = Path(path)
     source, target, decoder_inputs = maps.source_tokens, maps.target_tokens, maps.decoder_input_tokens
@@ -122,10 +145,10 @@ def plot_attention_maps(maps: AttentionMaps, text: str, path: str | Path) -> lis
             ylabel=ylabel,
             titles=[f"head {head + 1}" for head in range(heads)] if heads > 1 else None,
             row_labels=[f"layer {layer + 1}" for layer in range(layers)] if layers > 1 else None,
-            xticklabels=keys,
-            yticklabels=queries,
-            figsize=(max(3.0, 0.35 * len(keys)) * heads, max(3.0, 0.35 * len(queries)) * layers),
-            suptitle=f"{title}\n{text}\n→ {maps.translation}",
+            xticklabels=_labels(keys),
+            yticklabels=_labels(queries),
+            figsize=(_panel_inches(len(keys), heads) * heads, _panel_inches(len(queries), layers) * layers),
+            suptitle=f"{title}\n{_shorten(text)}\n→ {_shorten(maps.translation)}",
             colorbar_label="attention weight",
             path=target,
         )

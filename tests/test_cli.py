@@ -26,7 +26,6 @@ from hf_bahdanau import TASK, TranslationPipeline, cli, data, hub, modeling_tran
 from hf_bahdanau.cli import UsageError, main, parse_train_args
 from hf_bahdanau.metrics import count_repeating
 from hf_bahdanau.models import get_model_type
-from hf_bahdanau.pipelines import source_limit
 from hf_bahdanau.training import ModelArguments, build_model, last_complete_checkpoint
 
 TINY_RUN = [
@@ -547,17 +546,24 @@ def test_translate_replaces_bad_bytes_in_stdin_and_translates_every_line(trained
 
 
 def test_translate_and_heatmap_truncate_an_overlong_source_with_a_warning(trained, tmp_path, capsys, caplog):
-    model = AutoModelForSeq2SeqLM.from_pretrained(trained)
-    limit = source_limit(model, AutoTokenizer.from_pretrained(trained))
-    text = " ".join(["I lost."] * limit)  # three tokens a sentence
+    folder = tmp_path / "model"
+    shutil.copytree(trained, folder, ignore=shutil.ignore_patterns("checkpoint-*"))
+    settings = json.loads((folder / "tokenizer_config.json").read_text())
+    (folder / "tokenizer_config.json").write_text(json.dumps({**settings, "model_max_length": 12}))
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    text = " ".join(["I lost."] * 10)
+    tokens = len(tokenizer(text)["input_ids"])
     heatmap = tmp_path / "attention.png"
     with caplog.at_level(logging.WARNING, logger="hf_bahdanau.pipelines"):
-        assert main(["translate", "--model", str(trained), "--num-beams", "1", text]) == 0
-        assert main(["translate", "--model", str(trained), text, "--heatmap", str(heatmap)]) == 0
+        assert main(["translate", "--model", str(folder), "--num-beams", "1", text]) == 0
+        assert main(["translate", "--model", str(folder), text, "--heatmap", str(heatmap)]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 2 and all(lines)
-    warnings = [r.getMessage() for r in caplog.records if f"to the model's limit of {limit} " in r.getMessage()]
-    assert len(warnings) == 2 and f"input of {3 * limit + 1} tokens" in warnings[0]
+    warnings = [r.getMessage() for r in caplog.records if "truncated" in r.getMessage()]
+    assert (
+        warnings == [warnings[0]] * 2
+        and f"input of {tokens} tokens truncated to the model's limit of 12 " in warnings[0]
+    )
     assert heatmap.read_bytes()[:4] == b"\x89PNG"
 
 

@@ -1,3 +1,5 @@
+import importlib
+
 import matplotlib.image
 import numpy as np
 import pytest
@@ -87,3 +89,37 @@ def test_plot_curves(tmp_path):
     assert {line.get_label() for line in ax.get_lines()} == {"a", "p"}
     assert ax.get_xlabel() == "epoch" and ax.get_ylabel() == "loss"
     assert matplotlib.image.imread(path).size > 0
+
+
+def attention(layers: int, heads: int, queries: int, keys: int) -> torch.Tensor:
+    return torch.softmax(torch.randn(layers, heads, queries, keys), dim=-1)
+
+
+def test_attention_maps_of_a_long_source_stay_small_and_readable(tmp_path, monkeypatch):
+    """A 500-token source (the position table's limit is 512): before, the encoder figure was 175 x 140 inches
+    and `translate --heatmap` ran the machine out of memory."""
+    module = importlib.import_module("hf_bahdanau.attention_maps")  # the package's name is the function
+    source, target = [f"s{i}" for i in range(500)], [f"t{i}" for i in range(20)]
+    maps = module.AttentionMaps(
+        translation="x" * 300,
+        source_tokens=source,
+        target_tokens=target,
+        decoder_input_tokens=["<s>", *target[:-1]],
+        cross=attention(3, 4, 20, 500),
+        encoder=attention(3, 4, 500, 500),
+        decoder=attention(3, 4, 20, 20),
+    )
+    calls = []
+    monkeypatch.setattr(module, "show_heatmaps", lambda weights, **kwargs: calls.append(kwargs))
+    module.plot_attention_maps(maps, "y" * 300, tmp_path / "a.png")
+    cross, encoder, decoder = calls
+    assert all(max(call["figsize"]) <= 40 for call in calls)
+    assert cross["xticklabels"] is None and cross["yticklabels"] == target  # 500 labels would be unreadable
+    assert encoder["xticklabels"] is None and encoder["yticklabels"] is None
+    assert decoder["xticklabels"] == ["<s>", *target[:-1]] and decoder["figsize"] == (4 * 7.0, 3 * 7.0)
+    assert all(len(line) <= 102 for call in calls for line in call["suptitle"].splitlines())
+    monkeypatch.undo()
+    written = module.plot_attention_maps(maps, "y" * 300, tmp_path / "a.png")
+    assert [path.name for path in written] == ["a.png", "a-encoder.png", "a-decoder.png"]
+    height, width = matplotlib.image.imread(written[1]).shape[:2]
+    assert width <= 40 * 150 * 1.05 and height <= 40 * 150 * 1.1  # at 150 dpi; labels and title beside the panels
