@@ -100,9 +100,9 @@ def attention_maps(
 
 
 _INCHES_PER_TOKEN = 0.35  # room for a token's label
-_PANEL_INCHES = (3.0, 12.0)  # a panel's side, at least and at most
+_PANEL_INCHES = (3.0, 12.0)  # a panel's side, at least (unless the figure's limit leaves less) and at most
 _FIGURE_INCHES = 40.0  # a figure's width and height at most (6,000 pixels at save_figure's 150 dpi)
-_LABELLED_TOKENS = 60  # longer sequences get numbered ticks: a label per token would not be readable
+_LABEL_INCHES = 0.15  # tokens get a label each while a panel gives them this much; else numbered ticks
 _TITLE_CHARS = 100  # the source and translation in the figure's title are cut to this
 
 
@@ -113,8 +113,9 @@ def _panel_inches(tokens: int, panels: int) -> float:
     return min(max(low, _INCHES_PER_TOKEN * tokens), high, _FIGURE_INCHES / panels)
 
 
-def _labels(tokens: list[str]) -> list[str] | None:
-    return tokens if len(tokens) <= _LABELLED_TOKENS else None
+def _labels(tokens: list[str], inches: float) -> list[str] | None:
+    """The tokens as tick labels where a panel side of `inches` has room for them, else None (numbered ticks)."""
+    return tokens if inches >= _LABEL_INCHES * len(tokens) else None
 
 
 def _shorten(text: str) -> str:
@@ -124,7 +125,8 @@ def _shorten(text: str) -> str:
 def plot_attention_maps(maps: AttentionMaps, text: str, path: str | Path) -> list[Path]:
     """Heatmaps of `maps`: the cross-attention at `path` (one panel, or a layers x heads grid), and the encoder and
     decoder self-attention beside it (`<stem>-encoder<suffix>`, `<stem>-decoder<suffix>`) when the model has them.
-    Tokens are labelled up to 60 of them (numbered beyond), and figures stay within 40 x 40 inches.
+    Figures stay within 40 x 40 inches; tokens are labelled while a panel has 0.15 inch for each (up to 80 tokens
+    a panel; numbered ticks beyond).
     Returns the files written."""
     path = Path(path)
     source, target, decoder_inputs = maps.source_tokens, maps.target_tokens, maps.decoder_input_tokens
@@ -139,15 +141,16 @@ def plot_attention_maps(maps: AttentionMaps, text: str, path: str | Path) -> lis
             continue
         target = where if isinstance(where, Path) else path.with_name(f"{path.stem}-{where}{path.suffix}")
         layers, heads = weights.shape[:2]
+        width, height = _panel_inches(len(keys), heads), _panel_inches(len(queries), layers)
         show_heatmaps(
             weights,
             xlabel=xlabel,
             ylabel=ylabel,
             titles=[f"head {head + 1}" for head in range(heads)] if heads > 1 else None,
             row_labels=[f"layer {layer + 1}" for layer in range(layers)] if layers > 1 else None,
-            xticklabels=_labels(keys),
-            yticklabels=_labels(queries),
-            figsize=(_panel_inches(len(keys), heads) * heads, _panel_inches(len(queries), layers) * layers),
+            xticklabels=_labels(keys, width),
+            yticklabels=_labels(queries, height),
+            figsize=(width * heads, height * layers),
             suptitle=f"{title}\n{_shorten(text)}\n→ {_shorten(maps.translation)}",
             colorbar_label="attention weight",
             path=target,

@@ -41,7 +41,7 @@ def transformers_provides(task: str) -> bool:
     """Whether transformers itself has a pipeline for `task` (v4 had `"translation"`; v5 removed it)."""
     impl = SUPPORTED_TASKS.get(task, {}).get("impl")
     module = impl if isinstance(impl, str) else getattr(impl, "__module__", "")
-    return module.startswith("transformers.pipelines")
+    return module.startswith("transformers.pipelines.")
 
 
 TASK = "d2l-translation"
@@ -152,8 +152,9 @@ def register_pipeline() -> None:
             PIPELINE_REGISTRY.register_pipeline(
                 task, pipeline_class=TranslationPipeline, pt_model=AutoModelForSeq2SeqLM, type="text"
             )
-        if task == "translation":
-            getattr(transformers_pipelines, "REMOVED_TASKS", {}).pop(task, None)
+        removed = getattr(transformers_pipelines, "REMOVED_TASKS", None)
+        if task == "translation" and isinstance(removed, dict):
+            removed.pop(task, None)
     impl = PIPELINE_REGISTRY.supported_tasks[TASK]
     TranslationPipeline._registered_impl = {task: impl for task in (TASK, *TASK_ALIASES)}
 

@@ -16,7 +16,7 @@ import pytest
 import torch
 from helpers import MODEL_TYPES, make_model
 from transformers import pipeline
-from transformers.pipelines import SUPPORTED_TASKS, get_supported_tasks
+from transformers.pipelines import REMOVED_TASKS, SUPPORTED_TASKS, get_supported_tasks
 from transformers.pipelines.base import pad_collate_fn
 
 from hf_bahdanau import attention_maps, plot_attention_maps
@@ -257,12 +257,18 @@ def test_translation_as_v4_users_type_it_and_no_other_removed_task(model, tokeni
         pipeline("summarization", model=model, tokenizer=tokenizer)
 
 
-def test_a_translation_pipeline_of_transformers_stays_theirs(monkeypatch):
-    theirs = {"impl": "transformers.pipelines.text2text_generation.TranslationPipeline", "pt": (), "type": "text"}
+@pytest.mark.parametrize("impl", ["transformers.pipelines.text2text_generation.TranslationPipeline", "class"])
+def test_a_translation_pipeline_of_transformers_stays_theirs(impl, monkeypatch):
+    """transformers 5 names its impls by string, v4 by class: either way a translation task of theirs and its refusal
+    stay as they are."""
+    if impl == "class":
+        impl = type("TranslationPipeline", (), {"__module__": "transformers.pipelines.text2text_generation"})
+    theirs = {"impl": impl, "pt": (), "type": "text"}
     monkeypatch.setitem(SUPPORTED_TASKS, "translation", theirs)
+    monkeypatch.setitem(REMOVED_TASKS, "translation", "theirs")
     assert transformers_provides("translation") and not transformers_provides(TASK)
     register_pipeline()
-    assert SUPPORTED_TASKS["translation"] is theirs
+    assert SUPPORTED_TASKS["translation"] is theirs and REMOVED_TASKS["translation"] == "theirs"
     assert SUPPORTED_TASKS[TASK]["impl"] is TranslationPipeline
 
 
