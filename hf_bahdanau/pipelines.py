@@ -145,16 +145,15 @@ def register_pipeline() -> None:
 
     transformers 5 refuses the task names it removed before it reads the registry; for `"translation"` alone, and
     only while transformers has no pipeline of its own for it, that refusal is lifted."""
-    for task in (TASK, *TASK_ALIASES):
-        if task == "translation" and transformers_provides(task):
-            continue
+    ours = [task for task in (TASK, *TASK_ALIASES) if not transformers_provides(task)]
+    for task in ours:
         if PIPELINE_REGISTRY.supported_tasks.get(task, {}).get("impl") is not TranslationPipeline:
             PIPELINE_REGISTRY.register_pipeline(
                 task, pipeline_class=TranslationPipeline, pt_model=AutoModelForSeq2SeqLM, type="text"
             )
-        removed = getattr(transformers_pipelines, "REMOVED_TASKS", None)
-        if task == "translation" and isinstance(removed, dict):
-            removed.pop(task, None)
+    removed = getattr(transformers_pipelines, "REMOVED_TASKS", None)
+    if "translation" in ours and isinstance(removed, dict):
+        removed.pop("translation", None)
     impl = PIPELINE_REGISTRY.supported_tasks[TASK]
     TranslationPipeline._registered_impl = {task: impl for task in (TASK, *TASK_ALIASES)}
 
