@@ -74,6 +74,21 @@ def check_source(input_ids: torch.Tensor, attention_mask: torch.Tensor | None, v
     return mask
 
 
+def check_loaded_weights(path: str | os.PathLike, loading_info: dict[str, Any]) -> None:
+    """Raise a one-line ValueError when `from_pretrained`'s `loading_info` has missing or unexpected weights."""
+    problems = []
+    for kind in ("missing", "unexpected"):
+        keys = sorted(loading_info.get(f"{kind}_keys") or ())
+        if keys:
+            shown = ", ".join(keys[:3]) + (", ..." if len(keys) > 3 else "")
+            problems.append(f"{len(keys)} {kind} ({shown})")
+    if problems:
+        raise ValueError(
+            f"the weights in {path} do not fit the model its config describes: {'; '.join(problems)} (a config of "
+            "another model type or another architecture?); pass strict=False to load it anyway, newly initialised"
+        )
+
+
 def check_beams_keep_their_source(beam_idx: torch.Tensor, repeats: int) -> None:
     """Refuse a reorder of decoder rows (`beam_idx`, by beam search) that moves a row to another source, for a state
     that keeps one copy of each source for its `repeats` consecutive rows."""
@@ -297,14 +312,23 @@ class TranslationPreTrainedModel(PreTrainedModel, GenerationMixin):
 
         `quantize="int8"` returns the model ready for CPU inference with int8 linear and recurrent layers
         (`quantize_for_cpu`).
+
+        A weight the model has and the checkpoint lacks, or one the checkpoint has and the model lacks (e.g. a
+        folder whose config names another model type), is a ValueError naming them: such a model would translate
+        garbage. `strict=False` loads it anyway, with those weights newly initialised or dropped (transformers' load
+        report lists them; `output_loading_info=True` returns them too). Tied weights are not missing.
         """
+        strict = kwargs.pop("strict", True)
+        output_loading_info = kwargs.pop("output_loading_info", False)
         quantize = kwargs.pop("quantize", None)
         if quantize not in (None, *QUANTIZATIONS):
             raise ValueError(f"quantize must be one of {QUANTIZATIONS} or None, got {quantize!r}")
         was_enabled = transformers_logging.is_progress_bar_enabled()
         transformers_logging.disable_progress_bar()
         try:
-            model = super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
+            model, loading_info = super().from_pretrained(
+                pretrained_model_name_or_path, *args, output_loading_info=True, **kwargs
+            )
         except SafetensorError as error:
             raise ValueError(
                 f"the checkpoint in {pretrained_model_name_or_path} is corrupt or truncated ({error})"
@@ -320,7 +344,10 @@ class TranslationPreTrainedModel(PreTrainedModel, GenerationMixin):
         finally:
             if was_enabled:
                 transformers_logging.enable_progress_bar()
-        return model if quantize is None else quantize_for_cpu(model)
+        if strict:
+            check_loaded_weights(pretrained_model_name_or_path, loading_info)
+        model = model if quantize is None else quantize_for_cpu(model)
+        return (model, loading_info) if output_loading_info else model
 
     def save_pretrained(self, save_directory: str | os.PathLike, *args: Any, **kwargs: Any) -> None:
         """`PreTrainedModel.save_pretrained`; refused for a quantized model (folders hold fp32 weights only)."""

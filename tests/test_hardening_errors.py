@@ -1,0 +1,73 @@
+"""Issue 24, second half: no silent wrong answers, long work that fails early or keeps its output, clear errors."""
+
+import json
+import shutil
+
+import pytest
+from test_cli import TINY_MODEL, TINY_RUN
+from transformers import AutoModelForSeq2SeqLM
+
+from hf_bahdanau.cli import main
+
+
+@pytest.fixture(scope="module")
+def rnn_folder(tmp_path_factory, tatoeba_tsv):
+    """A tiny RNN trained by `hf-bahdanau train` for 10 steps (no evaluation)."""
+    output = tmp_path_factory.mktemp("hardening") / "rnn"
+    status = main(
+        ["train", "--data", str(tatoeba_tsv), "--output-dir", str(output), *TINY_RUN, *TINY_MODEL["bahdanau"],
+         "--max_steps", "10", "--eval_strategy", "no", "--load_best_model_at_end", "false", "--save_steps", "10"]
+    )  # fmt: skip
+    assert status == 0
+    return output
+
+
+def copy_model(folder, destination):
+    """A copy of a model folder without its checkpoints."""
+    return shutil.copytree(folder, destination, ignore=shutil.ignore_patterns("checkpoint-*"))
+
+
+# ---- 1. weights that do not fit the config ----------------------------------------------------------------
+
+
+def test_a_folder_whose_config_names_another_model_type_is_refused(rnn_folder, tmp_path, caplog):
+    relabelled = copy_model(rnn_folder, tmp_path / "relabelled")
+    config_file = relabelled / "config.json"
+    config = json.loads(config_file.read_text(encoding="utf-8"))
+    config["model_type"] = "d2l_transformer"
+    config_file.write_text(json.dumps(config), encoding="utf-8")
+
+    assert main(["translate", "--model", str(relabelled), "Go."]) == 1
+    message = caplog.records[-1].getMessage()
+    assert "\n" not in message and f"the weights in {relabelled} do not fit" in message
+    assert " missing (decoder." in message and " unexpected (decoder." in message and "strict=False" in message
+
+    with pytest.raises(ValueError, match=r"do not fit the model its config describes: \d+ missing"):
+        AutoModelForSeq2SeqLM.from_pretrained(relabelled)
+    model, info = AutoModelForSeq2SeqLM.from_pretrained(relabelled, strict=False, output_loading_info=True)
+    assert info["missing_keys"] and info["unexpected_keys"]  # the escape loads it, and says what it did
+    assert model.config.model_type == "d2l_transformer"
+
+
+def test_a_missing_weight_is_named_and_tied_weights_are_not_missing(rnn_folder, tmp_path, tatoeba_tsv):
+    from safetensors.torch import load_file, save_file
+
+    cut = copy_model(rnn_folder, tmp_path / "cut")
+    weights = load_file(cut / "model.safetensors")
+    removed = sorted(weights)[0]
+    del weights[removed]
+    save_file(weights, cut / "model.safetensors", metadata={"format": "pt"})
+    with pytest.raises(ValueError, match=rf"1 missing \({removed}\)") as error:
+        AutoModelForSeq2SeqLM.from_pretrained(cut)
+    assert "unexpected" not in str(error.value)
+
+    tied = tmp_path / "tied"
+    status = main(
+        ["train", "--data", str(tatoeba_tsv), "--output-dir", str(tied), *TINY_RUN, *TINY_MODEL["bahdanau"],
+         "--tie_word_embeddings", "true", "--max_steps", "5", "--eval_strategy", "no",
+         "--load_best_model_at_end", "false"]
+    )  # fmt: skip
+    assert status == 0
+    assert "lm_head.weight" not in load_file(tied / "model.safetensors")  # stored once, as the embedding
+    model = AutoModelForSeq2SeqLM.from_pretrained(tied)
+    assert model.lm_head.weight is model.decoder.embed_tokens.weight
