@@ -179,7 +179,7 @@ def load_translation_model(path: str, quantize: str | None = None) -> tuple[PreT
     and tokenizer, checked to belong together."""
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
-    from .training import check_tokenizer_matches
+    from .pipelines import check_tokenizer_matches
 
     folder = Path(path)
     if not (folder / "config.json").is_file():

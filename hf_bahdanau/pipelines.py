@@ -30,7 +30,13 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from transformers import AutoModelForSeq2SeqLM, Pipeline, PreTrainedModel, PreTrainedTokenizerBase
+from transformers import (
+    AutoModelForSeq2SeqLM,
+    Pipeline,
+    PretrainedConfig,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+)
 from transformers import pipelines as transformers_pipelines
 from transformers.pipelines import PIPELINE_REGISTRY, SUPPORTED_TASKS
 
@@ -61,6 +67,28 @@ def tokenizer_fingerprint(tokenizer: PreTrainedTokenizerBase) -> str:
     """A short hash of the tokenizer's vocabulary (token -> id): another tokenizer of the same size differs."""
     vocabulary = json.dumps(sorted(tokenizer.get_vocab().items()), ensure_ascii=False)
     return hashlib.sha256(vocabulary.encode("utf-8")).hexdigest()[:16]
+
+
+def check_tokenizer_matches(config: PretrainedConfig, tokenizer: PreTrainedTokenizerBase) -> None:
+    """Raise a ValueError when `tokenizer` cannot feed a model of `config`, or is not the one it was saved with
+    (a config without `tokenizer_fingerprint`, from before fingerprints, is not compared)."""
+    recorded = getattr(config, "tokenizer_fingerprint", None)
+    if recorded is not None and recorded != tokenizer_fingerprint(tokenizer):
+        raise ValueError(
+            f"the tokenizer's fingerprint {tokenizer_fingerprint(tokenizer)} differs from the {recorded} the model was "
+            "saved with: the tokenizer belongs to another model"
+        )
+    if len(tokenizer) > config.vocab_size:
+        raise ValueError(
+            f"the tokenizer has {len(tokenizer)} tokens but the model's vocabulary has {config.vocab_size}: "
+            "they do not belong together"
+        )
+    for name in ("pad_token_id", "eos_token_id"):
+        if getattr(tokenizer, name) != getattr(config, name):
+            raise ValueError(
+                f"tokenizer {name}={getattr(tokenizer, name)} but model config {name}={getattr(config, name)}: "
+                "the tokenizer does not belong to this model"
+            )
 
 
 def source_limit(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> int:
@@ -94,6 +122,17 @@ class TranslationPipeline(Pipeline):
     _load_feature_extractor = False
     _load_video_processor = False
     _pipeline_calls_generate = True
+
+    def __init__(self, *args: Any, check_tokenizer: bool = True, **kwargs: Any) -> None:
+        """`Pipeline`'s; a model of this package saved with its tokenizer's fingerprint (`tokenizer_fingerprint`) is
+        checked to get that tokenizer (`check_tokenizer_matches`): another one of the same size translates garbage.
+        `check_tokenizer=False` (also a `pipeline(...)` keyword) skips the check."""
+        super().__init__(*args, **kwargs)
+        if check_tokenizer and getattr(self.model.config, "tokenizer_fingerprint", None) is not None:
+            try:
+                check_tokenizer_matches(self.model.config, self.tokenizer)
+            except ValueError as error:
+                raise ValueError(f"{error} (check_tokenizer=False translates with it anyway)") from None
 
     def __call__(self, texts: str | list[str], **kwargs: Any) -> list[Translation] | list[list[Translation]]:
         """Translate one string (`[{"translation_text": ...}]`) or a list (one result per string).
@@ -182,6 +221,7 @@ __all__ = [
     "TASK",
     "TASK_ALIASES",
     "TranslationPipeline",
+    "check_tokenizer_matches",
     "encode",
     "register_pipeline",
     "save_for_pipeline",

@@ -58,7 +58,7 @@ from .data import (
 from .metrics import make_compute_metrics
 from .modeling_translation import TranslationPreTrainedModel
 from .models import MODEL_TYPE_NAMES, MODEL_TYPES, get_model_type
-from .pipelines import save_for_pipeline, tokenizer_fingerprint
+from .pipelines import check_tokenizer_matches, save_for_pipeline, tokenizer_fingerprint
 from .tokenization import train_tokenizer
 from .visualization import plot_training_curves
 
@@ -490,28 +490,6 @@ def build_model(
     check_tokenizer_matches(model.config, tokenizer)
     model.config.tokenizer_fingerprint = tokenizer_fingerprint(tokenizer)  # saved with it: see check_tokenizer_matches
     return model
-
-
-def check_tokenizer_matches(config: TranslationConfig, tokenizer: PreTrainedTokenizerBase) -> None:
-    """Raise a ValueError when `tokenizer` cannot feed a model of `config`, or is not the one it was saved with
-    (a config without `tokenizer_fingerprint`, from before fingerprints, is not compared)."""
-    recorded = getattr(config, "tokenizer_fingerprint", None)
-    if recorded is not None and recorded != tokenizer_fingerprint(tokenizer):
-        raise ValueError(
-            f"the tokenizer's fingerprint {tokenizer_fingerprint(tokenizer)} differs from the {recorded} the model was "
-            "saved with: the tokenizer belongs to another model"
-        )
-    if len(tokenizer) > config.vocab_size:
-        raise ValueError(
-            f"the tokenizer has {len(tokenizer)} tokens but the model's vocabulary has {config.vocab_size}: "
-            "they do not belong together"
-        )
-    for name in ("pad_token_id", "eos_token_id"):
-        if getattr(tokenizer, name) != getattr(config, name):
-            raise ValueError(
-                f"tokenizer {name}={getattr(tokenizer, name)} but model config {name}={getattr(config, name)}: "
-                "the tokenizer does not belong to this model"
-            )
 
 
 def prepare_data(

@@ -2,11 +2,13 @@
 
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 from test_cli import TINY_MODEL, TINY_RUN
-from transformers import AutoModelForSeq2SeqLM
+from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, pipeline
 
+from hf_bahdanau import TASK, TranslationPipeline
 from hf_bahdanau.cli import main
 
 
@@ -71,3 +73,40 @@ def test_a_missing_weight_is_named_and_tied_weights_are_not_missing(rnn_folder, 
     assert "lm_head.weight" not in load_file(tied / "model.safetensors")  # stored once, as the embedding
     model = AutoModelForSeq2SeqLM.from_pretrained(tied)
     assert model.lm_head.weight is model.decoder.embed_tokens.weight
+
+
+# ---- 2. the pipeline checks the tokenizer's fingerprint ---------------------------------------------------
+
+
+def swap_two_tokens(folder):
+    """Give the folder's tokenizer another vocabulary of the same size (two ids swapped)."""
+    tokenizer_file = folder / "tokenizer.json"
+    tokenizer = json.loads(tokenizer_file.read_text(encoding="utf-8"))
+    vocabulary = tokenizer["model"]["vocab"]
+    first, second = [token for token, index in vocabulary.items() if index in (10, 11)]
+    vocabulary[first], vocabulary[second] = vocabulary[second], vocabulary[first]
+    tokenizer_file.write_text(json.dumps(tokenizer), encoding="utf-8")
+
+
+def test_the_pipeline_refuses_a_tokenizer_of_another_model_unless_told(rnn_folder, tmp_path):
+    foreign = copy_model(rnn_folder, tmp_path / "foreign")
+    swap_two_tokens(foreign)
+    model = AutoModelForSeq2SeqLM.from_pretrained(rnn_folder)
+    tokenizer = AutoTokenizer.from_pretrained(foreign)
+    assert len(tokenizer) == model.config.vocab_size  # the same size: only the fingerprint tells them apart
+    with pytest.raises(ValueError, match="the tokenizer belongs to another model.*check_tokenizer=False"):
+        TranslationPipeline(model=model, tokenizer=tokenizer)
+    assert TranslationPipeline(model=model, tokenizer=tokenizer, check_tokenizer=False)("Go.")[0]["translation_text"]
+    with pytest.raises(ValueError, match="the tokenizer belongs to another model"):
+        pipeline(TASK, model=foreign)  # the folder's own model and tokenizer, loaded together
+    assert pipeline(TASK, model=foreign, check_tokenizer=False)("Go.")[0]["translation_text"]
+    own = AutoTokenizer.from_pretrained(rnn_folder)
+    assert TranslationPipeline(model=model, tokenizer=own)("Go.")[0]["translation_text"]
+
+
+def test_the_tokenizer_check_has_one_copy_in_the_pipeline_module():
+    from hf_bahdanau import cli, pipelines, training
+
+    assert training.check_tokenizer_matches is pipelines.check_tokenizer_matches
+    assert "def check_tokenizer_matches" not in Path(training.__file__).read_text(encoding="utf-8")
+    assert "from .pipelines import check_tokenizer_matches" in Path(cli.__file__).read_text(encoding="utf-8")
