@@ -17,6 +17,8 @@ from dataclasses import MISSING, field, fields, make_dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, get_type_hints
 
+from .redaction import redact_config
+
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
     from transformers.tokenization_utils_base import PreTrainedTokenizerBase
@@ -498,7 +500,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _prepare_libraries()
         {"evaluate": run_evaluate, "publish": run_publish, "translate": run_translate}[args.command](args)
     except (UsageError, ValueError, OSError) as error:  # the user's input; anything else is a bug: traceback
-        logger.error("%s", error)
+        logger.error("%s", redact_config(str(error)))  # a message may quote an option's value
         return 1
     except KeyboardInterrupt as interrupt:  # Ctrl-C: training has saved a checkpoint to resume from
         logger.error("%s", interrupt or "interrupted")

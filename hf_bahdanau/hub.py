@@ -18,7 +18,7 @@ import math
 import re
 import shlex
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fnmatch import fnmatch
 from pathlib import Path
 from typing import Any
@@ -31,6 +31,7 @@ from transformers import TrainingArguments
 
 from .data import normalize_d2l, read_data_settings
 from .pipelines import TASK
+from .redaction import redact_argv, redact_config
 
 logger = logging.getLogger(__name__)
 
@@ -271,8 +272,18 @@ def card_data(folder: str | Path, repo_id: str, license: str = DEFAULT_LICENSE) 
 
 
 def _recorded_command(folder: Path) -> tuple[str | None, dict[str, str] | None]:
+    """The recorded `hf-bahdanau train` command and --config file, secrets redacted (again: a folder may have been
+    recorded before redaction)."""
     recorded = _read_json(folder / COMMAND_FILE)
-    return recorded.get("command"), recorded.get("config_file")
+    command, config_file = recorded.get("command"), recorded.get("config_file")
+    if command:
+        try:
+            command = shlex.join(redact_argv(shlex.split(command)))
+        except ValueError:  # not a shell command line (edited by hand)
+            command = redact_config(command)
+    if config_file:
+        config_file = {**config_file, "text": redact_config(config_file.get("text", ""))}
+    return command, config_file
 
 
 def make_card(folder: str | Path, repo_id: str, license: str = DEFAULT_LICENSE) -> ModelCard:
@@ -411,17 +422,30 @@ def publish(
 # ---- `hf-bahdanau train --push_to_hub` --------------------------------------------------------------------
 
 
-def take_push_from_trainer(training_args: TrainingArguments) -> bool:
-    """Whether the run is to be published at its end, by `finish_training` rather than by the Trainer (whose push
-    writes a generic card). Turns the Trainer's `push_to_hub` off; checks `hub_model_id` and the token now, before
+@dataclass
+class HubPush:
+    """Where `train --push_to_hub` publishes at its end, and with which token (kept here only: not in the
+    TrainingArguments, which the Trainer saves into every checkpoint)."""
+
+    repo_id: str
+    private: bool
+    revision: str | None
+    token: str | None = field(default=None, repr=False)
+
+
+def take_push_from_trainer(training_args: TrainingArguments) -> HubPush | None:
+    """Where the run is to be published at its end, by `finish_training` rather than by the Trainer (whose push
+    writes a generic card); None when it is not. Turns the Trainer's `push_to_hub` off and takes `hub_token` out of
+    `training_args` (it would be pickled into `training_args.bin`); checks `hub_model_id` and the token now, before
     any training."""
+    token, training_args.hub_token = training_args.hub_token, None
     if not training_args.push_to_hub:
-        return False
+        return None
     check_repo_id(training_args.hub_model_id)
-    if not (training_args.hub_token or get_token()):
+    if not (token or get_token()):
         raise ValueError("--push_to_hub: no Hugging Face token: set HF_TOKEN or run `hf auth login`")
     training_args.push_to_hub = False
-    return True
+    return HubPush(training_args.hub_model_id, bool(training_args.hub_private_repo), training_args.hub_revision, token)
 
 
 def _record_command(output_dir: Path) -> None:
@@ -429,29 +453,30 @@ def _record_command(output_dir: Path) -> None:
     argv = sys.argv[1:]
     if not argv or argv[0] != "train":  # train() called from Python: there is no command to show
         return
-    recorded: dict[str, Any] = {"command": shlex.join(["hf-bahdanau", *argv])}
+    recorded: dict[str, Any] = {"command": shlex.join(["hf-bahdanau", *redact_argv(argv)])}  # no secret kept
     config = next((arg.split("=", 1)[1] for arg in argv if arg.startswith("--config=")), None)
     if "--config" in argv[:-1]:
         config = argv[argv.index("--config") + 1]
     if config and Path(config).is_file():
-        recorded["config_file"] = {"path": config, "text": Path(config).read_text(encoding="utf-8").strip()}
+        text = redact_config(Path(config).read_text(encoding="utf-8").strip())
+        recorded["config_file"] = {"path": config, "text": text}
     (output_dir / COMMAND_FILE).write_text(json.dumps(recorded, indent=2) + "\n", encoding="utf-8")
 
 
-def finish_training(output_dir: str | Path, training_args: TrainingArguments, push_to_hub: bool) -> str | None:
-    """At the end of `train()` (main process): record the command and, with `push_to_hub`, publish the folder as
-    `hf-bahdanau publish` does, to `hub_model_id` (with `hub_private_repo`, `hub_revision`); the repo URL."""
+def finish_training(output_dir: str | Path, push: HubPush | None) -> str | None:
+    """At the end of `train()` (main process): record the command and, with `push` (`take_push_from_trainer`),
+    publish the folder as `hf-bahdanau publish` does; the repo URL."""
     output_dir = Path(output_dir)
     _record_command(output_dir)
-    if not push_to_hub:
+    if push is None:
         return None
     publication = publish(
         output_dir,
-        training_args.hub_model_id,
-        private=bool(training_args.hub_private_repo),
-        revision=training_args.hub_revision,
+        push.repo_id,
+        private=push.private,
+        revision=push.revision,
         commit_message="End of training",
-        token=training_args.hub_token,
+        token=push.token,
     )
     return publication.url
 
@@ -459,6 +484,7 @@ def finish_training(output_dir: str | Path, training_args: TrainingArguments, pu
 __all__ = [
     "DEFAULT_LICENSE",
     "EVAL_RESULTS_FILE",
+    "HubPush",
     "MODEL_DESCRIPTIONS",
     "Publication",
     "card_data",

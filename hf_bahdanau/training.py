@@ -603,7 +603,7 @@ def build_trainer(
 
 
 def save_run(
-    trainer: Seq2SeqTrainer, tokenizer: PreTrainedTokenizerBase, output_dir: Path, push_to_hub: bool = False
+    trainer: Seq2SeqTrainer, tokenizer: PreTrainedTokenizerBase, output_dir: Path, push: hub.HubPush | None = None
 ) -> None:
     """Save the final model with its tokenizer, pipeline code, trainer state and training curves in the run's folder,
     put it in the place of the run it replaces, record the command, and publish the folder when asked (main
@@ -620,7 +620,7 @@ def save_run(
         if work_dir != output_dir:
             replace_folder(output_dir, work_dir)
         logger.info("saved the model, tokenizer and training curves in %s", output_dir)
-        hub.finish_training(output_dir, trainer.args, push_to_hub)  # records the command; publishes if asked
+        hub.finish_training(output_dir, push)  # records the command; publishes if asked
 
 
 def train(
@@ -658,7 +658,7 @@ def _train_in(
     model_args, tokenizer_args, data_args, training_args, run_args = arguments
     # The model computes label smoothing itself (so it also honours num_items_in_batch).
     label_smoothing, training_args.label_smoothing_factor = training_args.label_smoothing_factor, 0.0
-    push_to_hub = hub.take_push_from_trainer(training_args)  # our card and file selection, not the Trainer's
+    push = hub.take_push_from_trainer(training_args)  # our card and file selection, not the Trainer's; the token
     is_main = training_args.process_index == 0
 
     with training_args.main_process_first(local=False, desc="output folder, corpus and tokenizer"):
@@ -700,7 +700,7 @@ def _train_in(
         raise KeyboardInterrupt(
             f"interrupted at step {trainer.state.global_step}: checkpoint saved in {work_dir}; continue with --resume"
         )
-    save_run(trainer, tokenizer, output_dir, push_to_hub)
+    save_run(trainer, tokenizer, output_dir, push)
     return trainer
 
 

@@ -1,0 +1,61 @@
+"""Secrets (Hub tokens, passwords) kept out of everything a run records, logs or prints: the value of every option
+or config key whose name says it is a secret (`--hub_token`, `hub_token:`, `*password*`, `*secret*`), and anything
+that looks like a Hub token. Standard library only: the command line uses it before torch is imported."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+REDACTED = "<redacted>"
+SECRET_WORDS = ("token", "password", "passwd", "secret")
+_HF_TOKEN = re.compile(r"\bhf_[A-Za-z0-9]{20,}\b")  # a Hub token, wherever it stands
+# `name: value` / `"name": "value"` (YAML, JSON) and `--name=value`; the value quoted, or up to the line's end
+# (a YAML comment, a comma or a closing bracket ends it)
+_KEY_VALUE = re.compile(
+    r"""(?P<key>(?P<quote>["']?)(?P<name>[A-Za-z_][\w.-]*)(?P=quote)[ \t]*[:=][ \t]*)"""
+    r"""(?P<value>"(?:[^"\\\n]|\\.)*"|'[^'\n]*'|[^\s,}\]#](?:[^\n,}\]#]*[^\s,}\]#])?)"""
+)
+_OPTION_VALUE = re.compile(r"(?P<key>--?(?P<name>[A-Za-z][\w.-]*)\s+)(?P<value>[^\s-][^\s,'\"\]]*)")
+
+
+def is_secret_option(name: str) -> bool:
+    """Whether an option or config key carries a secret: a word of its name ends with token, password or secret
+    (`--hub_token`, `hub-token`, `db_password`, `client_secret`; not `max_new_tokens` or `tokenizer_type`)."""
+    return any(word.endswith(SECRET_WORDS) for word in re.split(r"[_.-]+", name.lstrip("-").lower()))
+
+
+def redact_argv(argv: Sequence[str]) -> list[str]:
+    """`argv` with the value of every secret option (`--hub_token VALUE`, `--hub_token=VALUE`) and every Hub token
+    replaced by `<redacted>`."""
+    redacted: list[str] = []
+    value_is_secret = False  # the argument before was a secret option without `=`
+    for arg in argv:
+        name, equals, _ = arg.partition("=")
+        is_option = arg.startswith("-")
+        if value_is_secret and not is_option:
+            redacted.append(REDACTED)
+        elif is_option and equals and is_secret_option(name):
+            redacted.append(f"{name}={REDACTED}")
+        else:
+            redacted.append(_HF_TOKEN.sub(REDACTED, arg))
+        value_is_secret = is_option and not equals and is_secret_option(arg)
+    return redacted
+
+
+def redact_config(text: str) -> str:
+    """A YAML or JSON options text (or any message) with the value of every secret key or option (`hub_token:
+    VALUE`, `"hub_token": "VALUE"`, `--hub_token VALUE`) and every Hub token replaced by `<redacted>` (quotes and
+    comments kept)."""
+
+    def hide(match: re.Match[str]) -> str:
+        if not is_secret_option(match["name"]):
+            return match[0]
+        value = match["value"]
+        quote = value[0] if value[0] in "\"'" else ""
+        return f"{match['key']}{quote}{REDACTED}{quote}"
+
+    return _HF_TOKEN.sub(REDACTED, _OPTION_VALUE.sub(hide, _KEY_VALUE.sub(hide, text)))
+
+
+__all__ = ["REDACTED", "is_secret_option", "redact_argv", "redact_config"]
