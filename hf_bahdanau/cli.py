@@ -181,11 +181,13 @@ def load_translation_model(path: str, quantize: str | None = None) -> tuple[PreT
     and tokenizer, checked to belong together."""
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
+    from .models import check_saved_model_type
     from .pipelines import check_tokenizer_matches
 
     folder = Path(path)
     if not (folder / "config.json").is_file():
         raise UsageError(f"{folder} is not a saved model folder (no config.json)")
+    check_saved_model_type(folder)  # ours only: no code from the folder runs (trust_remote_code=False below)
     if not any((folder / name).is_file() for name in TOKENIZER_FILES):
         raise UsageError(f"{folder} has no tokenizer ({' or '.join(TOKENIZER_FILES)} missing)")
     if (folder / "pytorch_model.bin").is_file() and not any(folder.glob("model*.safetensors*")):
@@ -194,9 +196,11 @@ def load_translation_model(path: str, quantize: str | None = None) -> tuple[PreT
             f"only; if you trust the file, convert it once with AutoModelForSeq2SeqLM.from_pretrained('{folder}', "
             f"use_safetensors=False).save_pretrained('{folder}')"
         )
-    tokenizer = AutoTokenizer.from_pretrained(folder)
+    tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=False)
     # safetensors only; no "Loading weights" bar (see the model class)
-    model = AutoModelForSeq2SeqLM.from_pretrained(folder, use_safetensors=True, quantize=quantize).eval()
+    model = AutoModelForSeq2SeqLM.from_pretrained(
+        folder, use_safetensors=True, quantize=quantize, trust_remote_code=False
+    ).eval()
     check_tokenizer_matches(model.config, tokenizer)
     return model, tokenizer
 

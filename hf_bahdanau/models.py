@@ -6,9 +6,10 @@ folders (the remote code of a folder is its own model's files).
 
 from __future__ import annotations
 
+import os
 from typing import NamedTuple
 
-from transformers import AutoConfig, AutoModelForSeq2SeqLM
+from transformers import AutoConfig, AutoModelForSeq2SeqLM, PretrainedConfig
 
 from .configuration_bahdanau import BahdanauConfig
 from .configuration_transformer import TransformerConfig
@@ -39,6 +40,20 @@ def get_model_type(name: str) -> ModelType:
     return MODEL_TYPES[model_type]
 
 
+def check_saved_model_type(path: str | os.PathLike[str]) -> ModelType:
+    """The classes of a saved model (a folder or Hub id) by its config.json's `model_type`, read as data; a one-line
+    ValueError for a type this package does not have (its code would have to come from the folder, and the command
+    line never runs a folder's code: every load passes `trust_remote_code=False`)."""
+    config, _ = PretrainedConfig.get_config_dict(str(path))
+    model_type = config.get("model_type")
+    if model_type not in MODEL_TYPES:
+        raise ValueError(
+            f"{path}: model type {model_type!r} is not one of this package's ({', '.join(MODEL_TYPES)}); "
+            "hf-bahdanau never runs code from a model folder"
+        )
+    return MODEL_TYPES[model_type]
+
+
 def register_auto_classes() -> None:
     """Register every model type with `AutoConfig` / `AutoModelForSeq2SeqLM`, in-process and as remote code."""
     for config_class, model_class in MODEL_TYPES.values():
@@ -48,4 +63,11 @@ def register_auto_classes() -> None:
         model_class.register_for_auto_class("AutoModelForSeq2SeqLM")
 
 
-__all__ = ["MODEL_TYPES", "MODEL_TYPE_NAMES", "ModelType", "get_model_type", "register_auto_classes"]
+__all__ = [
+    "MODEL_TYPES",
+    "MODEL_TYPE_NAMES",
+    "ModelType",
+    "check_saved_model_type",
+    "get_model_type",
+    "register_auto_classes",
+]

@@ -57,7 +57,7 @@ from .data import (
 )
 from .metrics import make_compute_metrics
 from .modeling_translation import TranslationPreTrainedModel
-from .models import MODEL_TYPE_NAMES, MODEL_TYPES, get_model_type
+from .models import MODEL_TYPE_NAMES, MODEL_TYPES, check_saved_model_type, get_model_type
 from .pipelines import check_tokenizer_matches, save_for_pipeline, tokenizer_fingerprint
 from .tokenization import train_tokenizer
 from .visualization import plot_training_curves
@@ -435,7 +435,7 @@ def load_or_train_tokenizer(
     new one."""
     source = str(output_dir) if resume else tokenizer_args.tokenizer_name_or_path or model_name_or_path
     if source is not None:
-        return AutoTokenizer.from_pretrained(source)
+        return AutoTokenizer.from_pretrained(source, trust_remote_code=False)  # never a folder's own code
     logger.info("training a %s tokenizer of %d tokens", tokenizer_args.tokenizer_type, tokenizer_args.vocab_size)
     return train_tokenizer(
         corpus["train"],
@@ -460,7 +460,8 @@ def build_model(
     RNN's teacher forcing ratio), which may change; the run's label smoothing applies to it."""
     saved = checkpoint or model_args.model_name_or_path
     if saved is not None:
-        model = AutoModelForSeq2SeqLM.from_pretrained(saved, use_safetensors=True)
+        check_saved_model_type(saved)
+        model = AutoModelForSeq2SeqLM.from_pretrained(saved, use_safetensors=True, trust_remote_code=False)
         overrides = model_args.config_overrides(type(model.config))
         fixed = sorted(
             name
@@ -639,6 +640,8 @@ def train(
     tokenizer first; the others then load the corpus and read the tokenizer it saved (a shared file system).
     """
     get_model_type(model_args.model_type)  # an unknown type fails before anything is read
+    if model_args.model_name_or_path:  # a saved model of a type we have: no code from its folder runs
+        check_saved_model_type(model_args.model_name_or_path)
     if not data_args.data or not data_args.src_lang or not data_args.tgt_lang:
         raise ValueError("training needs --data, --src-lang and --tgt-lang")
     if data_args.src_lang == data_args.tgt_lang:
