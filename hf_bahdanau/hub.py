@@ -25,9 +25,11 @@ from typing import Any
 
 import httpx
 from huggingface_hub import EvalResult, HfApi, ModelCard, ModelCardData, get_token
-from huggingface_hub.errors import HfHubHTTPError, OfflineModeIsEnabled
+from huggingface_hub.errors import HfHubHTTPError, HFValidationError, OfflineModeIsEnabled
+from huggingface_hub.utils import validate_repo_id
 from safetensors import safe_open
 from transformers import TrainingArguments
+from transformers.dynamic_module_utils import get_relative_imports
 
 from .data import normalize_d2l, read_data_settings
 from .pipelines import TASK
@@ -43,7 +45,8 @@ DEFAULT_LICENSE = "apache-2.0"
 
 # What a user of the model needs, in the folder's root only: never checkpoint-*/, optimizer or scheduler states,
 # training_args.bin, logs, hypotheses, or translation_data.json (its corpus path is a path on the training machine;
-# the card says what the corpus was).
+# the card says what the corpus was). Besides these, the model's remote code (`remote_code_files`), and no other
+# Python file.
 UPLOAD_PATTERNS = (
     "config.json",
     "generation_config.json",
@@ -53,7 +56,6 @@ UPLOAD_PATTERNS = (
     "tokenizer_config.json",
     "special_tokens_map.json",
     "added_tokens.json",
-    "*.py",  # the remote code: modeling, configuration, the maths they import, the pipeline
     CARD_FILE,
     EVAL_RESULTS_FILE,
     "*.png",  # training curves, attention heatmaps
@@ -95,6 +97,7 @@ EXAMPLES = {  # the usage snippet's sentence, by source language
 }
 # config.json entries that are bookkeeping, not architecture (the card shows the other scalar entries)
 _NOT_ARCHITECTURE = {"transformers_version", "model_type", "dtype", "is_encoder_decoder", "use_cache"}
+MAX_REPO_ID_LENGTH = 96  # the Hub's limit on OWNER/NAME
 _REPO_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
@@ -173,9 +176,16 @@ def check_model_folder(folder: str | Path) -> Path:
 
 
 def check_repo_id(repo_id: str | None) -> str:
-    """`repo_id` if it is `owner/name`, else a ValueError saying so."""
+    """`repo_id` if it is `owner/name` and the Hub takes it (`huggingface_hub.utils.validate_repo_id`: at most 96
+    characters, no `--` or `..`), else a one-line ValueError saying why."""
     if not repo_id or not _REPO_ID.fullmatch(repo_id) or ".." in repo_id or repo_id.endswith((".git", "-", ".")):
         raise ValueError(f"repo id {repo_id!r} is not of the form OWNER/NAME")
+    if len(repo_id) > MAX_REPO_ID_LENGTH:
+        raise ValueError(f"repo id {repo_id!r} has {len(repo_id)} characters; the Hub takes {MAX_REPO_ID_LENGTH}")
+    try:
+        validate_repo_id(repo_id)
+    except HFValidationError as error:  # "Cannot have -- or .. in repo_id: 'x'."
+        raise ValueError(f"repo id {repo_id!r}: {str(error).rsplit(': ', 1)[0]}") from None
     return repo_id
 
 
@@ -337,13 +347,38 @@ def write_card(folder: str | Path, repo_id: str, license: str = DEFAULT_LICENSE)
     return path
 
 
+def remote_code_files(folder: str | Path) -> list[str]:
+    """The Python files of `folder` that the model's remote code consists of: the modules that config.json's
+    `auto_map` and `custom_pipelines` (and tokenizer_config.json's `auto_map`) name, and the modules they import
+    relatively, followed as transformers follows them when it copies the code (`get_relative_imports`). Code of
+    another repo (`repo--module.Class`) is not the folder's."""
+    folder = Path(folder)
+    config = _read_json(folder / "config.json")
+    references = [
+        *(config.get("auto_map") or {}).values(),
+        *(_read_json(folder / "tokenizer_config.json").get("auto_map") or {}).values(),
+        *(pipeline.get("impl") for pipeline in (config.get("custom_pipelines") or {}).values()),
+    ]
+    flat = [name for reference in references for name in (reference if isinstance(reference, list) else [reference])]
+    pending = [name.rsplit(".", 1)[0] for name in flat if isinstance(name, str) and "--" not in name and "." in name]
+    found: set[str] = set()
+    while pending:
+        path = folder / f"{pending.pop()}.py"
+        if path.name not in found and path.is_file():
+            found.add(path.name)
+            pending.extend(get_relative_imports(path))
+    return sorted(found)
+
+
 def files_to_upload(folder: str | Path) -> list[str]:
-    """The names of the files of `folder` that a user of the model needs (`UPLOAD_PATTERNS`, root only)."""
-    return sorted(
+    """The names of the files of `folder` that a user of the model needs: `UPLOAD_PATTERNS` (root only) and the
+    model's remote code (`remote_code_files`); never another Python file (a user's script)."""
+    listed = {
         path.name
         for path in Path(folder).iterdir()
         if path.is_file() and any(fnmatch(path.name, pattern) for pattern in UPLOAD_PATTERNS)
-    )
+    }
+    return sorted(listed | set(remote_code_files(folder)))
 
 
 # ---- publishing -------------------------------------------------------------------------------------------
@@ -495,6 +530,7 @@ __all__ = [
     "make_card",
     "publish",
     "read_evaluations",
+    "remote_code_files",
     "record_evaluation",
     "take_push_from_trainer",
     "write_card",
