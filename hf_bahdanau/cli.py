@@ -205,6 +205,21 @@ def load_translation_model(path: str, quantize: str | None = None) -> tuple[PreT
     return model, tokenizer
 
 
+def check_generation_length(model_dir: str, max_new_tokens: int | None) -> None:
+    """Refuse `--max-new-tokens` beyond the model's position table (a Transformer's `max_position_embeddings`; the
+    RNN has none) before anything is loaded or translated: its decoder cannot read that many tokens."""
+    try:
+        config = json.loads((Path(model_dir) / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return  # not a model folder: `load_translation_model` says so
+    table = config.get("max_position_embeddings") if isinstance(config, dict) else None
+    if max_new_tokens is not None and isinstance(table, int) and max_new_tokens > table:
+        raise UsageError(
+            f"--max-new-tokens {max_new_tokens} is more than the model can generate: {model_dir} has a position "
+            f"table of {table} tokens (max_position_embeddings); pass at most {table}"
+        )
+
+
 def _generation_options(args: argparse.Namespace) -> dict[str, int]:
     """The generation settings given on the command line; the rest come from the model's generation config."""
     options = {"num_beams": args.num_beams, "max_new_tokens": args.max_new_tokens}
@@ -273,6 +288,7 @@ def run_evaluate(args: argparse.Namespace) -> None:
     from .metrics import count_repeating, load_metric
     from .pipelines import TranslationPipeline
 
+    check_generation_length(args.model, args.max_new_tokens)
     if args.output:
         _check_output_file(Path(args.output), Path(args.model))
     model, tokenizer = load_translation_model(args.model, args.quantize)
@@ -366,6 +382,7 @@ def _stdin_lines() -> list[str]:
 def run_translate(args: argparse.Namespace) -> None:
     from .pipelines import TranslationPipeline
 
+    check_generation_length(args.model, args.max_new_tokens)
     model, tokenizer = load_translation_model(args.model, args.quantize)
     translator = TranslationPipeline(model=model, tokenizer=tokenizer, device=model.device)
     options = _generation_options(args)

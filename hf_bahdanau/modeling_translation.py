@@ -17,7 +17,7 @@ from typing import Any
 import torch
 from safetensors import SafetensorError
 from torch import nn
-from transformers import GenerationMixin, PreTrainedModel
+from transformers import GenerationConfig, GenerationMixin, PreTrainedModel
 from transformers.modeling_outputs import BaseModelOutputWithPastAndCrossAttentions, ModelOutput, Seq2SeqLMOutput
 from transformers.utils import logging as transformers_logging
 from transformers.utils.deprecation import deprecate_kwarg
@@ -29,6 +29,7 @@ from .linear import linear, onednn_applies, product
 GENERATION_ONLY_KWARGS = ("labels", "inputs_embeds", "is_first_iteration", "decoder_attention_mask")
 # The one place for a new model's generation settings (saved in its generation_config.json, overridable per call).
 GENERATION_DEFAULTS = {"num_beams": 5, "max_new_tokens": 128}
+logger = transformers_logging.get_logger(__name__)
 # The smallest 1 - p(c) of the unlikelihood term, as Welleck et al.: no infinite loss for p = 1.
 UNLIKELIHOOD_FLOOR = 1e-5
 # Logits per block of `LinearCrossEntropySum`: 4 MB in fp32, 131 tokens at 8,000 words (fastest at one CPU thread;
@@ -300,7 +301,11 @@ class TranslationPreTrainedModel(PreTrainedModel, GenerationMixin):
         if self.config.tie_encoder_decoder_embeddings:
             self._tied_weights_keys["encoder.embed_tokens.weight"] = "decoder.embed_tokens.weight"
         super().post_init()
-        self.generation_config.update(**GENERATION_DEFAULTS)
+        defaults = dict(GENERATION_DEFAULTS)
+        table = getattr(self.config, "max_position_embeddings", None)
+        if table is not None:  # a Transformer's translations are no longer than its position table
+            defaults["max_new_tokens"] = min(defaults["max_new_tokens"], table)
+        self.generation_config.update(**defaults)
 
     @classmethod
     def from_pretrained(
@@ -408,6 +413,23 @@ class TranslationPreTrainedModel(PreTrainedModel, GenerationMixin):
             input_ids = input_ids[:, -next_sequence_length:]
         inputs = {name: value for name, value in kwargs.items() if name not in GENERATION_ONLY_KWARGS}
         return {**inputs, "decoder_input_ids": input_ids, "cache": cache}
+
+    def _prepare_generated_length(
+        self, generation_config: GenerationConfig, *args: Any, **kwargs: Any
+    ) -> GenerationConfig:
+        """`GenerationMixin`'s, bounded by the position table (a Transformer's `max_position_embeddings`; the RNN
+        has none): the decoder reads every token but the last, so a sequence holds at most table + 1 tokens (the
+        start token and `table` new ones). Asking for more generates that many, with one warning."""
+        generation_config = super()._prepare_generated_length(generation_config, *args, **kwargs)
+        table = getattr(self.config, "max_position_embeddings", None)
+        if table is not None and generation_config.max_length > table + 1:
+            logger.warning_once(
+                f"generation asked for sequences of up to {generation_config.max_length} tokens, but the model's "
+                f"position table holds {table} (max_position_embeddings): generating up to {table + 1}"
+            )
+            generation_config.max_length = table + 1
+            generation_config.min_length = min(generation_config.min_length, table + 1)
+        return generation_config
 
     def _expand_inputs_for_generation(
         self,

@@ -418,6 +418,31 @@ def check_training_arguments(training_args: Seq2SeqTrainingArguments) -> None:
         raise ValueError(f"--optim {optim}: {str(error).splitlines()[0]}") from None
 
 
+def check_position_lengths(table: int | None, data_args: DataArguments, training_args: TrainingArguments) -> None:
+    """Raise a one-line ValueError when a length option exceeds the model's position table (a Transformer's
+    `max_position_embeddings`; None: no table): training would fail on its first long batch, evaluation at its first
+    translation."""
+    lengths = {
+        "max_source_length": data_args.max_source_length,
+        "max_target_length": data_args.max_target_length,
+        "generation_max_length": getattr(training_args, "generation_max_length", None),
+    }
+    for option, value in lengths.items():
+        if table is not None and value is not None and value > table:
+            raise ValueError(
+                f"--{option} {value} is more than the model's position table holds (max_position_embeddings "
+                f"{table}): pass at most {table}, or a larger --max_position_embeddings"
+            )
+
+
+def _new_model_table(model_args: ModelArguments) -> int | None:
+    """The position table a new model of `model_args` gets (None for a model type without one)."""
+    if model_args.max_position_embeddings is not None:
+        return model_args.max_position_embeddings
+    default = get_model_type(model_args.model_type).config_class.__dataclass_fields__.get("max_position_embeddings")
+    return None if default is None else default.default
+
+
 def _data_settings(data_args: DataArguments) -> dict[str, Any]:
     """What `evaluate` needs to read the corpus as training did."""
     settings = {name: getattr(data_args, name) for name in ("src_lang", "tgt_lang", "test_split", "d2l_normalize")}
@@ -647,6 +672,8 @@ def train(
     if data_args.src_lang == data_args.tgt_lang:
         raise ValueError(f"--src-lang and --tgt-lang are both {data_args.src_lang!r}: choose two languages")
     check_training_arguments(training_args)
+    if not run_args.resume and model_args.model_name_or_path is None:  # else known once the model is loaded
+        check_position_lengths(_new_model_table(model_args), data_args, training_args)
     output_dir = Path(training_args.output_dir)
     is_main = training_args.process_index == 0
     with locked_output_dir(output_dir) if is_main else contextlib.nullcontext():
@@ -675,6 +702,7 @@ def _train_in(
         )
         set_seed(training_args.seed)  # the seed decides the initial weights too
         model = build_model(model_args, tokenizer, data_args.src_lang, data_args.tgt_lang, label_smoothing, checkpoint)
+        check_position_lengths(getattr(model.config, "max_position_embeddings", None), data_args, training_args)
         tokenized, _ = tokenize_corpus(
             corpus,
             tokenizer,
