@@ -4,8 +4,9 @@
 The scoring modules keep the weights of their last call in ``.attention_weights`` (as d2l); multi-head attention
 returns them. Shapes follow d2l:
 queries ``(batch, num_queries, query_size)``, keys ``(batch, num_kv, key_size)``, values
-``(batch, num_kv, value_size)``. This file imports nothing but torch and ``linear.py``: both are copied beside
-the models' code into saved model folders for ``trust_remote_code``.
+``(batch, num_kv, value_size)``. This file imports nothing but torch: it is copied beside the models' code into
+saved model folders for ``trust_remote_code``. The models take the weights from what the calls return
+(``return_weights=True``), never from ``.attention_weights``.
 """
 
 from __future__ import annotations
@@ -15,8 +16,6 @@ import math
 import torch
 import torch.nn.functional as F
 from torch import nn
-
-from .linear import linear
 
 
 def _attention_mask(shape: torch.Size | tuple[int, int, int], valid_lens: torch.Tensor) -> torch.Tensor:
@@ -112,14 +111,17 @@ class ScoredAttention(nn.Module):
         values: torch.Tensor,
         valid_lens: torch.Tensor | None = None,
         projected_keys: torch.Tensor | None = None,
-    ) -> torch.Tensor:
-        """Context vectors ``(batch, queries, value_size)``; weights ``(batch, queries, keys)`` are kept."""
+        return_weights: bool = False,
+    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        """Context vectors ``(batch, queries, value_size)``, and with ``return_weights`` the attention weights
+        ``(batch, queries, keys)`` too; the weights are also kept in ``.attention_weights`` (as d2l)."""
         _check_keys_values(queries, keys, values)
         if projected_keys is None:
             projected_keys = self.project_keys(keys)
         scores = self.score(queries, projected_keys)  # (batch, queries, keys)
-        self.attention_weights = masked_softmax(scores, valid_lens)
-        return torch.bmm(self.dropout(self.attention_weights), values)
+        weights = self.attention_weights = masked_softmax(scores, valid_lens)
+        context = torch.bmm(self.dropout(weights), values)
+        return (context, weights) if return_weights else context
 
 
 class DotProductAttention(ScoredAttention):
@@ -145,15 +147,13 @@ class AdditiveAttention(ScoredAttention):
 
     def project_keys(self, keys: torch.Tensor) -> torch.Tensor:
         _check_size("keys", keys, self.W_k.in_features)
-        return linear(self.W_k, keys)  # (batch, keys, num_hiddens)
+        return self.W_k(keys)  # (batch, keys, num_hiddens)
 
     def score(self, queries: torch.Tensor, projected_keys: torch.Tensor) -> torch.Tensor:
         _check_size("queries", queries, self.W_q.in_features)
         # (batch, queries, 1, num_hiddens) + (batch, 1, keys, num_hiddens) -> (batch, queries, keys, num_hiddens)
-        features = linear(self.W_q, queries).unsqueeze(2) + projected_keys.unsqueeze(1)
-        # w . tanh(z) = 2 w . sigmoid(2z) - sum(w): sigmoid runs several times faster than tanh on CPU, in place
-        gates = features.mul_(2).sigmoid_()  # (batch, queries, keys, num_hiddens)
-        return 2 * self.w_v(gates).squeeze(-1) - self.w_v.weight.sum()  # (batch, queries, keys)
+        features = self.W_q(queries).unsqueeze(2) + projected_keys.unsqueeze(1)
+        return self.w_v(torch.tanh(features)).squeeze(-1)  # (batch, queries, keys)
 
 
 class BilinearAttention(ScoredAttention):
@@ -165,7 +165,7 @@ class BilinearAttention(ScoredAttention):
 
     def project_keys(self, keys: torch.Tensor) -> torch.Tensor:
         _check_size("keys", keys, self.W.in_features)
-        return linear(self.W, keys)  # (batch, keys, query_size)
+        return self.W(keys)  # (batch, keys, query_size)
 
     def score(self, queries: torch.Tensor, projected_keys: torch.Tensor) -> torch.Tensor:
         _check_size("queries", queries, self.W.out_features)
@@ -217,7 +217,7 @@ class MultiHeadAttention(nn.Module):
             )
         _check_size("keys", keys, self.W_k.in_features)
         _check_size("values", values, self.W_v.in_features)
-        return self._split_heads(linear(self.W_k, keys)), self._split_heads(linear(self.W_v, values))
+        return self._split_heads(self.W_k(keys)), self._split_heads(self.W_v(values))
 
     def forward(
         self,
@@ -253,10 +253,10 @@ class MultiHeadAttention(nn.Module):
             raise ValueError("is_causal needs as many key rows as query rows")
         _check_size("queries", queries, self.W_q.in_features)
         out, weights = self._attend(
-            self._split_heads(linear(self.W_q, queries)), k, v, valid_lens, need_weights, implementation, is_causal
+            self._split_heads(self.W_q(queries)), k, v, valid_lens, need_weights, implementation, is_causal
         )
         batch, num_queries, _ = queries.shape
-        return linear(self.W_o, out.transpose(1, 2).reshape(batch, num_queries, -1)), weights
+        return self.W_o(out.transpose(1, 2).reshape(batch, num_queries, -1)), weights
 
     def _attend(
         self,
@@ -282,13 +282,15 @@ class MultiHeadAttention(nn.Module):
                 mask = mask.expand(batch, -1, -1)  # (batch, queries, keys)
             heads = batch * self.num_heads
             flat_mask = None if mask is None else mask.repeat_interleave(self.num_heads, dim=0)
-            out = self.attention(
+            out, weights = self.attention(
                 q.reshape(heads, num_queries, -1),
                 k.reshape(heads, k.shape[2], -1),
                 v.reshape(heads, v.shape[2], -1),
                 flat_mask,
-            ).reshape(batch, self.num_heads, num_queries, -1)  # (batch, num_heads, queries, head_size)
-            weights = self.attention.attention_weights.reshape(batch, self.num_heads, num_queries, -1)
+                return_weights=True,
+            )
+            out = out.reshape(batch, self.num_heads, num_queries, -1)  # (batch, num_heads, queries, head_size)
+            weights = weights.reshape(batch, self.num_heads, num_queries, -1)
         elif implementation == "sdpa":
             weights = None
             empty = None if mask is None else ~mask.any(-1, keepdim=True)  # (batch, 1 | queries, 1): no valid key

@@ -30,7 +30,7 @@ logger = logging.getLogger("hf_bahdanau")
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
 # Copies of values that live beside torch-importing code, so that parsing imports no torch (tests keep them equal).
 DEFAULT_LICENSE = "apache-2.0"  # of a published model's card: `hub.DEFAULT_LICENSE`
-QUANTIZE_CHOICES = ("int8",)  # `modeling_translation.QUANTIZATIONS`
+QUANTIZE_CHOICES = ("int8",)  # `quantization.QUANTIZATIONS`
 # The Trainer options most runs set, shown by `train --help`; `train --help-all` lists every one.
 COMMON_TRAINING_OPTIONS = (
     "output_dir", "max_steps", "num_train_epochs", "per_device_train_batch_size", "learning_rate",

@@ -18,7 +18,6 @@ from transformers.modeling_outputs import BaseModelOutputWithPastAndCrossAttenti
 
 from .attention import AdditiveAttention, BilinearAttention, DotProductAttention, ScoredAttention
 from .configuration_bahdanau import BahdanauConfig
-from .linear import called_as_is, linear
 from .modeling_translation import TranslationPreTrainedModel, check_beams_keep_their_source, check_source
 
 
@@ -183,51 +182,9 @@ class BahdanauEncoder(nn.Module):
         )
 
 
-class TokenGateTable:
-    """Every token's share of the decoder RNN's first-layer input gates, `W_e e + b_ih` for each embedding `e`:
-    `(vocab, gates)`, so that decoding looks a token's gates up instead of multiplying its embedding at every step.
-
-    The table costs as much as `vocab` rows of those products, so it is made only once the decoder has read as
-    many rows under the same weights (paid back within twice the products' cost), and made again when they change
-    (their storage or version counter moves, as `load_state_dict`, `.to()` or a plain optimizer step makes it
-    move). torch's fused optimizers keep the counter: the decoder forgets the table whenever a forward builds a
-    graph on its weights (which any optimizer step needs first). `.data` writes keep it too: they are seen when the
-    decoder next switches between training and evaluation, which also forgets the table.
-    """
-
-    def __init__(self) -> None:
-        self.weights_key: tuple[tuple[int, int], ...] | None = None
-        self.rows_read = 0
-        self.table: torch.Tensor | None = None  # (vocab, gates)
-
-    def __call__(
-        self, input_ids: torch.LongTensor, embedding: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor
-    ) -> torch.Tensor | None:
-        """The gates of `input_ids` `(..., gates)`, or None while the table would not yet pay (or for weights made
-        under `torch.inference_mode`, which keep no version counter)."""
-        if embedding.is_inference() or weight.is_inference() or bias.is_inference():
-            return None
-        key = tuple((tensor.data_ptr(), tensor._version) for tensor in (embedding, weight, bias))
-        if key != self.weights_key:
-            self.weights_key, self.rows_read, self.table = key, 0, None
-        table = self.table
-        if table is None and self.rows_read >= embedding.shape[0]:
-            with torch.autocast(embedding.device.type, enabled=False):  # in the weights' dtype, whatever the call's
-                table = self.table = nn.functional.linear(embedding, weight, bias)
-        self.rows_read += input_ids.numel()
-        return None if table is None else nn.functional.embedding(input_ids, table)
-
-
 class BahdanauDecoder(nn.Module):
-    """d2l's `Seq2SeqAttentionDecoder`: one RNN step per target token, attending with the previous state.
-
-    On CPU the RNN runs a cell per layer and step (`torch.gru_cell` / `torch.lstm_cell` on `self.rnn`'s weights,
-    the same maths as `self.rnn`), its first layer's input gates split as `W_c context + (W_e embedding + b_ih)`:
-    the embeddings' share takes one product for all steps, or a table lookup when decoding (`TokenGateTable`).
-    Elsewhere (CUDA's fused cells take one bias per gate, not per row), and for an RNN that is not a plain
-    `nn.GRU` / `nn.LSTM` called as it is (int8 from `quantize_for_cpu`, hooks, offloading), `self.rnn` is called
-    on `[context; embedding]`.
-    """
+    """d2l's `Seq2SeqAttentionDecoder`: one RNN step per target token, attending with the previous state; the RNN
+    (`self.rnn`, an `nn.GRU` / `nn.LSTM`) reads `[context; embedding]`."""
 
     def __init__(self, config: BahdanauConfig) -> None:
         super().__init__()
@@ -236,12 +193,6 @@ class BahdanauDecoder(nn.Module):
         self.dropout = nn.Dropout(config.embedding_dropout)
         self.attention = _attention(config)
         self.rnn = _rnn(config, config.encoder_output_size + config.embedding_size, config.decoder_layers)
-        self.token_gate_table = TokenGateTable()
-
-    def train(self, mode: bool = True) -> BahdanauDecoder:
-        """Sets the mode and forgets the token gate table (see `TokenGateTable`)."""
-        self.token_gate_table = TokenGateTable()
-        return super().train(mode)
 
     def initial_state(self, encoder_outputs: BahdanauEncoderOutput, source_repeats: int = 1) -> BahdanauDecoderState:
         """The state before the first target token; projects the attention keys once per source (one copy for
@@ -284,92 +235,31 @@ class BahdanauDecoder(nn.Module):
         if encoder_attention_mask is not None:
             encoder_attention_mask = encoder_attention_mask[::repeats]
         embeddings = self.dropout(self.embed_tokens(input_ids))  # (batch, tgt_len, embedding)
-        token_gates = context_weight = None
-        if self._runs_cells(embeddings):
-            token_gates = self._token_gates(input_ids, embeddings)
-            # sliced once per call, so that the steps' gradients meet before the slice's backward
-            context_weight = self.rnn.weight_ih_l0[:, : self.config.encoder_output_size]  # (gates, encoder_output)
-        hidden = list(state.hidden.unbind(0))  # per layer (batch, hidden)
-        cell = None if state.cell is None else list(state.cell.unbind(0))
+        rnn_state = state.rnn_state  # (decoder_layers, batch, hidden), and the cell for an LSTM
         outputs, weights = [], []
         for step in range(length):
-            context = self.attention(
-                hidden[-1].view(batch // repeats, repeats, -1),  # the previous top-layer states, by source
+            top = (rnn_state if state.cell is None else rnn_state[0])[-1]  # (batch, hidden), the previous top layer
+            context, step_weights = self.attention(
+                top.reshape(batch // repeats, repeats, -1),  # the queries of each source
                 source,
                 source,
                 encoder_attention_mask,
                 projected_keys=state.projected_keys,
-            ).view(batch, -1)  # (batch, encoder_output_size)
-            if token_gates is None:
-                self._module_step(torch.cat([context, embeddings[:, step]], dim=-1), hidden, cell)
-            else:
-                self._cell_step(context, context_weight, token_gates[step], hidden, cell)
-            outputs.append(hidden[-1])
+                return_weights=True,
+            )  # (batch / repeats, repeats, encoder_output_size), (batch / repeats, repeats, src_len)
+            rnn_input = torch.cat([context.reshape(batch, -1), embeddings[:, step]], dim=-1)  # (batch, input)
+            output, rnn_state = self.rnn(rnn_input.unsqueeze(1), rnn_state)  # output (batch, 1, hidden)
+            outputs.append(output)
             if output_attentions:
-                weights.append(self.attention.attention_weights.view(batch, 1, -1))
-        output = self.dropout(torch.stack(outputs, dim=1))  # (batch, tgt_len, hidden)
+                weights.append(step_weights.reshape(batch, 1, -1))
+        output = self.dropout(torch.cat(outputs, dim=1))  # (batch, tgt_len, hidden)
+        hidden, cell = (rnn_state, None) if state.cell is None else rnn_state
         return BaseModelOutputWithPastAndCrossAttentions(
             last_hidden_state=output,
-            cache=BahdanauDecoderState(
-                torch.stack(hidden),
-                None if cell is None else torch.stack(cell),
-                state.projected_keys,
-                state.steps + length,
-            ),
+            cache=BahdanauDecoderState(hidden, cell, state.projected_keys, state.steps + length),
             hidden_states=(embeddings, output) if output_hidden_states else None,
             cross_attentions=(torch.cat(weights, dim=1).unsqueeze(1),) if output_attentions else None,
         )
-
-    def _runs_cells(self, embeddings: torch.Tensor) -> bool:
-        """Whether the RNN runs as cells on its weights (see the class's text)."""
-        rnn_class = type(self.rnn)
-        return rnn_class in (nn.GRU, nn.LSTM) and called_as_is(self.rnn, rnn_class) and embeddings.is_cpu
-
-    def _token_gates(self, input_ids: torch.LongTensor, embeddings: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        """Per step `(batch, gates)`: the embeddings' share of the first layer's input gates, looked up when
-        decoding with embeddings read as they are (`TokenGateTable`)."""
-        weight = self.rnn.weight_ih_l0[:, self.config.encoder_output_size :]  # (gates, embedding)
-        gates = None
-        embed = self.embed_tokens
-        if torch.is_grad_enabled() and any(t.requires_grad for t in (weight, self.rnn.bias_ih_l0, embed.weight)):
-            self.token_gate_table = TokenGateTable()  # an optimizer step may follow, unseen by the version counter
-        elif not self.training and called_as_is(embed, nn.Embedding) and embed.max_norm is None:
-            gates = self.token_gate_table(input_ids, embed.weight, weight, self.rnn.bias_ih_l0)
-        if gates is None:
-            gates = nn.functional.linear(embeddings, weight, self.rnn.bias_ih_l0)  # (batch, tgt_len, gates)
-        return gates.unbind(1)
-
-    def _cell_step(
-        self,
-        context: torch.Tensor,  # (batch, encoder_output_size)
-        context_weight: torch.Tensor,  # (gates, encoder_output_size)
-        token_gates: torch.Tensor,  # (batch, gates)
-        hidden: list[torch.Tensor],  # per layer (batch, hidden), updated in place
-        cell: list[torch.Tensor] | None,  # per layer (batch, hidden) for an LSTM, updated in place
-    ) -> None:
-        """One step of every layer; the first layer's input gates are `context_weight context + token_gates`."""
-        rnn = self.rnn
-        inputs, weight_ih, bias_ih = context, context_weight, token_gates
-        for layer in range(rnn.num_layers):
-            if layer:  # as nn.GRU / nn.LSTM: dropout on the outputs that feed the next layer
-                inputs = nn.functional.dropout(hidden[layer - 1], rnn.dropout, rnn.training)
-                weight_ih, bias_ih = getattr(rnn, f"weight_ih_l{layer}"), getattr(rnn, f"bias_ih_l{layer}")
-            recurrent = getattr(rnn, f"weight_hh_l{layer}"), getattr(rnn, f"bias_hh_l{layer}")
-            if cell is None:
-                hidden[layer] = torch.gru_cell(inputs, hidden[layer], weight_ih, recurrent[0], bias_ih, recurrent[1])
-            else:
-                state = (hidden[layer], cell[layer])
-                hidden[layer], cell[layer] = torch.lstm_cell(
-                    inputs, state, weight_ih, recurrent[0], bias_ih, recurrent[1]
-                )
-
-    def _module_step(self, inputs: torch.Tensor, hidden: list[torch.Tensor], cell: list[torch.Tensor] | None) -> None:
-        """One step of `self.rnn` as a module on `inputs` `(batch, input)`, updating the per-layer states."""
-        state = torch.stack(hidden) if cell is None else (torch.stack(hidden), torch.stack(cell))
-        _, state = self.rnn(inputs.unsqueeze(1), state)
-        hidden[:] = (state if cell is None else state[0]).unbind(0)
-        if cell is not None:
-            cell[:] = state[1].unbind(0)
 
 
 class BahdanauPreTrainedModel(TranslationPreTrainedModel):
@@ -419,15 +309,14 @@ class BahdanauForConditionalGeneration(BahdanauPreTrainedModel, GenerationMixin)
         encoder_outputs: BahdanauEncoderOutput,
         source_mask: torch.Tensor | None,  # (batch, src_len), bool; None: no padding
         cache: BahdanauDecoderState | None,
-        with_logits: bool = True,
         **options: bool,
-    ) -> tuple[BaseModelOutputWithPastAndCrossAttentions, torch.Tensor | None]:
-        """As the base class's; scheduled sampling reads each step's logits, so it returns them in any case."""
+    ) -> tuple[BaseModelOutputWithPastAndCrossAttentions, torch.Tensor]:
+        """As the base class's, or with scheduled sampling in training (`teacher_forcing_ratio` < 1)."""
         if self.training and self.config.teacher_forcing_ratio < 1.0:
             return self._decode_with_scheduled_sampling(
                 decoder_input_ids, encoder_outputs, source_mask, cache, **options
             )
-        return super()._decode(decoder_input_ids, encoder_outputs, source_mask, cache, with_logits, **options)
+        return super()._decode(decoder_input_ids, encoder_outputs, source_mask, cache, **options)
 
     def _decode_with_scheduled_sampling(
         self,
@@ -444,7 +333,7 @@ class BahdanauForConditionalGeneration(BahdanauPreTrainedModel, GenerationMixin)
         for step in range(decoder_input_ids.shape[1]):
             steps.append(self.decoder(step_input, encoder_outputs, source_mask, state, **options))
             state = steps[-1].cache
-            logits.append(linear(self.lm_head, steps[-1].last_hidden_state))  # (batch, 1, vocab)
+            logits.append(self.lm_head(steps[-1].last_hidden_state))  # (batch, 1, vocab)
             if step + 1 < decoder_input_ids.shape[1]:
                 gold = decoder_input_ids[:, step + 1 : step + 2]
                 use_gold = torch.rand(gold.shape, device=gold.device) < self.config.teacher_forcing_ratio

@@ -23,7 +23,6 @@ from transformers.modeling_outputs import BaseModelOutput, BaseModelOutputWithPa
 
 from .attention import MultiHeadAttention, PositionalEncoding
 from .configuration_transformer import TransformerConfig
-from .linear import linear
 from .modeling_translation import TranslationPreTrainedModel, check_beams_keep_their_source, check_source
 
 Attended = tuple[torch.Tensor, torch.Tensor | None]  # (output, attention weights or None)
@@ -39,7 +38,7 @@ class PositionWiseFFN(nn.Module):
         self.dense2 = nn.Linear(config.ffn_dim, config.d_model)
 
     def forward(self, X: torch.Tensor) -> Attended:
-        return linear(self.dense2, self.activation(linear(self.dense1, X))), None  # (batch, length, d_model)
+        return self.dense2(self.activation(self.dense1(X))), None  # (batch, length, d_model)
 
 
 class AddNorm(nn.Module):

@@ -10,20 +10,21 @@ saved model folders (`trust_remote_code`), so it imports nothing but torch, safe
 
 from __future__ import annotations
 
+import importlib
 import os
-import warnings
+from collections.abc import Callable
 from typing import Any
 
 import torch
 from safetensors import SafetensorError
 from torch import nn
+from torch.nn import functional as F
 from transformers import GenerationConfig, GenerationMixin, PreTrainedModel
 from transformers.modeling_outputs import BaseModelOutputWithPastAndCrossAttentions, ModelOutput, Seq2SeqLMOutput
 from transformers.utils import logging as transformers_logging
 from transformers.utils.deprecation import deprecate_kwarg
 
 from .configuration_translation import TranslationConfig
-from .linear import linear, onednn_applies, product
 
 # What `generate` hands `prepare_inputs_for_generation` that is not for `forward`.
 GENERATION_ONLY_KWARGS = ("labels", "inputs_embeds", "is_first_iteration", "decoder_attention_mask")
@@ -32,9 +33,6 @@ GENERATION_DEFAULTS = {"num_beams": 5, "max_new_tokens": 128}
 logger = transformers_logging.get_logger(__name__)
 # The smallest 1 - p(c) of the unlikelihood term, as Welleck et al.: no infinite loss for p = 1.
 UNLIKELIHOOD_FLOOR = 1e-5
-# Logits per block of `LinearCrossEntropySum`: 4 MB in fp32, 131 tokens at 8,000 words (fastest at one CPU thread;
-# see docs/benchmarks.md).
-LOSS_BLOCK_SIZE = 2**20
 
 
 def shift_tokens_right(labels: torch.Tensor, pad_token_id: int, decoder_start_token_id: int) -> torch.Tensor:
@@ -113,177 +111,19 @@ def earlier_tokens(labels: torch.Tensor) -> torch.Tensor:
     return labels.unsqueeze(1).expand(-1, length, -1).masked_fill(~keep, -100)
 
 
-class TokenLosses:
-    """Per-token cross-entropy with label smoothing, plus `unlikelihood` times the token-level unlikelihood loss
-    `-sum log(1 - p(c))` over each token's `candidates` (Welleck et al., 2020), from the log-softmax of the logits;
-    and the gradient of their sum with respect to the logits, written over that log-softmax."""
-
-    def __init__(
-        self,
-        log_probs: torch.Tensor,  # (tokens, vocab), fp32
-        labels: torch.Tensor,  # (tokens,), -100 = ignored
-        smoothing: float,
-        candidates: torch.Tensor | None,  # (tokens, k), -100 = none; None: no unlikelihood term
-        unlikelihood: float,
-    ) -> None:
-        self.labelled = labels != -100  # (tokens,)
-        self.index = labels.clamp(min=0).unsqueeze(1)  # (tokens, 1)
-        losses = -log_probs.gather(1, self.index).squeeze(1)  # (tokens,)
-        if smoothing:
-            losses = (1 - smoothing) * losses - smoothing * log_probs.mean(-1)
-        self.penalised = self.weights = None
-        if candidates is not None:
-            self.penalised = candidates.clamp(min=0)  # (tokens, k)
-            probs = log_probs.gather(1, self.penalised).exp() * (candidates != -100)  # (tokens, k)
-            complement = (1 - probs).clamp(min=UNLIKELIHOOD_FLOOR)  # (tokens, k)
-            losses = losses - unlikelihood * complement.log().sum(1)
-            # d(-log(1 - p_c))/dlogits = w_c (one_hot(c) - softmax), w_c = p_c / (1 - p_c); none where clamped
-            self.weights = unlikelihood * probs / complement * (complement > UNLIKELIHOOD_FLOOR)
-        self.losses = losses.masked_fill(~self.labelled, 0.0)  # (tokens,)
-
-    def saved(self) -> tuple[torch.Tensor | None, ...]:
-        return self.labelled, self.index, self.penalised, self.weights
-
-    @staticmethod
-    def gradient_(
-        log_probs: torch.Tensor,  # (tokens, vocab), overwritten
-        grad: torch.Tensor | float,  # the incoming gradient of the summed loss
-        smoothing: float,
-        labelled: torch.Tensor,
-        index: torch.Tensor,
-        penalised: torch.Tensor | None,
-        weights: torch.Tensor | None,
-    ) -> torch.Tensor:
-        """d(sum of losses)/dlogits, in place of `log_probs`: softmax * (1 - sum_c w_c) - smoothing / vocab
-        - (1 - smoothing) * one_hot(label) + sum_c w_c * one_hot(c), times `grad`; zero on ignored tokens."""
-        scale = (labelled * grad).unsqueeze(1)  # (tokens, 1)
-        gradient = log_probs.exp_()  # (tokens, vocab), the softmax, in place
-        gradient.mul_(scale if weights is None else scale * (1 - weights.sum(1, keepdim=True)))
-        if smoothing:
-            gradient.sub_(scale * (smoothing / gradient.shape[-1]))
-        gradient.scatter_add_(1, index, scale * (smoothing - 1))
-        if weights is not None:
-            gradient.scatter_add_(1, penalised, scale * weights)
-        return gradient
-
-
-class CrossEntropySum(torch.autograd.Function):
-    """The sum of `TokenLosses` over `logits` `(tokens, vocab)`, in fp32: `cross_entropy(logits, labels,
-    ignore_index=-100, label_smoothing=, reduction="sum")` plus the unlikelihood term.
-
-    The backward turns the saved log-softmax into the gradient in place: no zero-filled (tokens, vocab) buffer for
-    `nll_loss_backward` and no second one for `log_softmax_backward` (two fewer 45 MB temporaries per step at
-    1,408 tokens x 8,000 words). Its backward runs once (the saved tensor is consumed)."""
-
-    @staticmethod
-    def forward(
-        ctx: Any,
-        logits: torch.Tensor,  # (tokens, vocab)
-        labels: torch.Tensor,  # (tokens,), -100 = ignored
-        smoothing: float,
-        candidates: torch.Tensor | None = None,  # (tokens, k), -100 = none; None: no unlikelihood term
-        unlikelihood: float = 0.0,
-    ) -> torch.Tensor:
-        log_probs = torch.log_softmax(logits.float(), dim=-1)  # (tokens, vocab)
-        losses = TokenLosses(log_probs, labels, smoothing, candidates, unlikelihood)
-        ctx.save_for_backward(log_probs, *losses.saved())
-        ctx.smoothing, ctx.dtype, ctx.consumed = smoothing, logits.dtype, False
-        return losses.losses.sum()
-
-    @staticmethod
-    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
-        if ctx.consumed:
-            raise RuntimeError("CrossEntropySum's backward reuses its saved tensor and runs only once")
-        ctx.consumed = True
-        log_probs, *saved = ctx.saved_tensors
-        gradient = TokenLosses.gradient_(log_probs, grad, ctx.smoothing, *saved)
-        return gradient.to(ctx.dtype), None, None, None, None
-
-
-class LinearCrossEntropySum(torch.autograd.Function):
-    """`CrossEntropySum` of `linear(hidden, weight, bias)` in fp32, computed block by block without the logits.
-
-    Each block of `rows` tokens has its logits, log-softmax and gradient made and used while they are in cache, and
-    the forward already computes the gradients of `hidden`, `weight` and `bias` (when `gradients`), which the
-    backward scales by the incoming one. What it saves on CPU, per training step: the (tokens, vocab) logits and
-    log-softmax (45 MB each at 1,408 tokens x 8,000 words, each page-faulted in afresh by the OS), and the output
-    layer's three matrix products run on blocks that stay in cache."""
-
-    @staticmethod
-    def forward(
-        ctx: Any,
-        hidden: torch.Tensor,  # (tokens, d), fp32
-        weight: torch.Tensor,  # (vocab, d), fp32
-        bias: torch.Tensor | None,  # (vocab,)
-        labels: torch.Tensor,  # (tokens,), -100 = ignored
-        smoothing: float,
-        candidates: torch.Tensor | None,  # (tokens, k), -100 = none; None: no unlikelihood term
-        unlikelihood: float,
-        gradients: bool,
-        rows: int,
-    ) -> torch.Tensor:
-        total = hidden.new_zeros(())
-        grad_hidden = torch.empty_like(hidden) if gradients else None
-        grad_weight = torch.zeros_like(weight) if gradients else None
-        grad_bias = torch.zeros_like(bias) if gradients and bias is not None else None
-        buffers = hidden.new_empty(2, min(rows, hidden.shape[0]), weight.shape[0])  # reused by every block
-        onednn = onednn_applies(hidden[:rows], weight)  # fresh logits per block, but products twice as fast
-        weight_t = weight.t().contiguous() if onednn and gradients else None  # (d, vocab), for grad_hidden
-        for start in range(0, hidden.shape[0], rows):
-            block = slice(start, start + rows)
-            logits, log_probs = buffers[:, : len(hidden[block])]  # (rows, vocab) each
-            if onednn:
-                logits = product(hidden[block], weight, bias)
-            elif bias is None:
-                torch.mm(hidden[block], weight.t(), out=logits)
-            else:
-                torch.addmm(bias, hidden[block], weight.t(), out=logits)
-            torch.log_softmax(logits, dim=-1, out=log_probs)
-            losses = TokenLosses(
-                log_probs, labels[block], smoothing, None if candidates is None else candidates[block], unlikelihood
-            )
-            total += losses.losses.sum()
-            if gradients:
-                gradient = TokenLosses.gradient_(log_probs, 1.0, smoothing, *losses.saved())  # (rows, vocab)
-                if weight_t is None:
-                    torch.mm(gradient, weight, out=grad_hidden[block])
-                else:
-                    grad_hidden[block] = product(gradient, weight_t)
-                grad_weight.addmm_(gradient.t(), hidden[block])
-                if grad_bias is not None:
-                    grad_bias += gradient.sum(0)
-        ctx.save_for_backward(grad_hidden, grad_weight, grad_bias)
-        return total
-
-    @staticmethod
-    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
-        return (*(None if part is None else part * grad for part in ctx.saved_tensors), *(None,) * 6)
-
-
-QUANTIZATIONS = ("int8",)
-
-
-def quantize_for_cpu(model: TranslationPreTrainedModel) -> TranslationPreTrainedModel:
-    """The model, in place, with int8 linear and recurrent (GRU, LSTM) layers (weights int8 per output channel,
-    activations quantized per call) for CPU inference; returns it, in eval mode. It translates faster on CPU and
-    can no longer be trained or saved.
-
-    This is torch's dynamic quantization (`torch.ao.quantization.quantize_dynamic`, deprecated in favour of
-    torchao, whose int8 kernels ran slower than fp32 on our x86 CPU, and which has no recurrent layers): the path
-    that runs fastest here today.
-    """
-    # A one-output layer (the additive attention's score vector) would only quantize its large input per step.
-    layers = (
-        name
-        for name, module in model.named_modules()
-        if (type(module) is nn.Linear and module.out_features > 1) or type(module) in (nn.GRU, nn.LSTM)
+def quantizer(quantize: str) -> Callable[[nn.Module], nn.Module]:
+    """The function that quantizes a loaded model in place (e.g. `quantize="int8"`), from the `hf_bahdanau`
+    package's `quantization` module: int8 is a feature of the package, not part of a saved folder's code."""
+    for name, package in ((".quantization", __package__), ("hf_bahdanau.quantization", None)):
+        try:
+            return importlib.import_module(name, package).quantizer(quantize)
+        except ModuleNotFoundError as error:
+            if not error.name or not error.name.endswith("quantization"):
+                raise
+    raise ValueError(
+        f"quantize={quantize!r} needs the hf_bahdanau package (its quantization module is not part of a saved "
+        "folder's code): install it, or load the model without quantize="
     )
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*(deprecated|quantize_per_tensor|quantize_per_channel).*")
-        qconfigs = dict.fromkeys(layers, torch.ao.quantization.per_channel_dynamic_qconfig)  # a scale per output
-        torch.ao.quantization.quantize_dynamic(model.eval(), qconfigs, dtype=torch.qint8, inplace=True)
-    model.quantization = "int8"
-    return model
 
 
 class TranslationPreTrainedModel(PreTrainedModel, GenerationMixin):
@@ -293,7 +133,7 @@ class TranslationPreTrainedModel(PreTrainedModel, GenerationMixin):
     config_class = TranslationConfig
     main_input_name = "input_ids"
     supports_gradient_checkpointing = False
-    quantization: str | None = None  # "int8" after `quantize_for_cpu`
+    quantization: str | None = None  # "int8" after `hf_bahdanau.quantization.quantize_for_cpu`
 
     def post_init(self) -> None:
         """Declare the tied weights, initialise, and give a new model the translation generation defaults."""
@@ -316,7 +156,7 @@ class TranslationPreTrainedModel(PreTrainedModel, GenerationMixin):
         progress bar (loading these small models is no long work).
 
         `quantize="int8"` returns the model ready for CPU inference with int8 linear and recurrent layers
-        (`quantize_for_cpu`).
+        (`hf_bahdanau.quantization.quantize_for_cpu`; needs the hf_bahdanau package, also for a remote-code folder).
 
         A weight the model has and the checkpoint lacks, or one the checkpoint has and the model lacks (e.g. a
         folder whose config names another model type), is a ValueError naming them: such a model would translate
@@ -326,8 +166,7 @@ class TranslationPreTrainedModel(PreTrainedModel, GenerationMixin):
         strict = kwargs.pop("strict", True)
         output_loading_info = kwargs.pop("output_loading_info", False)
         quantize = kwargs.pop("quantize", None)
-        if quantize not in (None, *QUANTIZATIONS):
-            raise ValueError(f"quantize must be one of {QUANTIZATIONS} or None, got {quantize!r}")
+        quantize_model = None if quantize is None else quantizer(quantize)  # checks the name before loading
         was_enabled = transformers_logging.is_progress_bar_enabled()
         transformers_logging.disable_progress_bar()
         try:
@@ -351,7 +190,7 @@ class TranslationPreTrainedModel(PreTrainedModel, GenerationMixin):
                 transformers_logging.enable_progress_bar()
         if strict:
             check_loaded_weights(pretrained_model_name_or_path, loading_info)
-        model = model if quantize is None else quantize_for_cpu(model)
+        model = model if quantize_model is None else quantize_model(model)
         return (model, loading_info) if output_loading_info else model
 
     def save_pretrained(self, save_directory: str | os.PathLike, *args: Any, **kwargs: Any) -> None:
@@ -470,7 +309,6 @@ class TranslationPreTrainedModel(PreTrainedModel, GenerationMixin):
         output_hidden_states: bool | None = None,
         return_dict: bool | None = None,
         num_items_in_batch: int | torch.Tensor | None = None,
-        skip_logits: bool | None = None,
         source_repeats: int = 1,
         **kwargs: Any,  # generation and Trainer extras
     ) -> Seq2SeqLMOutput | tuple:
@@ -478,10 +316,6 @@ class TranslationPreTrainedModel(PreTrainedModel, GenerationMixin):
 
         With `cache` (the state returned by the previous call) only the new decoder tokens are read.
         `num_items_in_batch` (from the Trainer) makes the loss a sum divided by it, for gradient accumulation.
-        `skip_logits=True` computes the loss without the logits (`LinearCrossEntropySum`), which come back as None
-        (the RNN's scheduled sampling needs them and returns them). The default, None, skips them where that is
-        faster and nothing reads them: a training step with labels on CPU, in fp32 without autocast (what the
-        Trainer runs there). Pass False to get them in training.
         `source_repeats`: each source row is repeated this many times in a row (`generate` passes it at every step, for
         the beams or returned sequences of a sentence); the decoder keeps one copy of each source for its rows.
         """
@@ -513,24 +347,18 @@ class TranslationPreTrainedModel(PreTrainedModel, GenerationMixin):
             encoder_outputs = self.encoder.output_class(*encoder_outputs)
         source = encoder_outputs.last_hidden_state  # (batch, src_len, d)
         source_mask = attention_mask.bool() if attention_mask is not None else None  # None: no padding
-        if skip_logits is None:
-            skip_logits = self.training and labels is not None and self._loss_skips_logits_here()
-        if skip_logits and labels is None:
-            raise ValueError("skip_logits=True needs labels: without them the logits are all forward returns")
         decoder_outputs, logits = self._decode(
             decoder_input_ids,
             encoder_outputs,
             source_mask,
             cache,
-            with_logits=not skip_logits,
             use_cache=use_cache,
             output_attentions=output_attentions,
             output_hidden_states=output_hidden_states,
             source_repeats=source_repeats,
         )
-        hidden = decoder_outputs.last_hidden_state  # (batch, tgt_len, d)
         output = Seq2SeqLMOutput(
-            loss=None if labels is None else self._loss(labels, num_items_in_batch, logits, hidden),
+            loss=None if labels is None else self._loss(labels, num_items_in_batch, logits),
             logits=logits,
             cache=decoder_outputs.cache if use_cache else None,
             decoder_hidden_states=decoder_outputs.hidden_states,
@@ -548,67 +376,44 @@ class TranslationPreTrainedModel(PreTrainedModel, GenerationMixin):
         encoder_outputs: ModelOutput,
         source_mask: torch.Tensor | None,  # (batch, src_len), bool; None: no padding
         cache: Any,
-        with_logits: bool = True,
         **options: Any,  # use_cache, output_attentions, output_hidden_states, source_repeats
-    ) -> tuple[BaseModelOutputWithPastAndCrossAttentions, torch.Tensor | None]:
-        """The decoder's outputs and the logits `(batch, tgt_len, vocab)` (None unless `with_logits`)."""
+    ) -> tuple[BaseModelOutputWithPastAndCrossAttentions, torch.Tensor]:
+        """The decoder's outputs and the logits `(batch, tgt_len, vocab)`."""
         outputs = self.decoder(decoder_input_ids, encoder_outputs, source_mask, cache, **options)
-        return outputs, linear(self.lm_head, outputs.last_hidden_state) if with_logits else None
-
-    def _loss_skips_logits_here(self) -> bool:
-        """Whether the loss is faster without the logits: on CPU, in fp32, outside autocast, with grads enabled."""
-        weight = self.lm_head.weight
-        return (
-            weight.device.type == "cpu"
-            and weight.dtype == torch.float32
-            and not torch.is_autocast_enabled("cpu")
-            and torch.is_grad_enabled()
-        )
+        return outputs, self.lm_head(outputs.last_hidden_state)
 
     def _loss(
         self,
         labels: torch.Tensor,  # (batch, tgt_len), -100 = ignored
         num_items_in_batch: int | torch.Tensor | None,
-        logits: torch.Tensor | None = None,  # (batch, tgt_len, vocab)
-        hidden: torch.Tensor | None = None,  # (batch, tgt_len, d): the decoder's output, when logits is None
+        logits: torch.Tensor,  # (batch, tgt_len, vocab)
     ) -> torch.Tensor:
-        """Token cross-entropy with label smoothing, plus the config's `unlikelihood` term in training; mean over
-        labelled tokens, or sum / `num_items_in_batch`. From the logits, or from the decoder's output through
-        `lm_head` block by block (`LinearCrossEntropySum`, the same loss and gradients without the logits).
+        """Token cross-entropy of the logits in fp32 with the config's label smoothing, plus in training the config's
+        `unlikelihood` times the token-level unlikelihood loss `-sum log(1 - p(c))` over each token's earlier
+        distinct tokens (Welleck et al., 2020); mean over labelled tokens, or sum / `num_items_in_batch`.
 
         A batch with no labelled token gives a loss of 0 with zero gradients (not NaN)."""
-        inputs = hidden if logits is None else logits
-        flat_labels = labels.to(inputs.device).reshape(-1)
+        flat_logits = logits.flatten(0, 1).float()  # (tokens, vocab)
+        flat_labels = labels.to(flat_logits.device).reshape(-1)  # (tokens,)
+        loss = F.cross_entropy(
+            flat_logits, flat_labels, ignore_index=-100, label_smoothing=self.config.label_smoothing, reduction="sum"
+        )
         unlikelihood = self.config.unlikelihood if self.training else 0.0
-        candidates = earlier_tokens(flat_labels.view(labels.shape)).flatten(0, 1) if unlikelihood else None
-        smoothing = self.config.label_smoothing
-        if logits is not None:
-            loss = CrossEntropySum.apply(logits.flatten(0, 1), flat_labels, smoothing, candidates, unlikelihood)
-        else:
-            weight, bias = self.lm_head.weight, self.lm_head.bias
-            if hidden.dtype != torch.float32 or weight.dtype != torch.float32:
-                raise ValueError(
-                    f"skip_logits=True computes the loss in fp32, but the decoder output is {hidden.dtype} and the "
-                    f"output layer {weight.dtype} (a half-precision model or autocast): pass skip_logits=False"
-                )
-            gradients = torch.is_grad_enabled() and any(
-                x is not None and x.requires_grad for x in (hidden, weight, bias)
-            )
-            rows = max(1, LOSS_BLOCK_SIZE // weight.shape[0])
-            loss = LinearCrossEntropySum.apply(
-                hidden.flatten(0, 1), weight, bias, flat_labels, smoothing, candidates, unlikelihood, gradients, rows
-            )
+        if unlikelihood:
+            candidates = earlier_tokens(flat_labels.view(labels.shape)).flatten(0, 1)  # (tokens, tgt_len), -100: none
+            log_probs = flat_logits.log_softmax(-1)  # (tokens, vocab)
+            probs = log_probs.gather(1, candidates.clamp(min=0)).exp() * (candidates != -100)  # (tokens, tgt_len)
+            loss = loss - unlikelihood * (1 - probs).clamp(min=UNLIKELIHOOD_FLOOR).log().sum()
         count = (flat_labels != -100).sum().clamp(min=1) if num_items_in_batch is None else num_items_in_batch
         return loss / count
 
 
 __all__ = [
     "GENERATION_DEFAULTS",
-    "QUANTIZATIONS",
     "TranslationPreTrainedModel",
     "check_beams_keep_their_source",
     "check_ids",
     "check_source",
-    "quantize_for_cpu",
+    "quantizer",
     "shift_tokens_right",
 ]

@@ -15,8 +15,10 @@ folder that `pipeline(TASK, model=folder, trust_remote_code=True)` loads where t
 this file is copied there as remote code, so it imports only the standard library, torch and transformers.
 In-process (after `import hf_bahdanau`), `pipeline(TASK, model=folder)` needs no `trust_remote_code`: the config
 hides the folder's pipelines whose task this process registered (`TranslationConfig.custom_pipelines`).
-Where transformers no longer provides v4's `"translation"` task (transformers 5), it is registered too, so that
-`pipeline("translation", model=...)` works as v4 users type it; where transformers provides it, it stays theirs.
+Where transformers no longer provides v4's `"translation"` task (transformers 5), a saved folder names its pipeline
+under `"translation"` too: `pipeline("translation", model=folder, trust_remote_code=True)` runs the folder's copy of
+this file, as v4 users type it. In-process, `pipeline("translation", model=<a model object>)` is refused by
+transformers 5 (it removed that task, and this package leaves transformers' tables alone): use `TASK`.
 """
 
 from __future__ import annotations
@@ -37,7 +39,6 @@ from transformers import (
     PreTrainedModel,
     PreTrainedTokenizerBase,
 )
-from transformers import pipelines as transformers_pipelines
 from transformers.pipelines import PIPELINE_REGISTRY, SUPPORTED_TASKS
 
 logger = logging.getLogger(__name__)
@@ -51,10 +52,12 @@ def transformers_provides(task: str) -> bool:
 
 
 TASK = "d2l-translation"
-# Registered and saved into model folders too: the old task name, and transformers v4's "translation" where
-# transformers no longer provides it (a folder's own pipelines are looked up first, so `pipeline("translation",
-# model=folder, trust_remote_code=True)` works without this package).
-TASK_ALIASES = ("bahdanau-translation",) + (() if transformers_provides("translation") else ("translation",))
+# Registered in-process (and saved into model folders): the old task name.
+REGISTERED_ALIASES = ("bahdanau-translation",)
+# Saved into model folders: also transformers v4's "translation" where transformers no longer provides it (a folder's
+# own pipelines are looked up before transformers refuses a removed task, so `pipeline("translation", model=folder,
+# trust_remote_code=True)` works, without this package too). Not registered in-process: transformers 5 refuses it.
+TASK_ALIASES = REGISTERED_ALIASES + (() if transformers_provides("translation") else ("translation",))
 Translation = dict[str, str]  # {"translation_text": ...}
 
 
@@ -179,20 +182,13 @@ class TranslationPipeline(Pipeline):
 
 
 def register_pipeline() -> None:
-    """Register `TranslationPipeline` for `pipeline(TASK, ...)` and its aliases with `AutoModelForSeq2SeqLM`
-    models, and name every alias for saved folders; idempotent.
-
-    transformers 5 refuses the task names it removed before it reads the registry; for `"translation"` alone, and
-    only while transformers has no pipeline of its own for it, that refusal is lifted."""
-    ours = [task for task in (TASK, *TASK_ALIASES) if not transformers_provides(task)]
-    for task in ours:
+    """Register `TranslationPipeline` for `pipeline(TASK, ...)` and `REGISTERED_ALIASES` with
+    `AutoModelForSeq2SeqLM` models, and name every alias of `TASK_ALIASES` for saved folders; idempotent."""
+    for task in (TASK, *REGISTERED_ALIASES):
         if PIPELINE_REGISTRY.supported_tasks.get(task, {}).get("impl") is not TranslationPipeline:
             PIPELINE_REGISTRY.register_pipeline(
                 task, pipeline_class=TranslationPipeline, pt_model=AutoModelForSeq2SeqLM, type="text"
             )
-    removed = getattr(transformers_pipelines, "REMOVED_TASKS", None)
-    if "translation" in ours and isinstance(removed, dict):
-        removed.pop("translation", None)
     impl = PIPELINE_REGISTRY.supported_tasks[TASK]
     TranslationPipeline._registered_impl = {task: impl for task in (TASK, *TASK_ALIASES)}
 
@@ -219,6 +215,7 @@ def save_for_pipeline(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase
 
 __all__ = [
     "TASK",
+    "REGISTERED_ALIASES",
     "TASK_ALIASES",
     "TranslationPipeline",
     "check_tokenizer_matches",

@@ -16,9 +16,6 @@ repeats (the least disturbed). Measured:
 - decoding as a user calls it ("user call"): `generate()` with EOS on (random weights rarely emit it, so this
   measures the per-step cost of EOS bookkeeping);
 - int8: ours after `quantize_for_cpu` (dynamic int8 linear and recurrent layers), same decoding work.
-- ours without oneDNN: our training and decoding with every matrix product through torch's default (MKL), as the
-  references run theirs; where `hf_bahdanau.linear` takes oneDNN (an AVX-512 processor that is not Intel's) this
-  separates the products' library from the rest of the code.
 
 With `--models`, trained model folders translate Multi30k's test_2016_flickr instead (their own corpus and
 languages), fp32 and int8 interleaved batch by batch, as a user calls them (EOS on, the model's max_new_tokens):
@@ -59,7 +56,6 @@ from hf_bahdanau import (
     load_parallel_corpus,
     quantize_for_cpu,
 )
-from hf_bahdanau.linear import use_onednn
 
 from d2l_reference import (  # scripts/ is on sys.path when this file runs as a script
     BOS,
@@ -78,23 +74,16 @@ logger = logging.getLogger("benchmark_speed")
 Row = tuple[str, str, float, str]  # (measure, implementation, figure, note)
 TRAINING, GREEDY, BEAM = "training (target tokens/s)", "greedy (sentences/s)", "beam (sentences/s)"
 # (model, measure, implementation over implementation)
-NO_ONEDNN = "ours without oneDNN"  # torch's own matrix products (MKL), as the references use
 RATIOS = [
     ("RNN", TRAINING, "ours", "d2l"),
-    ("RNN", TRAINING, NO_ONEDNN, "d2l"),
     ("RNN", GREEDY, "ours", "d2l, batched loop"),
-    ("RNN", GREEDY, NO_ONEDNN, "d2l, batched loop"),
     ("RNN", GREEDY, "ours", "d2l, one at a time"),
     ("RNN", GREEDY, "ours int8", "d2l, batched loop"),
     ("RNN", BEAM, "ours", "MarianMT"),
-    ("RNN", BEAM, NO_ONEDNN, "MarianMT"),
     ("RNN", BEAM, "ours int8", "MarianMT"),
     ("Transformer", TRAINING, "ours", "MarianMT"),
-    ("Transformer", TRAINING, NO_ONEDNN, "MarianMT"),
     ("Transformer", GREEDY, "ours", "MarianMT"),
-    ("Transformer", GREEDY, NO_ONEDNN, "MarianMT"),
     ("Transformer", BEAM, "ours", "MarianMT"),
-    ("Transformer", BEAM, NO_ONEDNN, "MarianMT"),
     ("Transformer", GREEDY, "ours int8", "MarianMT"),
 ]
 
@@ -205,25 +194,13 @@ def decoding(model: PreTrainedModel, src: torch.Tensor, args: argparse.Namespace
 
 
 def fair_decoders(models: dict[str, PreTrainedModel], src: torch.Tensor, args: argparse.Namespace, beams: int) -> dict:
-    """Decoding functions of each model, the same work (EOS off), ours also without oneDNN, and each model's user
-    call (EOS on)."""
+    """Decoding functions of each model, the same work (EOS off), and each model's user call (EOS on)."""
     fns = {name: decoding(model, src, args, beams, eos=False) for name, model in models.items()}
-    fns[NO_ONEDNN] = without_onednn(fns["ours"])
     users = {name: model for name, model in models.items() if "int8" not in name}
     fns.update(
         {f"{name}, user call (EOS on)": decoding(model, src, args, beams, eos=True) for name, model in users.items()}
     )
     return fns
-
-
-def without_onednn(fn: Callable[[], None]) -> Callable[[], None]:
-    """`fn` with `linear` never taking oneDNN (on a processor where it does not pay, the same as `fn`)."""
-
-    def run() -> None:
-        with use_onednn(False):
-            fn()
-
-    return run
 
 
 def timed(measure: str, fns: dict[str, Callable], args: argparse.Namespace, items: int, note: str) -> list[Row]:
@@ -297,10 +274,8 @@ def run(args: argparse.Namespace) -> list[Row]:
     tokens, sentences, beams = args.batch_size * args.tgt_len, args.batch_size, args.beams
     note = "forward + backward + fused AdamW"
     steps = {"ours": hf_training_step(rnn, src, labels), "d2l": d2l_training_step(net, src, labels)}
-    steps[NO_ONEDNN] = without_onednn(hf_training_step(rnn, src, labels))
     rows = timed("RNN " + TRAINING, steps, args, tokens, note)
     steps = {"ours": hf_training_step(ours, src, labels), "MarianMT": hf_training_step(theirs, src, labels)}
-    steps[NO_ONEDNN] = without_onednn(hf_training_step(ours, src, labels))
     rows += timed("Transformer " + TRAINING, steps, args, tokens, note)
 
     rnn_models = {"ours": rnn, "ours int8": rnn_int8}

@@ -122,7 +122,7 @@ def test_additive_attention_reproduces_chapter_and_d2l(d2l):
     torch.testing.assert_close(attention(queries, keys, values, valid_lens), expected)
 
 
-def test_additive_score_through_sigmoid_equals_w_tanh():
+def test_additive_score_is_d2ls_w_tanh():
     torch.manual_seed(0)
     attention = AdditiveAttention(key_size=6, query_size=5, num_hiddens=32)
     queries, keys = torch.randn(3, 2, 5, requires_grad=True), 3 * torch.randn(3, 7, 6)

@@ -22,7 +22,7 @@ from sacrebleu.metrics import BLEU
 from safetensors.torch import load_file
 from transformers import AutoConfig, AutoModelForSeq2SeqLM, AutoTokenizer, pipeline
 
-from hf_bahdanau import TASK, TranslationPipeline, cli, data, hub, modeling_translation, training
+from hf_bahdanau import TASK, TranslationPipeline, cli, data, hub, quantization, training
 from hf_bahdanau.cli import UsageError, main, parse_train_args
 from hf_bahdanau.metrics import count_repeating
 from hf_bahdanau.models import get_model_type
@@ -739,7 +739,7 @@ def test_every_option_has_help_and_each_command_examples(command):
     assert all(action.help for action in parser._actions), [a.dest for a in parser._actions if not a.help]
     assert parser.epilog.startswith("examples:\n  hf-bahdanau " + command)
     assert cli.DEFAULT_LICENSE == hub.DEFAULT_LICENSE
-    assert cli.QUANTIZE_CHOICES == modeling_translation.QUANTIZATIONS
+    assert cli.QUANTIZE_CHOICES == quantization.QUANTIZATIONS
 
 
 def test_help_answers_without_importing_torch(tmp_path):

@@ -75,30 +75,19 @@ def test_label_smoothing_comes_from_config(model_type):
     torch.testing.assert_close(model(input_ids=src, labels=labels).loss, expected)
 
 
-def loss_inputs(model, path, batch, length):
-    """What `model._loss` takes on `path` ("logits", or "hidden": the decoder's output, which `_loss` sends through
-    `lm_head` in blocks of 4 tokens, so that blocks end inside sequences), the logits it stands for, and the tensors
-    its gradients go to."""
-    if path == "logits":
-        logits = torch.randn(batch, length, VOCAB, requires_grad=True)  # (batch, tgt_len, vocab)
-        return {"logits": logits}, logits, (logits,)
-    hidden = torch.randn(batch, length, model.lm_head.in_features, requires_grad=True)  # (batch, tgt_len, d)
-    return {"hidden": hidden}, model.lm_head(hidden), (hidden, *model.lm_head.parameters())
+def loss_logits(batch: int, length: int) -> torch.Tensor:
+    """Logits `(batch, tgt_len, vocab)` for `model._loss`, with gradients."""
+    return torch.randn(batch, length, VOCAB, requires_grad=True)
 
 
-@pytest.fixture
-def blocks_of_four(monkeypatch):
-    monkeypatch.setattr(modeling_translation, "LOSS_BLOCK_SIZE", 4 * VOCAB)
-
-
-@pytest.mark.parametrize("path", ["logits", "hidden"])
 @pytest.mark.parametrize("smoothing", [0.0, 0.1])
-def test_cross_entropy_from_logits_or_hidden_states_equals_torchs(model_type, smoothing, path, blocks_of_four):
+def test_cross_entropy_equals_torchs(model_type, smoothing):
     model = make_model(model_type, label_smoothing=smoothing)
     labels = torch.randint(0, VOCAB, (3, 10))
     labels[:, ::4] = -100
-    given, logits, inputs = loss_inputs(model, path, 3, 10)
-    loss = model._loss(labels, None, **given)
+    logits = loss_logits(3, 10)
+    inputs = (logits,)
+    loss = model._loss(labels, None, logits)
     expected = nn.functional.cross_entropy(logits.transpose(1, 2), labels, label_smoothing=smoothing)
     torch.testing.assert_close(loss, expected)
     grads = torch.autograd.grad(3 * loss, inputs, retain_graph=True)
@@ -106,22 +95,17 @@ def test_cross_entropy_from_logits_or_hidden_states_equals_torchs(model_type, sm
     for grad, expected_grad in zip(grads, expected_grads, strict=True):
         torch.testing.assert_close(grad, expected_grad)
     assert not grads[0][:, ::4].any()  # ignored tokens get no gradient
-    if path == "logits":
-        with pytest.raises(RuntimeError, match="only once"):  # the saved log-softmax became the gradient
-            torch.autograd.grad(loss, inputs)
 
 
-@pytest.mark.parametrize("path", ["logits", "hidden"])
 @pytest.mark.parametrize("smoothing", [0.0, 0.1])
-def test_unlikelihood_penalises_each_earlier_target_token_once_in_training_only(
-    model_type, smoothing, path, blocks_of_four
-):
+def test_unlikelihood_penalises_each_earlier_target_token_once_in_training_only(model_type, smoothing):
     model = make_model(model_type, label_smoothing=smoothing, unlikelihood=0.5).train()
     labels = torch.randint(4, 8, (3, 8))  # few distinct tokens: many repeats
     labels[1, 5:] = -100  # padding
     labels[2, 2] = -100
-    given, logits, inputs = loss_inputs(model, path, 3, 8)
-    loss = model._loss(labels, None, **given)
+    logits = loss_logits(3, 8)
+    inputs = (logits,)
+    loss = model._loss(labels, None, logits)
     # Welleck et al. (2020): cross-entropy + weight * sum over t of -log(1 - p(c)) for c in {y_<t} - {y_t}
     log_probs = torch.log_softmax(logits, -1)
     penalty = torch.zeros(())
@@ -138,31 +122,21 @@ def test_unlikelihood_penalises_each_earlier_target_token_once_in_training_only(
     for grad, expected_grad in zip(grads, expected_grads, strict=True):
         torch.testing.assert_close(grad, expected_grad)
     assert not grads[0][1, 5:].any()
-    torch.testing.assert_close(model.eval()._loss(labels, None, **given), cross_entropy)  # evaluation: the CE alone
+    torch.testing.assert_close(model.eval()._loss(labels, None, logits), cross_entropy)  # evaluation: the CE alone
 
 
-def test_training_skips_the_logits_with_the_same_loss_and_gradients(model_type, blocks_of_four):
-    twin = make_model(model_type, label_smoothing=0.1, unlikelihood=0.5).train()
+def test_training_returns_the_logits_and_the_loss_from_them(model_type):
+    """The training loss is the cross-entropy (and unlikelihood) of the logits forward returns, in any dtype."""
     model = make_model(model_type, label_smoothing=0.1, unlikelihood=0.5).train()
     src, labels = random_ids(3, 6), random_ids(3, 7, seed=3)
     labels[1, 4:] = -100
+    torch.manual_seed(0)
     out = model(input_ids=src, labels=labels)
-    expected = twin(input_ids=src, labels=labels, skip_logits=False)
-    assert out.logits is None and expected.logits.shape == (3, 7, VOCAB)
-    torch.testing.assert_close(out.loss, expected.loss)
-    out.loss.backward()
-    expected.loss.backward()
-    for (name, parameter), twin_parameter in zip(model.named_parameters(), twin.parameters(), strict=True):
-        torch.testing.assert_close(parameter.grad, twin_parameter.grad, msg=name)
-    with torch.no_grad():  # no gradients wanted: the same loss, none computed
-        torch.testing.assert_close(model(input_ids=src, labels=labels, skip_logits=True).loss, expected.loss)
-    assert model.eval()(input_ids=src, labels=labels).logits is not None  # evaluation keeps them
-    with pytest.raises(ValueError, match="needs labels"):
-        model(input_ids=src, decoder_input_ids=labels.clamp(min=3), skip_logits=True)
-    model.train().to(torch.bfloat16)
-    assert model(input_ids=src, labels=labels).logits is not None  # not fp32: the loss from the logits
-    with pytest.raises(ValueError, match="in fp32"):
-        model(input_ids=src, labels=labels, skip_logits=True)
+    assert out.logits.shape == (3, 7, VOCAB)
+    torch.testing.assert_close(out.loss, model._loss(labels, None, out.logits))
+    model.to(torch.bfloat16)
+    out = model(input_ids=src, labels=labels)
+    assert out.logits.dtype == torch.bfloat16 and out.loss.dtype == torch.float32 and out.loss.isfinite()
 
 
 def test_attentions_are_per_layer_batch_heads_query_key_and_masked(model_type):

@@ -22,6 +22,7 @@ from transformers.pipelines.base import pad_collate_fn
 from hf_bahdanau import attention_maps, plot_attention_maps
 from hf_bahdanau.attention_maps import display_tokens
 from hf_bahdanau.pipelines import (
+    REGISTERED_ALIASES,
     TASK,
     TASK_ALIASES,
     TranslationPipeline,
@@ -240,21 +241,26 @@ def test_save_for_pipeline_writes_code_and_config(model, tokenizer, pipe, tmp_pa
 def test_registered_tasks_load_a_saved_folder_without_remote_code(model, tokenizer, pipe, tmp_path):
     """In-process, the registered pipeline and model classes are used; the folder's remote code is not needed."""
     folder = save_for_pipeline(model, tokenizer, tmp_path / "saved")
-    for task in (TASK, *TASK_ALIASES):  # "translation" too, under transformers 5
+    for task in (TASK, *REGISTERED_ALIASES):
         loaded = pipeline(task, model=str(folder), max_new_tokens=MAX_NEW)
         assert type(loaded) is TranslationPipeline and type(loaded.model) is type(model)
         assert loaded(TEXTS, batch_size=2) == pipe(TEXTS)
 
 
 @pytest.mark.skipif(transformers_provides("translation"), reason="transformers has its own translation pipeline")
-def test_translation_as_v4_users_type_it_and_no_other_removed_task(model, tokenizer, pipe):
-    """transformers 5 removed `pipeline("translation")`: it is ours in process, and only that name is."""
-    assert "translation" in TASK_ALIASES
-    loaded = pipeline("translation", model=model, tokenizer=tokenizer, max_new_tokens=MAX_NEW)
-    assert type(loaded) is TranslationPipeline
+def test_translation_as_v4_users_type_it_is_a_saved_folders_remote_code(model, tokenizer, pipe, tmp_path):
+    """transformers 5 removed `pipeline("translation")`, and this package leaves transformers' tables alone: a saved
+    folder names its pipeline "translation" too (run as its remote code); a model object gets transformers' refusal."""
+    assert "translation" in TASK_ALIASES and "translation" not in REGISTERED_ALIASES
+    assert "translation" in REMOVED_TASKS  # after `register_pipeline` (run on import)
+    with pytest.raises(KeyError, match="translation has been removed"):
+        pipeline("translation", model=model, tokenizer=tokenizer)
+    folder = save_for_pipeline(model, tokenizer, tmp_path / "saved")
+    with pytest.raises(ValueError, match="trust_remote_code"):
+        pipeline("translation", model=str(folder))
+    loaded = pipeline("translation", model=str(folder), trust_remote_code=True, max_new_tokens=MAX_NEW)
+    assert type(loaded).__module__.startswith("transformers_modules"), type(loaded).__module__
     assert loaded(TEXTS, batch_size=2) == pipe(TEXTS)
-    with pytest.raises(KeyError, match="summarization has been removed"):
-        pipeline("summarization", model=model, tokenizer=tokenizer)
 
 
 @pytest.mark.parametrize("impl", ["transformers.pipelines.text2text_generation.TranslationPipeline", "class"])
