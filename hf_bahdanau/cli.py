@@ -410,12 +410,18 @@ def run_publish(args: argparse.Namespace) -> None:
     from .hub import publish
 
     options = dict(private=args.private, revision=args.revision, commit_message=args.commit_message)
-    done = publish(args.model, args.repo_id, license=args.license, dry_run=args.dry_run, **options)
-    if args.dry_run:
-        sys.stdout.write(f"dry run: would upload to {done.repo_id}:\n" + "".join(f"  {n}\n" for n in done.files))
-        sys.stdout.write(f"model card: {done.card}\n")
-    else:
+    done = publish(args.model, args.repo_id, license=args.license, dry_run=args.dry_run,
+                   overwrite_card=args.overwrite_card, **options)  # fmt: skip
+    if not args.dry_run:
         sys.stdout.write(f"{done.url}\n")
+        return
+    if not done.card_kept:  # the card that would be written, then what would happen
+        sys.stdout.write(done.card_text.rstrip("\n") + "\n\n")
+    sys.stdout.write(f"dry run: would upload to {done.repo_id}:\n" + "".join(f"  {n}\n" for n in done.files))
+    if done.card_kept:
+        sys.stdout.write(f"model card: {done.card} is kept (not made by hf-bahdanau; --overwrite-card replaces it)\n")
+    else:
+        sys.stdout.write(f"model card: would be written to {done.card} (shown above; nothing written)\n")
 
 
 # ---- entry point ------------------------------------------------------------------------------------------
@@ -438,7 +444,8 @@ PUBLISH_EPILOG = """\
 examples:
   hf-bahdanau publish --model runs/de-en --repo-id OWNER/bahdanau-de-en --dry-run
   hf-bahdanau publish --model runs/de-en --repo-id OWNER/bahdanau-de-en --private
-The token is HF_TOKEN or the one saved by `hf auth login`.
+The token is HF_TOKEN or the one saved by `hf auth login`. A README.md you wrote is kept (--overwrite-card replaces
+it); the card publish wrote earlier is refreshed.
 """
 
 
@@ -484,7 +491,15 @@ def build_parser() -> argparse.ArgumentParser:
     publishing.add_argument("--revision", help="Upload to this branch (created if needed; default: main).")
     publishing.add_argument("--commit-message", "--commit_message", help="Commit message (default: the Hub's).")
     publishing.add_argument("--license", default=DEFAULT_LICENSE, help="License id for the card.")
-    publishing.add_argument("--dry-run", "--dry_run", action="store_true", help="Write the card, list the files.")
+    publishing.add_argument(
+        "--dry-run", "--dry_run", action="store_true", help="Show the card and the files; write and upload nothing."
+    )
+    publishing.add_argument(
+        "--overwrite-card",
+        "--overwrite_card",
+        action="store_true",
+        help="Replace a README.md not made by hf-bahdanau (default: keep it and upload it as it is).",
+    )
     return parser
 
 

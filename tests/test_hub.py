@@ -23,7 +23,7 @@ from safetensors.torch import load_file
 from test_cli import TINY, run_cli
 
 from hf_bahdanau.cli import load_translation_model, main
-from hf_bahdanau.hub import files_to_upload, read_evaluations
+from hf_bahdanau.hub import files_to_upload, publish, read_evaluations
 from hf_bahdanau.pipelines import TranslationPipeline
 
 REPO_ID = "someone/tiny-en-fr"
@@ -120,10 +120,9 @@ def test_evaluate_keeps_one_result_per_split_and_decoding(trained, capsys):
 
 @pytest.fixture(scope="module")
 def card(trained):
-    """The card that `publish --dry-run` writes, as `ModelCard.load` reads it."""
+    """The card that `publish --dry-run` shows (and writes nowhere), as `ModelCard` reads it."""
     folder = trained["folder"]
-    assert main(["publish", "--model", str(folder), "--repo-id", REPO_ID, "--dry-run", "--license", "mit"]) == 0
-    return ModelCard.load(folder / "README.md")
+    return ModelCard(publish(folder, REPO_ID, license="mit", dry_run=True).card_text)
 
 
 def test_card_metadata_and_model_index_are_the_stored_figures(trained, card):
@@ -186,10 +185,10 @@ def test_publish_uploads_exactly_the_selection_and_never_the_token(trained, tmp_
 
 def test_make_model_cards_script_writes_the_publish_card(trained, tmp_path):
     folder = trained["folder"]
-    assert main(["publish", "--model", str(folder), "--repo-id", REPO_ID, "--dry-run"]) == 0
+    shown = publish(folder, REPO_ID, dry_run=True).card_text
     written = load_script("make_model_cards").main(["--model", str(folder), "--repo-id", REPO_ID,
                                                     "--output", str(tmp_path / "card.md")])  # fmt: skip
-    assert written.read_text(encoding="utf-8") == (folder / "README.md").read_text(encoding="utf-8")
+    assert written.read_text(encoding="utf-8") == shown
 
 
 def _not_a_model(folder):
@@ -233,8 +232,9 @@ def test_offline_publish_is_a_one_line_error_and_dry_run_still_works(trained, tm
     assert "offline" in error and "\n" not in error and TOKEN not in caplog.text
     assert main(["publish", "--model", str(folder), "--repo-id", REPO_ID, "--dry-run"]) == 0  # offline too
     printed = capsys.readouterr().out.splitlines()
-    assert printed[-1] == f"model card: {folder / 'README.md'}"
-    assert {line.strip() for line in printed[1:-1]} == needed_files(folder) | {"eval_results.json"}
+    assert printed[-1] == f"model card: would be written to {folder / 'README.md'} (shown above; nothing written)"
+    listed = printed[printed.index(f"dry run: would upload to {REPO_ID}:") + 1 : -1]
+    assert {line.strip() for line in listed} == needed_files(folder) | {"eval_results.json"}
 
 
 def test_train_push_to_hub_checks_repo_id_and_token_before_training(tatoeba_tsv, tmp_path, monkeypatch, caplog):
