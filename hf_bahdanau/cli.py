@@ -275,15 +275,21 @@ def translate_texts(
 # ---- evaluate ---------------------------------------------------------------------------------------------
 
 
-def _check_output_file(output: Path, model_dir: Path) -> None:
-    """Refuse a hypotheses file that would overwrite a file of the model folder (earlier hypotheses excepted)."""
-    if output.exists() and output.resolve().is_relative_to(model_dir.resolve()):
-        if not (output.is_file() and output.name.startswith("hypotheses")):
+def _check_output_file(output: Path, model_dir: Path, inputs: Sequence[str | None] = ()) -> None:
+    """Refuse a hypotheses file that would overwrite a file of the model folder (earlier hypotheses excepted) or an
+    input (a corpus file, or any file in a corpus folder); paths compared resolved, symlinks followed."""
+    target = output.resolve()
+    if output.exists() and target.is_relative_to(model_dir.resolve()):
+        if not (target.is_file() and target.name.startswith("hypotheses")):
             raise UsageError(f"--output {output} would overwrite part of the model folder {model_dir}: choose another")
+    for path in filter(None, inputs):
+        source = Path(path).resolve()
+        if Path(path).exists() and (target == source or (source.is_dir() and target.is_relative_to(source))):
+            raise UsageError(f"--output {output} would overwrite the corpus {path}, which it evaluates: choose another")
 
 
 def run_evaluate(args: argparse.Namespace) -> None:
-    from .data import corpus_id, load_parallel_corpus, read_data_settings
+    from .data import corpus_id, load_parallel_corpus, named_corpus_path, read_data_settings
     from .hub import record_evaluation
     from .metrics import count_repeating, load_metric
     from .pipelines import TranslationPipeline
@@ -312,6 +318,8 @@ def run_evaluate(args: argparse.Namespace) -> None:
     normalize = args.d2l_normalize if args.d2l_normalize is not None else settings.get("d2l_normalize", False)
     test_split = args.test_split or settings.get("test_split", "test_2016_flickr")
     corpus = load_parallel_corpus(data, src_lang, tgt_lang, test_split=test_split, normalize=normalize)
+    if args.output:  # the corpus found (a name resolved to its file or folder) is no place for the hypotheses
+        _check_output_file(Path(args.output), Path(args.model), [data, named_corpus_path(data)])
     if args.split not in corpus:
         raise UsageError(f"{data} has no {args.split!r} split (it has {', '.join(corpus)})")
     rows = corpus[args.split]
