@@ -9,10 +9,12 @@ each command imports what it needs, so `--help` and usage errors answer at once.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
+import signal
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import MISSING, field, fields, make_dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, get_type_hints
@@ -256,20 +258,42 @@ def _add_generation_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def translate_batches(
+    translator: TranslationPipeline, texts: Sequence[str], batch_size: int, progress: bool = False, **options: int
+) -> Iterator[list[str]]:
+    """Translations of `texts`, in order, a batch at a time as each is done, with a progress bar when asked."""
+    from tqdm.auto import tqdm
+
+    with tqdm(total=len(texts), desc="translating", unit="sent", disable=not progress) as bar:
+        for start in range(0, len(texts), batch_size):
+            batch = list(texts[start : start + batch_size])
+            yield [row["translation_text"] for row in translator(batch, batch_size=batch_size, **options)]
+            bar.update(len(batch))
+
+
 def translate_texts(
     translator: TranslationPipeline, texts: Sequence[str], batch_size: int, progress: bool = False, **options: int
 ) -> list[str]:
     """Translations of `texts`, in order, in batches, with a progress bar when asked."""
-    from tqdm.auto import tqdm
+    return [line for batch in translate_batches(translator, texts, batch_size, progress, **options) for line in batch]
 
-    outputs = []
-    bar = tqdm(total=len(texts), desc="translating", unit="sent", disable=not progress)
-    for start in range(0, len(texts), batch_size):
-        batch = list(texts[start : start + batch_size])
-        outputs.extend(row["translation_text"] for row in translator(batch, batch_size=batch_size, **options))
-        bar.update(len(batch))
-    bar.close()
-    return outputs
+
+@contextlib.contextmanager
+def terminate_as_interrupt() -> Iterator[None]:
+    """SIGTERM (e.g. `kill`, a job scheduler) raises KeyboardInterrupt as Ctrl-C does, in the main thread, meanwhile."""
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    try:
+        previous = signal.signal(signal.SIGTERM, interrupt)
+    except ValueError:  # not the main thread: signals stay as they are
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 # ---- evaluate ---------------------------------------------------------------------------------------------
@@ -396,19 +420,25 @@ def run_translate(args: argparse.Namespace) -> None:
     options = _generation_options(args)
     if args.heatmap and not args.text:
         raise UsageError("--heatmap needs the sentence as an argument")
-    if args.text:
-        texts = list(args.text)
-        first = [_write_heatmap(model, tokenizer, texts.pop(0), args.heatmap, **options)] if args.heatmap else []
-        translations = first + translate_texts(translator, texts, args.batch_size, **options)
-    elif sys.stdin.isatty():
+    if not args.text and sys.stdin.isatty():
         logger.info("type a sentence and press Enter to translate it; q (or Ctrl-D) quits")
         for line in _interactive_lines(f"{model.config.source_language or 'source'} > "):
             sys.stdout.write(translate_texts(translator, [line], 1, **options)[0] + "\n")
         return
-    else:
-        translations = translate_texts(translator, _stdin_lines(), args.batch_size, **options)
-    for line in translations:
-        sys.stdout.write(line + "\n")
+    texts = list(args.text) if args.text else _stdin_lines()
+    written = 0
+    try:  # each batch is written as soon as it is translated: an interrupted run keeps what it has done
+        with terminate_as_interrupt():
+            if args.heatmap:
+                sys.stdout.write(_write_heatmap(model, tokenizer, texts[0], args.heatmap, **options) + "\n")
+                sys.stdout.flush()
+                written = 1
+            for batch in translate_batches(translator, texts[written:], args.batch_size, **options):
+                sys.stdout.write("".join(f"{line}\n" for line in batch))
+                sys.stdout.flush()
+                written += len(batch)
+    except KeyboardInterrupt:
+        raise KeyboardInterrupt(f"interrupted: wrote {written} of {len(texts)} translations") from None
 
 
 # ---- publish ----------------------------------------------------------------------------------------------
@@ -547,7 +577,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         logger.error("%s", redact_config(str(error)))  # a message may quote an option's value
         return 1
     except KeyboardInterrupt as interrupt:  # Ctrl-C: training has saved a checkpoint to resume from
-        logger.error("%s", interrupt or "interrupted")
+        logger.error("%s", str(interrupt) or "interrupted")
         return 130
     return 0
 

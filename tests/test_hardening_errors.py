@@ -3,6 +3,10 @@
 import json
 import logging
 import shutil
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -181,3 +185,37 @@ def test_lengths_beyond_the_position_table_are_refused_before_any_work(tatoeba_t
     assert main(["translate", "--model", str(output), "--max-new-tokens", "32", "--num-beams", "1", "Go."]) == 0
     assert main(["evaluate", "--model", str(output), "--max-new-tokens", "40", "--max-samples", "2"]) == 1
     assert caplog.records[-1].getMessage().startswith("--max-new-tokens 40 is more than the model can generate")
+
+
+# ---- 5. translate writes each batch as it is done ---------------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signal_number", [signal.SIGINT, signal.SIGTERM])
+def test_an_interrupted_translate_keeps_the_batches_it_wrote(signal_number, rnn_folder, tmp_path, capsys):
+    words = ["Go", "I lost", "Tom is home", "We run", "She laughs", "Come here", "It rains", "They won"]
+    lines = [f"{words[i % 8]} {i}." for i in range(5000)]
+    source, translated, log = tmp_path / "source.txt", tmp_path / "translated.txt", tmp_path / "stderr.txt"
+    source.write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
+    command = [sys.executable, "-m", "hf_bahdanau.cli", "translate", "--model", str(rnn_folder), "--num-beams", "1",
+               "--batch-size", "8", "--max-new-tokens", "20"]  # fmt: skip
+    with source.open("rb") as stdin, translated.open("wb") as stdout, log.open("wb") as stderr:
+        process = subprocess.Popen(command, stdin=stdin, stdout=stdout, stderr=stderr)
+    try:
+        deadline = time.time() + 300
+        while translated.stat().st_size == 0:  # the first batch is written as soon as it is done
+            assert process.poll() is None and time.time() < deadline, log.read_text()[-2000:]
+            time.sleep(0.02)
+        process.send_signal(signal_number)
+        process.wait(timeout=120)
+    finally:
+        process.kill()
+    written = translated.read_text(encoding="utf-8").splitlines()
+    assert process.returncode == 130 and 0 < len(written) < 5000 and len(written) % 8 == 0
+    last = log.read_text(encoding="utf-8").strip().splitlines()[-1]
+    assert last.endswith(f"ERROR hf_bahdanau: interrupted: wrote {len(written)} of 5000 translations")
+    # in order: the translations of the first lines, as an uninterrupted run gives them
+    capsys.readouterr()
+    assert main(["translate", "--model", str(rnn_folder), "--num-beams", "1", "--batch-size", "8",
+                 "--max-new-tokens", "20", *lines[: min(len(written), 40)]]) == 0  # fmt: skip
+    assert capsys.readouterr().out.splitlines() == written[:40]
