@@ -288,9 +288,11 @@ def staging_dir(output_dir: Path) -> Path:
 
 @contextlib.contextmanager
 def locked_output_dir(output_dir: Path) -> Iterator[None]:
-    """Hold an exclusive lock on `output_dir` (a lock file beside it) for the whole run."""
-    output_dir.parent.mkdir(parents=True, exist_ok=True)
-    lock = FileLock(output_dir.with_name(f".{output_dir.name}.lock"))
+    """Hold an exclusive lock on `output_dir` (a lock file beside the folder it is, symlinks followed: a link and
+    the folder it points at are one lock) for the whole run."""
+    real = output_dir.resolve()
+    real.parent.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(real.with_name(f".{real.name}.lock"))
     try:
         lock.acquire(timeout=0)
     except Timeout:
@@ -674,9 +676,12 @@ def train(
     check_training_arguments(training_args)
     if not run_args.resume and model_args.model_name_or_path is None:  # else known once the model is loaded
         check_position_lengths(_new_model_table(model_args), data_args, training_args)
-    output_dir = Path(training_args.output_dir)
+    given = Path(training_args.output_dir)
+    # The folder itself, symlinks followed once here: the lock, the staging folder and the swap at the end act on
+    # it, and a link to it keeps pointing at it (now the new run).
+    output_dir = given.resolve()
     is_main = training_args.process_index == 0
-    with locked_output_dir(output_dir) if is_main else contextlib.nullcontext():
+    with locked_output_dir(given) if is_main else contextlib.nullcontext():
         return _train_in(output_dir, (model_args, tokenizer_args, data_args, training_args, run_args))
 
 

@@ -1,0 +1,305 @@
+"""Issue 24, first half: a Hub token is never written or printed, a folder's own code never runs, `publish`
+uploads only the model's code and keeps a hand-written card, `evaluate --output` never overwrites an input, and a
+symlinked output folder is locked and replaced as the folder it points at."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+from pathlib import Path
+
+import huggingface_hub
+import pytest
+from helpers import make_model
+from test_cli import TINY, run_cli
+
+from hf_bahdanau import hub, training
+from hf_bahdanau.cli import main
+from hf_bahdanau.pipelines import save_for_pipeline
+from hf_bahdanau.tokenization import train_tokenizer
+
+REPO_ID = "someone/tiny-en-fr"
+URL = f"https://huggingface.co/{REPO_ID}"
+# Look like real Hub tokens (hf_ and 34 characters): the CLI's, the config file's, another secret's.
+CLI_TOKEN = "hf_CommandLineTokenNeverToBeSeen0123"
+FILE_TOKEN = "hf_ConfigFileTokenNeverToBeSeen01234"
+PASSWORD = "pa55-w0rd-never-to-be-seen"
+SECRETS = (CLI_TOKEN, FILE_TOKEN, PASSWORD)
+REAL_UPLOAD = hub._upload
+SENTENCES = ["i see the dog .", "we like green tea .", "they want a red house .", "you need the cat ."]
+
+
+def files_holding(folder: Path, secrets=SECRETS) -> list[str]:
+    """The files under `folder` (any depth, binary ones too) whose bytes hold one of `secrets`."""
+    return [str(path) for path in sorted(folder.rglob("*"))
+            if path.is_file() and any(secret.encode() in path.read_bytes() for secret in secrets)]  # fmt: skip
+
+
+def folder_bytes(folder: Path) -> dict[str, bytes]:
+    return {str(path.relative_to(folder)): path.read_bytes() for path in sorted(folder.rglob("*")) if path.is_file()}
+
+
+def errors(caplog) -> list[str]:
+    return [record.getMessage() for record in caplog.records if record.levelname == "ERROR"]
+
+
+@pytest.fixture
+def saved(tmp_path) -> Path:
+    """A tiny untrained en->fr model saved as `train` saves it (model, tokenizer, remote code, pipeline)."""
+    tokenizer = train_tokenizer(SENTENCES * 5, None, model="word", min_freq=1)
+    ids = dict(pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
+               bos_token_id=tokenizer.bos_token_id, decoder_start_token_id=tokenizer.bos_token_id)  # fmt: skip
+    model = make_model("bahdanau", vocab_size=len(tokenizer), source_language="en", target_language="fr", **ids)
+    return save_for_pipeline(model, tokenizer, tmp_path / "model")
+
+
+@pytest.fixture
+def uploads(monkeypatch) -> list[dict]:
+    """`hub._upload` replaced: nothing reaches the network; each call's arguments are kept (the token too)."""
+    calls = []
+
+    def upload(folder, repo_id, files, private, revision, commit_message, token):
+        calls.append({"folder": folder, "repo_id": repo_id, "files": list(files), "token": token,
+                      "card": (folder / "README.md").read_text(encoding="utf-8")})  # fmt: skip
+        return URL
+
+    monkeypatch.setattr(hub, "_upload", upload)
+    return calls
+
+
+# ---- 1. a Hub token is in no file and no output -----------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_a_hub_token_is_in_no_file_written_and_no_output(tatoeba_tsv, tmp_path, monkeypatch, uploads, capfd, caplog):
+    config = tmp_path / "run.yaml"
+    config.write_text(f"# the Hub\nhub_token: {FILE_TOKEN}  # mine\nmax_steps: 4\nsave_steps: 2\n", encoding="utf-8")
+    output = tmp_path / "run"
+    argv = ["train", "--config", str(config), "--data", str(tatoeba_tsv), "--output-dir", str(output), *TINY,
+            "--eval_steps", "2", "--push_to_hub", "--hub_model_id", REPO_ID, f"--hub_token={CLI_TOKEN}"]  # fmt: skip
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    monkeypatch.setattr(sys, "argv", ["hf-bahdanau", *argv])  # as the console script sees it
+    assert main(argv) == 0
+    (upload,) = uploads
+    assert upload["token"] == CLI_TOKEN and upload["repo_id"] == REPO_ID  # the token still publishes
+    assert list(output.glob("checkpoint-*/training_args.bin"))  # checkpoints were written, and scanned below
+    assert files_holding(tmp_path, (CLI_TOKEN,)) == [] and files_holding(output, (FILE_TOKEN,)) == []
+    recorded = json.loads((output / "training_command.json").read_text(encoding="utf-8"))
+    assert "--hub_token=<redacted>" in recorded["command"] and f"--hub_model_id {REPO_ID}" in recorded["command"]
+    assert "hub_token: <redacted>  # mine\nmax_steps: 4" in recorded["config_file"]["text"]
+    assert "--hub_token=<redacted>" in upload["card"] and "hub_token: <redacted>" in upload["card"]
+    printed = capfd.readouterr()
+    assert not any(secret in printed.out + printed.err + caplog.text for secret in SECRETS)
+
+
+def test_every_form_of_a_secret_option_is_redacted(tmp_path, monkeypatch):
+    from hf_bahdanau.redaction import redact_argv, redact_config
+
+    argv = ["train", "--hub_token", CLI_TOKEN, "--hub-token=x1", "--db_password", PASSWORD, "--client-secret=x2",
+            "--max_new_tokens", "5", "--tokenizer_name_or_path", "tok", "--output-dir", "out"]  # fmt: skip
+    assert redact_argv(argv) == ["train", "--hub_token", "<redacted>", "--hub-token=<redacted>", "--db_password",
+                                 "<redacted>", "--client-secret=<redacted>", "--max_new_tokens", "5",
+                                 "--tokenizer_name_or_path", "tok", "--output-dir", "out"]  # fmt: skip
+    as_json = json.dumps({"hub_token": CLI_TOKEN, "max_new_tokens": 5, "auth": {"password": PASSWORD}}, indent=2)
+    assert json.loads(redact_config(as_json)) == {"hub_token": "<redacted>", "max_new_tokens": 5,
+                                                  "auth": {"password": "<redacted>"}}  # fmt: skip
+    one_line = f'{{"hub-token": "{CLI_TOKEN}", "tokenizer_type": "bpe"}}'
+    assert json.loads(redact_config(one_line)) == {"hub-token": "<redacted>", "tokenizer_type": "bpe"}
+    as_yaml = f"hub_token: '{CLI_TOKEN}'\nsecret: {PASSWORD}\nhub_private_repo:\ndata: multi30k\n"
+    assert redact_config(as_yaml) == "hub_token: '<redacted>'\nsecret: <redacted>\nhub_private_repo:\ndata: multi30k\n"
+    # A JSON --config file is recorded redacted too (as the card shows it).
+    config = tmp_path / "run.json"
+    config.write_text(json.dumps({"hub_token": FILE_TOKEN, "max_steps": 4}), encoding="utf-8")
+    monkeypatch.setattr(sys, "argv", ["hf-bahdanau", "train", "--config", str(config), "--hub-token", CLI_TOKEN])
+    hub._record_command(tmp_path)
+    recorded = (tmp_path / hub.COMMAND_FILE).read_text(encoding="utf-8")
+    assert not any(secret in recorded for secret in SECRETS)
+    assert json.loads(json.loads(recorded)["config_file"]["text"]) == {"hub_token": "<redacted>", "max_steps": 4}
+
+
+def test_a_token_in_a_mistyped_option_is_not_printed(tmp_path, caplog, capfd):
+    argv = ["train", "--output-dir", str(tmp_path / "x"), "--data", "d", "--hub_tokn", CLI_TOKEN]
+    assert main(argv) == 1
+    (error,) = errors(caplog)
+    printed = capfd.readouterr()
+    assert "--hub_tokn" in error and not any(secret in caplog.text + printed.out + printed.err for secret in SECRETS)
+
+
+def test_card_of_a_folder_recorded_before_redaction_hides_the_token(saved):
+    recorded = {"command": f"hf-bahdanau train --hub_token {CLI_TOKEN} --output-dir x",
+                "config_file": {"path": "run.yaml", "text": f"hub_token: {FILE_TOKEN}"}}  # fmt: skip
+    (saved / hub.COMMAND_FILE).write_text(json.dumps(recorded), encoding="utf-8")
+    text = str(hub.make_card(saved, REPO_ID))
+    assert "--hub_token '<redacted>' --output-dir x" in text and not any(secret in text for secret in SECRETS)
+
+
+# ---- 2. a folder's own code never runs --------------------------------------------------------------------
+
+EVIL_CODE = """\
+from pathlib import Path
+Path({marker!r}).write_text("the folder's code ran")
+from transformers import PretrainedConfig
+class EvilConfig(PretrainedConfig):
+    model_type = "evil_seq2seq"
+"""
+
+
+def make_evil_folder(saved: Path, marker: Path) -> Path:
+    """`saved` with a config.json of a model type we do not have, whose `auto_map` names code that writes `marker`."""
+    config = json.loads((saved / "config.json").read_text(encoding="utf-8"))
+    config["model_type"] = "evil_seq2seq"
+    config["auto_map"] = {"AutoConfig": "configuration_evil.EvilConfig",
+                          "AutoModelForSeq2SeqLM": "configuration_evil.EvilConfig"}  # fmt: skip
+    (saved / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    (saved / "configuration_evil.py").write_text(EVIL_CODE.format(marker=str(marker)), encoding="utf-8")
+    (saved / "tokenizer_config.json").write_text(json.dumps({"auto_map": config["auto_map"]}), encoding="utf-8")
+    return saved
+
+
+def test_translate_refuses_an_unknown_model_type_whatever_stdin_answers(saved, tmp_path):
+    marker = tmp_path / "ran.txt"
+    folder = make_evil_folder(saved, marker)
+    result = run_cli("translate", "--model", str(folder), stdin="y\ny\nHallo\n")
+    last = result.stderr.strip().splitlines()[-1]
+    assert result.returncode == 1 and "Traceback" not in result.stderr and result.stdout == ""
+    assert "model type 'evil_seq2seq'" in last and "bahdanau, d2l_transformer" in last and "ERROR" in last
+    assert not marker.exists()
+
+
+def test_train_from_a_folder_of_unknown_model_type_refuses_it(saved, tatoeba_tsv, tmp_path, caplog):
+    marker = tmp_path / "ran.txt"
+    folder = make_evil_folder(saved, marker)
+    argv = ["train", "--model_name_or_path", str(folder), "--data", str(tatoeba_tsv), "--output-dir",
+            str(tmp_path / "out"), *TINY[:4], "--max_steps", "1"]  # fmt: skip
+    assert main(argv) == 1
+    (error,) = errors(caplog)
+    assert "model type 'evil_seq2seq'" in error and not marker.exists() and not (tmp_path / "out").exists()
+
+
+# ---- 3. publish uploads the model's code only; repo ids the Hub refuses -----------------------------------
+
+
+def test_publish_uploads_only_the_models_code(saved, uploads, monkeypatch, capsys):
+    code = {path.name for path in saved.glob("*.py")}  # what save_pretrained copied: the model's remote code
+    assert {"modeling_bahdanau.py", "configuration_bahdanau.py", "pipelines.py"} <= code
+    (saved / "helper.py").write_text("TOKEN = 'mine'\n", encoding="utf-8")
+    (saved / "notes_modeling.py").write_text("from .modeling_bahdanau import x\n", encoding="utf-8")
+    monkeypatch.setenv("HF_TOKEN", CLI_TOKEN)
+    assert main(["publish", "--model", str(saved), "--repo-id", REPO_ID]) == 0
+    (upload,) = uploads
+    assert {name for name in upload["files"] if name.endswith(".py")} == code
+    assert main(["publish", "--model", str(saved), "--repo-id", REPO_ID, "--dry-run"]) == 0
+    listed = {line.strip() for line in capsys.readouterr().out.splitlines() if line.startswith("  ")}
+    assert {name for name in listed if name.endswith(".py")} == code
+
+
+@pytest.mark.parametrize("repo_id", [f"someone/{'a' * 90}", "someone/two--dashes", "someone/.hidden"])
+def test_repo_ids_the_hub_refuses_are_refused(saved, uploads, monkeypatch, caplog, repo_id):
+    monkeypatch.setenv("HF_TOKEN", CLI_TOKEN)
+    assert main(["publish", "--model", str(saved), "--repo-id", repo_id]) == 1
+    (error,) = errors(caplog)
+    assert f"repo id {repo_id!r}" in error and "\n" not in error and not uploads
+    assert hub.check_repo_id(f"someone/{'a' * 88}") == f"someone/{'a' * 88}"  # 96 characters: the Hub's limit
+
+
+# ---- 4. publish never overwrites a hand-written card ------------------------------------------------------
+
+HAND_WRITTEN = "---\nlicense: mit\n---\n# My model\n\nWritten by hand.\n"
+
+
+def test_a_dry_run_writes_nothing_and_shows_the_card(saved, capsys):
+    before = folder_bytes(saved)
+    assert main(["publish", "--model", str(saved), "--repo-id", REPO_ID, "--dry-run"]) == 0
+    assert folder_bytes(saved) == before  # no README.md either
+    out = capsys.readouterr().out
+    assert f"model card: would be written to {saved / 'README.md'}" in out
+    assert hub.CARD_MARKER in out and f"# {REPO_ID.split('/')[1]}" in out  # the rendered card is shown
+
+
+def test_publish_keeps_a_hand_written_card_unless_told(saved, uploads, monkeypatch, caplog, capsys):
+    caplog.set_level(logging.INFO)
+    monkeypatch.setenv("HF_TOKEN", CLI_TOKEN)
+    (saved / "README.md").write_text(HAND_WRITTEN, encoding="utf-8")
+    before = folder_bytes(saved)
+    assert main(["publish", "--model", str(saved), "--repo-id", REPO_ID, "--dry-run"]) == 0
+    assert folder_bytes(saved) == before and "is kept" in capsys.readouterr().out
+    assert main(["publish", "--model", str(saved), "--repo-id", REPO_ID]) == 0
+    assert folder_bytes(saved) == before and uploads[-1]["card"] == HAND_WRITTEN  # uploaded as it is
+    assert "README.md" in uploads[-1]["files"] and "keeping" in caplog.text and "--overwrite-card" in caplog.text
+    with monkeypatch.context() as offline:  # a failed publish (the real upload, offline) keeps it too
+        offline.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+        offline.setattr(hub, "_upload", REAL_UPLOAD)
+        assert main(["publish", "--model", str(saved), "--repo-id", REPO_ID]) == 1
+    assert folder_bytes(saved) == before and "offline" in errors(caplog)[-1]
+    assert main(["publish", "--model", str(saved), "--repo-id", REPO_ID, "--overwrite-card"]) == 0
+    card = (saved / "README.md").read_text(encoding="utf-8")
+    assert hub.CARD_MARKER in card and "license: apache-2.0" in card
+    assert main(["publish", "--model", str(saved), "--repo-id", REPO_ID, "--license", "mit"]) == 0  # ours: refreshed
+    assert "license: mit" in (saved / "README.md").read_text(encoding="utf-8")
+
+
+# ---- 5. evaluate --output never overwrites an input -------------------------------------------------------
+
+
+def corpus_folder(tatoeba_tsv: Path, folder: Path) -> Path:
+    folder.mkdir()
+    lines = tatoeba_tsv.read_text(encoding="utf-8").splitlines()[:12]
+    for split in ("train", "validation", "test"):
+        for lang, column in (("en", 0), ("fr", 1)):
+            text = "".join(line.split("\t")[column] + "\n" for line in lines)
+            (folder / f"{split}.{lang}").write_text(text, encoding="utf-8")
+    return folder
+
+
+@pytest.mark.parametrize("output", ["corpus file", "link to corpus file", "file of corpus folder", "model file"])
+def test_evaluate_refuses_an_output_that_is_an_input(saved, tatoeba_tsv, tmp_path, caplog, output):
+    corpus = tmp_path / "pairs.tsv"
+    corpus.write_text("".join(tatoeba_tsv.read_text(encoding="utf-8").splitlines(keepends=True)[:12]))
+    folder = corpus_folder(tatoeba_tsv, tmp_path / "pairs")
+    (tmp_path / "link.txt").symlink_to(corpus)
+    data, target = {
+        "corpus file": (corpus, corpus),
+        "link to corpus file": (corpus, tmp_path / "link.txt"),
+        "file of corpus folder": (folder, folder / "test.fr"),
+        "model file": (corpus, saved / "tokenizer.json"),
+    }[output]
+    before = {path: path.read_bytes() for path in (corpus, folder / "test.fr", saved / "tokenizer.json")}
+    argv = ["evaluate", "--model", str(saved), "--data", str(data), "--split", "test", "--test-split", "test",
+            "--max-samples", "2", "--output", str(target)]  # fmt: skip
+    assert main(argv) == 1
+    (error,) = errors(caplog)
+    assert f"--output {target}" in error and "\n" not in error
+    assert {path: path.read_bytes() for path in before} == before
+
+
+# ---- 6. a symlinked output folder ----------------------------------------------------------------------------
+
+
+def test_locks_through_a_link_and_through_the_real_path_conflict(tmp_path):
+    real, link = tmp_path / "real", tmp_path / "link"
+    real.mkdir()
+    link.symlink_to(real)
+    for first, second in ((link, real), (real, link)):
+        with training.locked_output_dir(first):
+            with pytest.raises(FileExistsError, match="another run is training"):
+                with training.locked_output_dir(second):
+                    pass
+
+
+@pytest.mark.slow
+def test_overwrite_through_a_symlinked_output_dir_keeps_the_link(tatoeba_tsv, tmp_path):
+    real, link = tmp_path / "runs" / "real", tmp_path / "link"
+    real.mkdir(parents=True)
+    (real / "trainer_state.json").write_text("{}")  # an earlier run
+    (real / "old.txt").write_text("old")
+    link.symlink_to(real)
+    argv = ["train", "--data", str(tatoeba_tsv), "--output-dir", str(link), "--overwrite", *TINY, "--max_steps", "2",
+            "--logging_steps", "1", "--eval_strategy", "no", "--save_strategy", "no",
+            "--load_best_model_at_end", "false"]  # fmt: skip
+    assert main(argv) == 0
+    assert link.is_symlink() and os.readlink(link) == str(real)
+    assert (real / "model.safetensors").is_file() and not (real / "old.txt").exists()
+    assert sorted(os.listdir(tmp_path)) == ["link", "runs"]  # no link.staging, link.replaced or .link.lock
+    assert sorted(os.listdir(real.parent)) == [".real.lock", "real"]  # nor real.staging or real.replaced
