@@ -17,7 +17,7 @@ import sys
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import MISSING, field, fields, make_dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, get_type_hints
+from typing import TYPE_CHECKING, Any, get_args, get_type_hints
 
 from .redaction import redact_config
 
@@ -105,7 +105,35 @@ def _read_config_file(path: str) -> dict:
     unknown = sorted(set(values) - known)
     if unknown:
         raise UsageError(f"config file {file}: unknown option(s) {', '.join(unknown)}")
-    return values
+    hints = {name: kind for cls in _train_arguments() for name, kind in get_type_hints(cls).items()}
+    return {name: _config_value(file, name, value, hints.get(name)) for name, value in values.items()}
+
+
+# What a config file's value of each plain option type must be, and how an error names it.
+PLAIN_TYPES = {bool: "true or false", int: "an integer", float: "a number", str: "text"}
+
+
+def _config_value(file: Path, name: str, value: Any, annotation: Any) -> Any:
+    """`value` of option `name` from a config file, checked against the option's type (a float that is a whole
+    number becomes an int for an int option); a one-line UsageError naming the option and value otherwise.
+    Strings are left to the parser, which converts and checks them as on the command line."""
+    kinds = [kind for kind in get_args(annotation) or (annotation,) if kind is not type(None)]
+    if value is None or isinstance(value, str) or not kinds or not set(kinds) <= set(PLAIN_TYPES):
+        return value  # None, text, or a type this check does not know (lists, enums): the parser decides
+    if isinstance(value, bool):
+        fits = bool in kinds
+    elif isinstance(value, int):
+        fits = int in kinds or float in kinds
+    elif isinstance(value, float):
+        if float not in kinds and int in kinds and value.is_integer():
+            return int(value)
+        fits = float in kinds
+    else:
+        fits = False
+    if not fits:
+        expected = " or ".join(PLAIN_TYPES[kind] for kind in kinds)
+        raise UsageError(f"config file {file}: {name} must be {expected}, got {value!r}")
+    return value
 
 
 def _grouped(dataclass_type: type, title: str, names: Sequence[str] | None = None) -> type:
