@@ -19,7 +19,7 @@ from dataclasses import MISSING, field, fields, make_dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, get_args, get_type_hints
 
-from .redaction import redact_config
+from .redaction import redact_message
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
@@ -602,7 +602,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _prepare_libraries()
         {"evaluate": run_evaluate, "publish": run_publish, "translate": run_translate}[args.command](args)
     except (UsageError, ValueError, OSError) as error:  # the user's input; anything else is a bug: traceback
-        logger.error("%s", redact_config(str(error)))  # a message may quote an option's value
+        logger.error("%s", redact_message(str(error)))  # a message may quote an option's value
         return 1
     except KeyboardInterrupt as interrupt:  # Ctrl-C: training has saved a checkpoint to resume from
         logger.error("%s", str(interrupt) or "interrupted")

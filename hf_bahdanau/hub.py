@@ -33,7 +33,7 @@ from transformers.dynamic_module_utils import get_relative_imports
 
 from .data import normalize_d2l, read_data_settings
 from .pipelines import TASK
-from .redaction import redact_argv, redact_config
+from .redaction import redact_argv, redact_config, redact_message
 
 logger = logging.getLogger(__name__)
 
@@ -292,7 +292,7 @@ def _recorded_command(folder: Path) -> tuple[str | None, dict[str, str] | None]:
         try:
             command = shlex.join(redact_argv(shlex.split(command)))
         except ValueError:  # not a shell command line (edited by hand)
-            command = redact_config(command)
+            command = redact_message(command)
     if config_file:
         config_file = {**config_file, "text": redact_config(config_file.get("text", ""))}
     return command, config_file

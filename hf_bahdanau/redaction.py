@@ -16,7 +16,8 @@ _KEY_VALUE = re.compile(
     r"""(?P<key>(?P<quote>["']?)(?P<name>[A-Za-z_][\w.-]*)(?P=quote)[ \t]*[:=][ \t]*)"""
     r"""(?P<value>"(?:[^"\\\n]|\\.)*"|'[^'\n]*'|[^\s,}\]#](?:[^\n,}\]#]*[^\s,}\]#])?)"""
 )
-_OPTION_VALUE = re.compile(r"(?P<key>--?(?P<name>[A-Za-z][\w.-]*)\s+)(?P<value>[^\s-][^\s,'\"\]]*)")
+# `--name VALUE` / `--name=VALUE` in a message
+_OPTION_VALUE = re.compile(r"(?P<key>(?<![\w-])--?(?P<name>[A-Za-z][\w.-]*)(?:\s+|=))(?P<value>[^\s-][^\s,'\"\]]*)")
 
 
 def is_secret_option(name: str) -> bool:
@@ -43,19 +44,24 @@ def redact_argv(argv: Sequence[str]) -> list[str]:
     return redacted
 
 
+def _hide_secret_value(match: re.Match[str]) -> str:
+    if not is_secret_option(match["name"]):
+        return match[0]
+    value = match["value"]
+    quote = value[0] if value[0] in "\"'" else ""
+    return f"{match['key']}{quote}{REDACTED}{quote}"
+
+
 def redact_config(text: str) -> str:
-    """A YAML or JSON options text (or any message) with the value of every secret key or option (`hub_token:
-    VALUE`, `"hub_token": "VALUE"`, `--hub_token VALUE`) and every Hub token replaced by `<redacted>` (quotes and
-    comments kept)."""
-
-    def hide(match: re.Match[str]) -> str:
-        if not is_secret_option(match["name"]):
-            return match[0]
-        value = match["value"]
-        quote = value[0] if value[0] in "\"'" else ""
-        return f"{match['key']}{quote}{REDACTED}{quote}"
-
-    return _HF_TOKEN.sub(REDACTED, _OPTION_VALUE.sub(hide, _KEY_VALUE.sub(hide, text)))
+    """A YAML or JSON options text with the value of every secret key (`hub_token: VALUE`, `"hub_token": "VALUE"`)
+    and every Hub token replaced by `<redacted>` (quotes and comments kept)."""
+    return _HF_TOKEN.sub(REDACTED, _KEY_VALUE.sub(_hide_secret_value, text))
 
 
-__all__ = ["REDACTED", "is_secret_option", "redact_argv", "redact_config"]
+def redact_message(text: str) -> str:
+    """A message (an error, a command line as text) with the value of every secret option (`--hub_token VALUE`,
+    `--hub_token=VALUE`) and every Hub token replaced by `<redacted>`; the rest as it is."""
+    return _HF_TOKEN.sub(REDACTED, _OPTION_VALUE.sub(_hide_secret_value, text))
+
+
+__all__ = ["REDACTED", "is_secret_option", "redact_argv", "redact_config", "redact_message"]

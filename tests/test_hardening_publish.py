@@ -95,7 +95,7 @@ def test_a_hub_token_is_in_no_file_written_and_no_output(tatoeba_tsv, tmp_path, 
 
 
 def test_every_form_of_a_secret_option_is_redacted(tmp_path, monkeypatch):
-    from hf_bahdanau.redaction import redact_argv, redact_config
+    from hf_bahdanau.redaction import redact_argv, redact_config, redact_message
 
     argv = ["train", "--hub_token", CLI_TOKEN, "--hub-token=x1", "--db_password", PASSWORD, "--client-secret=x2",
             "--max_new_tokens", "5", "--tokenizer_name_or_path", "tok", "--output-dir", "out"]  # fmt: skip
@@ -109,6 +109,11 @@ def test_every_form_of_a_secret_option_is_redacted(tmp_path, monkeypatch):
     assert json.loads(redact_config(one_line)) == {"hub-token": "<redacted>", "tokenizer_type": "bpe"}
     as_yaml = f"hub_token: '{CLI_TOKEN}'\nsecret: {PASSWORD}\nhub_private_repo:\ndata: multi30k\n"
     assert redact_config(as_yaml) == "hub_token: '<redacted>'\nsecret: <redacted>\nhub_private_repo:\ndata: multi30k\n"
+    message = "no Hugging Face token: set HF_TOKEN or run `hf auth login`"  # messages keep their words
+    assert redact_message(message) == message
+    assert redact_message(f"bad --db_password {PASSWORD} --max_new_tokens 5") == (
+        "bad --db_password <redacted> --max_new_tokens 5"
+    )
     # A JSON --config file is recorded redacted too (as the card shows it).
     config = tmp_path / "run.json"
     config.write_text(json.dumps({"hub_token": FILE_TOKEN, "max_steps": 4}), encoding="utf-8")
