@@ -282,15 +282,11 @@ class MultiHeadAttention(nn.Module):
                 mask = mask.expand(batch, -1, -1)  # (batch, queries, keys)
             heads = batch * self.num_heads
             flat_mask = None if mask is None else mask.repeat_interleave(self.num_heads, dim=0)
-            out, weights = self.attention(
-                q.reshape(heads, num_queries, -1),
-                k.reshape(heads, k.shape[2], -1),
-                v.reshape(heads, v.shape[2], -1),
-                flat_mask,
-                return_weights=True,
-            )
-            out = out.reshape(batch, self.num_heads, num_queries, -1)  # (batch, num_heads, queries, head_size)
-            weights = weights.reshape(batch, self.num_heads, num_queries, -1)
+            scores = self.attention.score(q.reshape(heads, num_queries, -1), k.reshape(heads, k.shape[2], -1))
+            # (batch, num_heads, queries, keys): the tensor returned is the one the output is made of, so that its
+            # gradient exists (retain_grad)
+            weights = masked_softmax(scores, flat_mask).view(batch, self.num_heads, num_queries, -1)
+            out = torch.matmul(self.attention.dropout(weights), v)  # (batch, num_heads, queries, head_size)
         elif implementation == "sdpa":
             weights = None
             empty = None if mask is None else ~mask.any(-1, keepdim=True)  # (batch, 1 | queries, 1): no valid key

@@ -19,6 +19,7 @@ from transformers import GenerationMixin
 from transformers import initialization as init
 from transformers.activations import ACT2FN
 from transformers.cache_utils import DynamicCache, DynamicLayer, EncoderDecoderCache
+from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import BaseModelOutput, BaseModelOutputWithPastAndCrossAttentions
 
 from .attention import MultiHeadAttention, PositionalEncoding
@@ -63,8 +64,9 @@ def _attention(config: TransformerConfig) -> MultiHeadAttention:
     return MultiHeadAttention(d, d, d, d, config.attention_heads, config.attention_dropout, config.attention_bias)
 
 
-class TransformerEncoderLayer(nn.Module):
-    """d2l's `TransformerEncoderBlock`: self-attention and FFN, each inside an AddNorm."""
+class TransformerEncoderLayer(GradientCheckpointingLayer):
+    """d2l's `TransformerEncoderBlock`: self-attention and FFN, each inside an AddNorm. With gradient checkpointing
+    on (`model.activation_checkpointing_enable()`), training recomputes it in the backward pass."""
 
     def __init__(self, config: TransformerConfig) -> None:
         super().__init__()
@@ -96,8 +98,9 @@ class SharedSourceLayer(DynamicLayer):
         check_beams_keep_their_source(beam_idx, self.repeats)
 
 
-class TransformerDecoderLayer(nn.Module):
-    """d2l's `TransformerDecoderBlock`: causal self-attention, encoder-decoder attention and FFN, each in an AddNorm."""
+class TransformerDecoderLayer(GradientCheckpointingLayer):
+    """d2l's `TransformerDecoderBlock`: causal self-attention, encoder-decoder attention and FFN, each in an AddNorm.
+    With gradient checkpointing on, training recomputes it in the backward pass, without a cache (`cache=None`)."""
 
     def __init__(self, config: TransformerConfig, layer_idx: int) -> None:
         super().__init__()
@@ -273,7 +276,7 @@ class TransformerDecoder(TransformerStack):
                 causal_mask,
                 source,
                 encoder_attention_mask,
-                cache,
+                cache=cache,  # a keyword: gradient checkpointing drops it (a replay would append twice)
                 need_weights=output_attentions,
                 is_causal=length > 1 and not past,
             )
@@ -295,6 +298,7 @@ class TransformerPreTrainedModel(TranslationPreTrainedModel):
     config_class = TransformerConfig
     base_model_prefix = "transformer"
     _supports_sdpa = True
+    supports_gradient_checkpointing = True  # the encoder and decoder layers are GradientCheckpointingLayers
 
     @torch.no_grad()
     def _init_weights(self, module: nn.Module) -> None:

@@ -1,0 +1,110 @@
+"""What transformers' common model and generation tests ask of a model, written against ours: continuing generation
+from a returned cache, attention weights in the autograd graph, gradient checkpointing."""
+
+import pytest
+import torch
+from helpers import MODEL_TYPES, make_model, random_ids
+
+# As transformers' `test_generate_continue_from_past_key_values`: no token ends a sequence, greedy, scores kept.
+CONTINUE = dict(
+    pad_token_id=-1,
+    eos_token_id=-1,
+    decoder_start_token_id=1,
+    use_cache=True,
+    do_sample=False,
+    num_beams=1,
+    return_dict_in_generate=True,
+    output_scores=True,
+)
+
+
+def left_padded_source() -> tuple[torch.Tensor, torch.Tensor]:
+    """Source ids `(4, 7)` and mask, rows 1 and 3 left-padded."""
+    src = random_ids(4, 7, seed=11)
+    mask = torch.ones(4, 7, dtype=torch.long)
+    mask[1, :3] = mask[3, :1] = 0
+    return src.masked_fill(mask == 0, 0), mask
+
+
+@pytest.mark.parametrize("model_type", MODEL_TYPES)
+@pytest.mark.parametrize("prompt_length", [1, 4])
+def test_generate_continue_from_past_key_values(model_type, prompt_length):
+    """Generating 3 tokens, then 1 more from the returned cache (passed as `past_key_values`) and sequences, is
+    generating 4 in one go: the same tokens, scores and final state."""
+    sizes = {"init_std": 1.0} if model_type != "bahdanau" else {}  # larger logits: tokens that vary
+    model = make_model(model_type, width=24, **sizes)
+    src, mask = left_padded_source()
+    prompt = torch.cat([torch.ones(4, 1, dtype=torch.long), random_ids(4, prompt_length - 1, seed=5)], dim=1)
+    inputs = dict(input_ids=src, attention_mask=mask)
+    whole = model.generate(**inputs, decoder_input_ids=prompt, max_new_tokens=4, **CONTINUE)
+    first = model.generate(**inputs, decoder_input_ids=prompt, max_new_tokens=3, **CONTINUE)
+    then = model.generate(
+        **inputs,
+        decoder_input_ids=first.sequences,
+        past_key_values=first.past_key_values,
+        max_new_tokens=1,
+        **CONTINUE,
+    )
+    assert whole.sequences.shape == (4, prompt_length + 4) and len(set(whole.sequences[:, -4:].flatten().tolist())) > 2
+    assert torch.equal(then.sequences, whole.sequences)
+    torch.testing.assert_close(torch.stack(first.scores + then.scores), torch.stack(whole.scores))
+    if model_type == "bahdanau":
+        states = [(output.past_key_values.hidden, output.past_key_values.steps) for output in (then, whole)]
+        torch.testing.assert_close(states[0][0], states[1][0])
+        assert states[0][1] == states[1][1] == prompt_length + 3
+    else:
+        caches = [output.past_key_values.self_attention_cache for output in (then, whole)]
+        assert caches[0].get_seq_length() == caches[1].get_seq_length() == prompt_length + 3
+        for ours, reference in zip(caches[0].layers, caches[1].layers, strict=True):
+            torch.testing.assert_close(ours.keys, reference.keys)
+            torch.testing.assert_close(ours.values, reference.values)
+
+
+def test_retain_grad_hidden_states_attentions():
+    """Attention weights returned in training are the tensors the outputs are made of: their gradients exist."""
+    model = make_model("d2l_transformer", output_attentions=True, output_hidden_states=True).train()
+    src, mask = left_padded_source()
+    out = model(input_ids=src, attention_mask=mask, decoder_input_ids=random_ids(4, 5, seed=2))
+    kept = {
+        name: getattr(out, name)[0]
+        for name in ("encoder_hidden_states", "decoder_hidden_states", "encoder_attentions", "decoder_attentions")
+        + ("cross_attentions",)
+    }
+    for tensor in kept.values():
+        tensor.retain_grad()
+    out.logits.flatten()[0].backward()
+    assert {name: tensor.grad is not None for name, tensor in kept.items()} == dict.fromkeys(kept, True)
+
+
+def test_gradient_checkpointing_gives_the_same_gradients():
+    model = make_model("d2l_transformer", encoder_layers=2, decoder_layers=2).train()  # dropout 0
+    assert model.supports_gradient_checkpointing
+    src, mask = left_padded_source()
+    labels = random_ids(4, 6, seed=3)
+
+    def gradients() -> dict[str, torch.Tensor]:
+        model.zero_grad()
+        model(input_ids=src, attention_mask=mask, labels=labels).loss.backward()
+        return {name: param.grad.clone() for name, param in model.named_parameters() if param.grad is not None}
+
+    plain = gradients()
+    calls = []
+    model.decoder.layers[0].ffn.dense1.register_forward_hook(lambda *args: calls.append(1))
+    model.activation_checkpointing_enable()  # transformers 5.24's name for gradient_checkpointing_enable
+    assert model.is_activation_checkpointing
+    checkpointed = gradients()
+    assert len(calls) == 2  # the layer ran again in the backward pass
+    assert checkpointed.keys() == plain.keys() and len(plain) > 10
+    for name, grad in plain.items():
+        torch.testing.assert_close(checkpointed[name], grad, msg=name)
+    model.eval()
+    with torch.no_grad():  # decoding with checkpointing on keeps its cache
+        generated = model.generate(src, attention_mask=mask, max_new_tokens=4, num_beams=2, decoder_start_token_id=1)
+    assert generated.shape[0] == 4
+
+
+def test_the_rnn_does_not_claim_gradient_checkpointing():
+    model = make_model("bahdanau")
+    assert not model.supports_gradient_checkpointing
+    with pytest.raises(ValueError, match="does not support activation checkpointing"):
+        model.activation_checkpointing_enable()
