@@ -26,6 +26,7 @@ from typing import Any
 import datasets
 import torch
 from filelock import FileLock, Timeout
+from safetensors import SafetensorError, safe_open
 from transformers import (
     AutoModelForSeq2SeqLM,
     AutoTokenizer,
@@ -43,7 +44,8 @@ from transformers import (
     TrainingArguments,
     set_seed,
 )
-from transformers.trainer_pt_utils import LengthGroupedSampler
+from transformers.trainer_pt_utils import LengthGroupedSampler, safe_globals
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from . import hub
 from .configuration_translation import TranslationConfig
@@ -271,14 +273,44 @@ def is_complete_checkpoint(folder: Path) -> bool:
         return False
 
 
+def unreadable_part(folder: Path) -> str | None:
+    """The first file of checkpoint `folder` that cannot be read as what it is (torch's `*.pt`/`*.pth` states,
+    safetensors weights' header), with the reason, or None: a file of the right size may still be corrupt."""
+    for path in sorted(folder.iterdir()):
+        try:
+            if path.suffix in (".pt", ".pth"):
+                with safe_globals():
+                    torch.load(path, map_location="cpu", weights_only=True)
+            elif path.suffix == ".safetensors":
+                with safe_open(path, framework="pt") as weights:
+                    weights.keys()
+        except Exception as error:  # noqa: BLE001 - whatever the reader raises, the file is unusable
+            return f"{path.name} cannot be read ({type(error).__name__})"
+    return None
+
+
 def last_complete_checkpoint(folder: Path) -> str | None:
-    """The newest complete `checkpoint-N` in `folder` (newer partial ones are skipped with a warning), or None."""
+    """The newest complete and readable `checkpoint-N` in `folder` (newer partial or corrupt ones are skipped with a
+    warning), or None."""
     numbered = [path for path in folder.glob("checkpoint-*") if path.is_dir() and path.name[11:].isdigit()]
     for checkpoint in sorted(numbered, key=lambda path: int(path.name[11:]), reverse=True):
-        if is_complete_checkpoint(checkpoint):
+        if not is_complete_checkpoint(checkpoint):
+            logger.warning("skipping %s: it is incomplete (the run was cut off while writing it)", checkpoint)
+        elif (problem := unreadable_part(checkpoint)) is not None:
+            logger.warning("skipping %s: it is corrupt, %s", checkpoint, problem)
+        else:
             return str(checkpoint)
-        logger.warning("skipping %s: it is incomplete (the run was cut off while writing it)", checkpoint)
     return None
+
+
+def write_failure(folder: Path, error: Exception, kept: str) -> OSError:
+    """A one-line OSError for `folder` that could not be written (a full disk, typically), saying what is `kept`."""
+    reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error).splitlines()[0]
+    try:
+        free = f", {shutil.disk_usage(folder.parent).free / 2**20:,.0f} MB free there"
+    except OSError:
+        free = ""
+    return OSError(f"could not write {folder} ({reason}{free}); {kept}: free disk space and continue with --resume")
 
 
 def staging_dir(output_dir: Path) -> Path:
@@ -574,6 +606,20 @@ class TranslationTrainer(Seq2SeqTrainer):
     """`Seq2SeqTrainer` with a seeded length-grouped sampler, whose evaluation keeps `max_new_tokens` the only length
     limit (it sets the legacy `max_length=20` after each batch, so that every later batch warns about both)."""
 
+    def _save_checkpoint(self, model: torch.nn.Module, trial: Any) -> None:
+        """The Trainer's; a checkpoint that cannot be written (a full disk) is removed, to free its space, and the
+        error names it (torch reports a full disk as a RuntimeError of its zip writer)."""
+        folder = Path(self._get_output_dir(trial=trial)) / f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
+        try:
+            super()._save_checkpoint(model, trial)
+        except (OSError, RuntimeError, SafetensorError) as error:
+            if isinstance(error, RuntimeError) and not re.search(r"inline_container|write", str(error)):
+                raise  # not a failed write
+            if self.args.should_save:
+                shutil.rmtree(folder, ignore_errors=True)
+            kept = "the earlier checkpoints, and any run it replaces, are intact"
+            raise write_failure(folder, error, kept) from error
+
     def _get_train_sampler(self, train_dataset: datasets.Dataset | None = None) -> torch.utils.data.Sampler | None:
         sampler = super()._get_train_sampler(train_dataset)
         if type(sampler) is LengthGroupedSampler:
@@ -642,9 +688,13 @@ def save_run(
         trainer.model.generation_config.max_length = None
     if trainer.is_world_process_zero():
         work_dir = Path(trainer.args.output_dir)
-        save_for_pipeline(trainer.model, tokenizer, work_dir)
-        trainer.save_state()
-        plot_training_curves(trainer.state.log_history, path=work_dir / "training_curves.png")
+        try:
+            save_for_pipeline(trainer.model, tokenizer, work_dir)
+            trainer.save_state()
+            plot_training_curves(trainer.state.log_history, path=work_dir / "training_curves.png")
+        except (OSError, SafetensorError) as error:
+            kept = f"its checkpoints{'' if work_dir == output_dir else f' and the run in {output_dir}'} are intact"
+            raise write_failure(work_dir, error, kept) from error
         if work_dir != output_dir:
             replace_folder(output_dir, work_dir)
         logger.info("saved the model, tokenizer and training curves in %s", output_dir)

@@ -1,5 +1,6 @@
 """Issue 24, second half: no silent wrong answers, long work that fails early or keeps its output, clear errors."""
 
+import errno
 import json
 import logging
 import shutil
@@ -15,7 +16,7 @@ from helpers import make_model, random_ids
 from test_cli import TINY_MODEL, TINY_RUN
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, pipeline
 
-from hf_bahdanau import TASK, TranslationPipeline
+from hf_bahdanau import TASK, TranslationPipeline, training
 from hf_bahdanau.cli import main, parse_train_args
 
 
@@ -250,3 +251,69 @@ def test_config_values_of_the_right_type_pass_and_whole_floats_become_integers(t
     assert training_args.seed == 7 and type(training_args.seed) is int
     assert training_args.learning_rate == 1.0 and training_args.eval_steps == 0.5
     assert model_args.hidden_size == 32 and data_args.d2l_normalize is True
+
+
+@pytest.mark.slow
+def test_resume_skips_a_checkpoint_whose_optimizer_state_is_corrupt(tatoeba_tsv, tmp_path, caplog):
+    caplog.set_level(logging.INFO)
+    output = tmp_path / "run"
+    common = ["train", "--data", str(tatoeba_tsv), "--output-dir", str(output), *TINY_RUN, *TINY_MODEL["bahdanau"],
+              "--eval_strategy", "no", "--load_best_model_at_end", "false", "--save_steps", "5"]  # fmt: skip
+    assert main([*common, "--max_steps", "10"]) == 0
+    newest = output / "checkpoint-10" / "optimizer.pt"
+    size = newest.stat().st_size
+    newest.write_bytes(b"\0" * size)  # the size its manifest lists: only reading it tells
+    assert training.is_complete_checkpoint(newest.parent)
+    assert main([*common, "--max_steps", "15", "--resume"]) == 0
+    messages = [record.getMessage() for record in caplog.records]
+    assert any(m.startswith(f"skipping {newest.parent}: it is corrupt, optimizer.pt cannot be read") for m in messages)
+    assert f"resuming from {output / 'checkpoint-5'}" in messages
+    assert json.loads((output / "trainer_state.json").read_text())["global_step"] == 15
+
+    for checkpoint in output.glob("checkpoint-*"):
+        (checkpoint / "scheduler.pt").write_bytes(b"garbage")
+        (checkpoint / training.CHECKPOINT_MANIFEST).unlink()  # from before manifests: read, not measured
+    assert main([*common, "--max_steps", "20", "--resume"]) == 1
+    assert caplog.records[-1].getMessage() == f"--resume: no complete checkpoint-* folder in {output} to resume from"
+
+
+def tree_digest(folder):
+    return {path.relative_to(folder): path.read_bytes() for path in sorted(folder.rglob("*")) if path.is_file()}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "error",
+    [
+        OSError(errno.ENOSPC, "No space left on device"),
+        RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 704 vs 598"),  # torch's, disk full
+    ],
+)
+def test_a_full_disk_while_checkpointing_is_one_line_and_keeps_the_old_run(
+    error, rnn_folder, tatoeba_tsv, tmp_path, monkeypatch, caplog
+):
+    output = copy_model(rnn_folder, tmp_path / "run")
+    before = tree_digest(output)
+    save = torch.save
+
+    def full_disk(obj, path, *args, **kwargs):
+        if str(path).endswith("optimizer.pt"):
+            Path(path).write_bytes(b"partial")
+            raise error
+        return save(obj, path, *args, **kwargs)
+
+    monkeypatch.setattr(torch, "save", full_disk)
+    status = main(
+        ["train", "--data", str(tatoeba_tsv), "--output-dir", str(output), *TINY_RUN, *TINY_MODEL["bahdanau"],
+         "--eval_strategy", "no", "--load_best_model_at_end", "false", "--max_steps", "10", "--save_steps", "5",
+         "--overwrite"]
+    )  # fmt: skip
+    assert status == 1
+    message = caplog.records[-1].getMessage()
+    checkpoint = training.staging_dir(output) / "checkpoint-5"
+    reason = "No space left on device" if isinstance(error, OSError) else str(error)
+    assert message.startswith(f"could not write {checkpoint} ({reason}, ") and "\n" not in message
+    assert message.endswith("MB free there); the earlier checkpoints, and any run it replaces, are intact: free disk "
+                            "space and continue with --resume")  # fmt: skip
+    assert not checkpoint.exists()  # its space freed
+    assert tree_digest(output) == before  # the old run untouched
