@@ -325,6 +325,11 @@ class TranslationPreTrainedModel(PreTrainedModel, GenerationMixin):
         )
         return_dict = return_dict if return_dict is not None else self.config.return_dict
         if labels is not None:
+            if self.training and self.quantization is not None:  # its int8 layers have no gradients
+                raise ValueError(
+                    f"this model was quantized to {self.quantization} for inference and cannot be trained: train "
+                    "the fp32 model (from_pretrained without quantize=) and quantize it when loading it to translate"
+                )
             use_cache = False
             if decoder_input_ids is None:
                 decoder_input_ids = self.prepare_decoder_input_ids_from_labels(labels)

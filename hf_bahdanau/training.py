@@ -651,6 +651,11 @@ def build_trainer(
 ) -> Seq2SeqTrainer:
     """A `Seq2SeqTrainer` with length-padded batches, sacreBLEU evaluation, early stopping on BLEU, checkpoints that
     show whether they are complete, and a checkpoint on Ctrl-C."""
+    if getattr(model, "quantization", None) is not None:
+        raise ValueError(
+            f"the model was quantized to {model.quantization} for inference and cannot be trained: train the fp32 "
+            "model and pass --quantize (or quantize=) when translating"
+        )
     if training_args.ddp_find_unused_parameters is None:  # every parameter of both model types takes part
         training_args.ddp_find_unused_parameters = False
     callbacks: list[TrainerCallback] = [

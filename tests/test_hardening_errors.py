@@ -14,7 +14,7 @@ import pytest
 import torch
 from helpers import make_model, random_ids
 from test_cli import TINY_MODEL, TINY_RUN
-from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, pipeline
+from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, Seq2SeqTrainingArguments, pipeline
 
 from hf_bahdanau import TASK, TranslationPipeline, training
 from hf_bahdanau.cli import main, parse_train_args
@@ -317,3 +317,18 @@ def test_a_full_disk_while_checkpointing_is_one_line_and_keeps_the_old_run(
                             "space and continue with --resume")  # fmt: skip
     assert not checkpoint.exists()  # its space freed
     assert tree_digest(output) == before  # the old run untouched
+
+
+def test_an_int8_model_refuses_to_train(rnn_folder, tmp_path):
+    model = AutoModelForSeq2SeqLM.from_pretrained(rnn_folder, quantize="int8")
+    assert model.quantization == "int8"
+    ids = random_ids(2, 5)
+    model.generate(ids, max_new_tokens=3)  # what it is for
+    assert model(input_ids=ids, labels=ids).loss is not None  # in eval mode a loss is a score
+    model.train()
+    with pytest.raises(ValueError, match="quantized to int8 for inference and cannot be trained: train the fp32"):
+        model(input_ids=ids, labels=ids)
+    args = Seq2SeqTrainingArguments(str(tmp_path / "never"), report_to="none")
+    with pytest.raises(ValueError, match="quantized to int8 for inference and cannot be trained"):
+        training.build_trainer(model, None, None, args, training.RunArguments())
+    assert not (tmp_path / "never").exists()
