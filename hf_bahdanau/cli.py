@@ -29,7 +29,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("hf_bahdanau")
 
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
 # Copies of values that live beside torch-importing code, so that parsing imports no torch (tests keep them equal).
 DEFAULT_LICENSE = "apache-2.0"  # of a published model's card: `hub.DEFAULT_LICENSE`
 QUANTIZE_CHOICES = ("int8",)  # `quantization.QUANTIZATIONS`
@@ -213,13 +212,13 @@ def load_translation_model(path: str, quantize: str | None = None) -> tuple[PreT
 
     from .models import check_saved_model_type
     from .pipelines import check_tokenizer_matches
+    from .tokenization import check_tokenizer_location
 
     folder = Path(path)
     if not (folder / "config.json").is_file():
         raise UsageError(f"{folder} is not a saved model folder (no config.json)")
     check_saved_model_type(folder)  # ours only: no code from the folder runs (trust_remote_code=False below)
-    if not any((folder / name).is_file() for name in TOKENIZER_FILES):
-        raise UsageError(f"{folder} has no tokenizer ({' or '.join(TOKENIZER_FILES)} missing)")
+    check_tokenizer_location(folder, "the model folder")
     if (folder / "pytorch_model.bin").is_file() and not any(folder.glob("model*.safetensors*")):
         raise UsageError(
             f"{folder} holds only pytorch_model.bin (a pickle, which can run code): hf-bahdanau reads safetensors "

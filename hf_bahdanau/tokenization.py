@@ -19,7 +19,9 @@ Special token ids are fixed for every model type: pad = 0, bos = 1, eos = 2, unk
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
 
 import datasets
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
@@ -30,6 +32,37 @@ logger = logging.getLogger(__name__)
 MODELS = ("bpe", "unigram", "word")
 SUBWORD_SPECIALS = ("<pad>", "<s>", "</s>", "<unk>")
 WORD_SPECIALS = ("<pad>", "<bos>", "<eos>", "<unk>")  # d2l's reserved tokens, in our fixed id order
+
+
+# What a saved tokenizer folder holds: its settings and special tokens, and its vocabulary (tokenizer.json; a
+# sentencepiece or word-list tokenizer of another library keeps its vocabulary in one of the others).
+TOKENIZER_SETTINGS = "tokenizer_config.json"
+VOCABULARY_FILES = ("tokenizer.json", "*.model", "*.spm", "vocab.json", "vocab.txt")
+
+
+def looks_like_a_path(location: str) -> bool:
+    """Whether `location` is meant as a local path, not a Hub repo id (`name` or `owner/name`)."""
+    return location.startswith(("/", ".", "~")) or location.endswith("/") or "\\" in location or location.count("/") > 1
+
+
+def check_tokenizer_location(location: str | os.PathLike, what: str) -> None:
+    """Raise a FileNotFoundError naming what is missing where a tokenizer should be read: a path that does not exist,
+    or a folder without its settings or vocabulary. A Hub repo id passes: transformers reads it."""
+    path = Path(location).expanduser()
+    if not path.exists():
+        if looks_like_a_path(str(location)):
+            raise FileNotFoundError(f"{what} {location} not found")
+        return
+    if not path.is_dir():
+        raise FileNotFoundError(f"{what} {location} is not a folder (a saved tokenizer is a folder)")
+    missing = [] if (path / TOKENIZER_SETTINGS).is_file() else [TOKENIZER_SETTINGS]
+    if not any(any(path.glob(pattern)) for pattern in VOCABULARY_FILES):
+        missing.insert(0, VOCABULARY_FILES[0])
+    if missing:
+        raise FileNotFoundError(
+            f"{what} {location} has no tokenizer: {' and '.join(missing)} missing (tokenizer.json holds the "
+            "vocabulary, tokenizer_config.json the special tokens); copy them back from where the model was trained"
+        )
 
 
 def _sentences(

@@ -61,7 +61,7 @@ from .metrics import make_compute_metrics
 from .modeling_translation import TranslationPreTrainedModel
 from .models import MODEL_TYPE_NAMES, MODEL_TYPES, check_saved_model_type, get_model_type
 from .pipelines import check_tokenizer_matches, save_for_pipeline, tokenizer_fingerprint
-from .tokenization import train_tokenizer
+from .tokenization import check_tokenizer_location, train_tokenizer
 from .visualization import plot_training_curves
 
 logger = logging.getLogger(__name__)
@@ -494,6 +494,8 @@ def load_or_train_tokenizer(
     new one."""
     source = str(output_dir) if resume else tokenizer_args.tokenizer_name_or_path or model_name_or_path
     if source is not None:
+        option = "--tokenizer_name_or_path" if tokenizer_args.tokenizer_name_or_path else "--model_name_or_path"
+        check_tokenizer_location(source, "the run's folder" if resume else option)
         return AutoTokenizer.from_pretrained(source, trust_remote_code=False)  # never a folder's own code
     logger.info("training a %s tokenizer of %d tokens", tokenizer_args.tokenizer_type, tokenizer_args.vocab_size)
     return train_tokenizer(

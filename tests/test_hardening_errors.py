@@ -332,3 +332,33 @@ def test_an_int8_model_refuses_to_train(rnn_folder, tmp_path):
     with pytest.raises(ValueError, match="quantized to int8 for inference and cannot be trained"):
         training.build_trainer(model, None, None, args, training.RunArguments())
     assert not (tmp_path / "never").exists()
+
+
+# ---- 7. messages that name the missing file or path -------------------------------------------------------
+
+
+@pytest.mark.parametrize("deleted", ["tokenizer.json", "tokenizer_config.json"])
+def test_a_deleted_tokenizer_file_is_named(deleted, rnn_folder, tmp_path, caplog):
+    folder = copy_model(rnn_folder, tmp_path / "model")
+    (folder / deleted).unlink()
+    assert main(["translate", "--model", str(folder), "Go."]) == 1
+    message = caplog.records[-1].getMessage()
+    assert (
+        message.startswith(f"the model folder {folder} has no tokenizer: {deleted} missing (") and "\n" not in message
+    )
+    assert "sentencepiece" not in message and "does not belong" not in message
+
+
+def test_a_tokenizer_path_that_does_not_exist_is_not_found_not_a_bad_repo_id(rnn_folder, tatoeba_tsv, tmp_path, caplog):
+    common = ["train", "--data", str(tatoeba_tsv), "--src-lang", "en", "--tgt-lang", "fr", "--max_train_samples", "50",
+              "--max_steps", "1"]  # fmt: skip
+    missing = tmp_path / "nonexist"
+    for location in (str(missing), "./nonexist/", "~/nonexist-tokenizer"):
+        assert main([*common, "--output-dir", str(tmp_path / "run"), "--tokenizer_name_or_path", location]) == 1
+        assert caplog.records[-1].getMessage() == f"--tokenizer_name_or_path {location} not found"
+    no_settings = copy_model(rnn_folder, tmp_path / "no_settings")
+    (no_settings / "tokenizer_config.json").unlink()
+    assert main([*common, "--output-dir", str(tmp_path / "run"), "--tokenizer_name_or_path", str(no_settings)]) == 1
+    message = caplog.records[-1].getMessage()
+    assert message.startswith(f"--tokenizer_name_or_path {no_settings} has no tokenizer: tokenizer_config.json missing")
+    assert not (tmp_path / "run").exists()
