@@ -14,7 +14,7 @@ import json
 import logging
 import signal
 import sys
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import MISSING, field, fields, make_dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, get_args, get_type_hints
@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from transformers import PreTrainedModel
     from transformers.tokenization_utils_base import PreTrainedTokenizerBase
 
+    from .export import CTranslate2Translator
     from .pipelines import TranslationPipeline
 
 logger = logging.getLogger("hf_bahdanau")
@@ -32,6 +33,8 @@ logger = logging.getLogger("hf_bahdanau")
 # Copies of values that live beside torch-importing code, so that parsing imports no torch (tests keep them equal).
 DEFAULT_LICENSE = "apache-2.0"  # of a published model's card: `hub.DEFAULT_LICENSE`
 QUANTIZE_CHOICES = ("int8",)  # `quantization.QUANTIZATIONS`
+EXPORT_QUANTIZATIONS = ("float32", "int8", "int8_float32", "float16")  # `export.QUANTIZATIONS`
+ENGINES = ("torch", "ctranslate2")
 # The Trainer options most runs set, shown by `train --help`; `train --help-all` lists every one.
 COMMON_TRAINING_OPTIONS = (
     "output_dir", "max_steps", "num_train_epochs", "per_device_train_batch_size", "learning_rate",
@@ -249,9 +252,10 @@ def check_generation_length(model_dir: str, max_new_tokens: int | None) -> None:
         )
 
 
-def _generation_options(args: argparse.Namespace) -> dict[str, int]:
+def _generation_options(args: argparse.Namespace) -> dict[str, int | float]:
     """The generation settings given on the command line; the rest come from the model's generation config."""
     options = {"num_beams": args.num_beams, "max_new_tokens": args.max_new_tokens}
+    options["length_penalty"] = args.length_penalty
     return {name: value for name, value in options.items() if value is not None}
 
 
@@ -281,8 +285,44 @@ def _add_generation_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--quantize",
         choices=QUANTIZE_CHOICES,
-        help="Translate with int8 linear and recurrent layers, for CPUs (the folder stays fp32).",
+        help="Translate with int8 linear and recurrent layers, for CPUs (the folder stays fp32); with "
+        "--engine ctranslate2, CTranslate2's int8.",
     )
+    parser.add_argument(
+        "--length-penalty",
+        "--length_penalty",
+        type=float,
+        help="Beam search divides a translation's log-probability by its length to this power (default: the "
+        "model's, 1.0).",
+    )
+    parser.add_argument(
+        "--engine",
+        choices=ENGINES,
+        default="torch",
+        help="ctranslate2: CTranslate2 runs the Transformer (pip install hf_bahdanau[ctranslate2]); --model is an "
+        "`export`ed folder, or a model folder whose export is made once into MODEL/ctranslate2-QUANTIZATION/ "
+        "and redone when the model changes.",
+    )
+    parser.add_argument("--threads", type=positive_int, help="CPU threads (default: the engine's).")
+
+
+def load_translator(args: argparse.Namespace) -> tuple[PreTrainedModel | CTranslate2Translator, Callable]:
+    """The model (for `--engine ctranslate2`, its translator, which has the model's `config` and
+    `generation_config` too) and what translates: `translator(texts, **generate_options)` -> pipeline rows."""
+    if args.engine == "ctranslate2":
+        from .export import CTranslate2Translator
+
+        _require_ctranslate2()
+        translator = CTranslate2Translator.from_model(args.model, args.quantize, threads=args.threads or 0)
+        return translator, translator
+    from .pipelines import TranslationPipeline
+
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    model, tokenizer = load_translation_model(args.model, args.quantize)
+    return model, TranslationPipeline(model=model, tokenizer=tokenizer, device=model.device)
 
 
 def translate_batches(
@@ -343,12 +383,11 @@ def run_evaluate(args: argparse.Namespace) -> None:
     from .data import corpus_id, load_parallel_corpus, named_corpus_path, read_data_settings
     from .hub import record_evaluation
     from .metrics import count_repeating, load_metric
-    from .pipelines import TranslationPipeline
 
     check_generation_length(args.model, args.max_new_tokens)
     if args.output:
         _check_output_file(Path(args.output), Path(args.model))
-    model, tokenizer = load_translation_model(args.model, args.quantize)
+    model, translator = load_translator(args)
     # Unless told otherwise, read the corpus exactly as training did (same normalisation, hence the same split).
     settings = read_data_settings(args.model)
     if args.data and corpus_id(args.data) not in (settings.get("data"), settings.get("data_path")):
@@ -378,7 +417,6 @@ def run_evaluate(args: argparse.Namespace) -> None:
         rows = rows.select(range(min(args.max_samples, len(rows))))
     sources = [pair[src_lang] for pair in rows["translation"]]
     references = [pair[tgt_lang] for pair in rows["translation"]]
-    translator = TranslationPipeline(model=model, tokenizer=tokenizer, device=model.device)
     progress = sys.stderr.isatty()  # a bar on a terminal, not in a log file
     hypotheses = translate_texts(translator, sources, args.batch_size, progress, **_generation_options(args))
     output = Path(args.output or Path(args.model) / f"hypotheses.{args.split}.{src_lang}-{tgt_lang}.txt")
@@ -386,11 +424,12 @@ def run_evaluate(args: argparse.Namespace) -> None:
     output.write_text("".join(f"{line}\n" for line in hypotheses), encoding="utf-8")
     scores = load_metric().compute(predictions=hypotheses, references=[[ref] for ref in references])
     beams = args.num_beams if args.num_beams is not None else model.generation_config.num_beams
-    if args.quantize is None:  # the folder's weights are fp32: its card reports their scores only
+    if args.quantize is None and args.engine == "torch":  # the folder's card reports its fp32 weights' scores only
         record_evaluation(args.model, scores, data=data, split=args.split, languages=(src_lang, tgt_lang),
                           num_beams=beams, samples=len(hypotheses))  # fmt: skip
     else:
-        logger.info("scores of the %s model not stored in %s (it holds fp32 weights)", args.quantize, args.model)
+        engine = f"{args.engine} {args.quantize or 'fp32'}"
+        logger.info("scores of the %s engine not stored in %s (its card reports torch fp32)", engine, args.model)
     sys.stdout.write(
         f"BLEU = {scores['bleu']:.2f}  ({scores['bleu_signature']})\n"
         f"chrF = {scores['chrf']:.2f}  ({scores['chrf_signature']})\n"
@@ -439,11 +478,10 @@ def _stdin_lines() -> list[str]:
 
 
 def run_translate(args: argparse.Namespace) -> None:
-    from .pipelines import TranslationPipeline
-
     check_generation_length(args.model, args.max_new_tokens)
-    model, tokenizer = load_translation_model(args.model, args.quantize)
-    translator = TranslationPipeline(model=model, tokenizer=tokenizer, device=model.device)
+    if args.heatmap and args.engine != "torch":
+        raise UsageError("--heatmap needs --engine torch: CTranslate2 returns no attention weights")
+    model, translator = load_translator(args)
     options = _generation_options(args)
     if args.heatmap and not args.text:
         raise UsageError("--heatmap needs the sentence as an argument")
@@ -457,7 +495,7 @@ def run_translate(args: argparse.Namespace) -> None:
     try:  # each batch is written as soon as it is translated: an interrupted run keeps what it has done
         with terminate_as_interrupt():
             if args.heatmap:
-                sys.stdout.write(_write_heatmap(model, tokenizer, texts[0], args.heatmap, **options) + "\n")
+                sys.stdout.write(_write_heatmap(model, translator.tokenizer, texts[0], args.heatmap, **options) + "\n")
                 sys.stdout.flush()
                 written = 1
             for batch in translate_batches(translator, texts[written:], args.batch_size, **options):
@@ -468,15 +506,39 @@ def run_translate(args: argparse.Namespace) -> None:
         raise KeyboardInterrupt(f"interrupted: wrote {written} of {len(texts)} translations") from None
 
 
+# ---- export -----------------------------------------------------------------------------------------------
+
+
+def _require_ctranslate2() -> None:
+    """A usage error that says how to install CTranslate2 where it is missing."""
+    from .export import require_ctranslate2
+
+    try:
+        require_ctranslate2()
+    except ImportError as error:
+        raise UsageError(str(error)) from None
+
+
+def run_export(args: argparse.Namespace) -> None:
+    from .export import export_ctranslate2
+
+    _require_ctranslate2()
+    output = export_ctranslate2(args.model, args.output, args.quantization, overwrite=args.overwrite)
+    sys.stdout.write(f"{output}\n")
+
+
 # ---- publish ----------------------------------------------------------------------------------------------
 
 
 def run_publish(args: argparse.Namespace) -> None:
     from .hub import publish
 
+    if args.with_ctranslate2:
+        _require_ctranslate2()
     options = dict(private=args.private, revision=args.revision, commit_message=args.commit_message)
     done = publish(args.model, args.repo_id, license=args.license, dry_run=args.dry_run,
-                   overwrite_card=args.overwrite_card, **options)  # fmt: skip
+                   overwrite_card=args.overwrite_card, with_ctranslate2=args.with_ctranslate2,
+                   **options)  # fmt: skip
     if not args.dry_run:
         sys.stdout.write(f"{done.url}\n")
         return
@@ -504,6 +566,13 @@ examples:
   hf-bahdanau translate --model runs/quick-de-en < sentences.de > sentences.en   # one line out per line in
   hf-bahdanau translate --model runs/quick-de-en                                 # a prompt; q quits
   hf-bahdanau translate --model runs/quick-de-en "Ein Hund rennt." --heatmap attention.png
+"""
+EXPORT_EPILOG = """\
+examples:
+  hf-bahdanau export --model runs/quick-de-en --format ctranslate2 --output runs/quick-de-en-ct2
+  hf-bahdanau export --model runs/quick-de-en --format ctranslate2 --output ct2-int8 --quantization int8
+  hf-bahdanau translate --model runs/quick-de-en-ct2 --engine ctranslate2 < sentences.de > sentences.en
+CTranslate2 is an optional extra: pip install hf_bahdanau[ctranslate2]. It runs Transformers only (no RNN).
 """
 PUBLISH_EPILOG = """\
 examples:
@@ -565,6 +634,21 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="Replace a README.md not made by hf-bahdanau (default: keep it and upload it as it is).",
     )
+    publishing.add_argument(
+        "--with-ctranslate2",
+        "--with_ctranslate2",
+        action="store_true",
+        help="Also upload the model's CTranslate2 export (float32) in the repo's ctranslate2/ folder.",
+    )
+
+    exporting = command("export", "export a Transformer for a faster inference engine (CTranslate2)", EXPORT_EPILOG)
+    exporting.add_argument("--model", required=True, help="A saved d2l_transformer folder, or a Hub repo id.")
+    exporting.add_argument("--format", choices=("ctranslate2",), default="ctranslate2", help="The engine's format.")
+    exporting.add_argument("--output", required=True, help="The folder to write the export to.")
+    exporting.add_argument(
+        "--quantization", choices=EXPORT_QUANTIZATIONS, default="float32", help="How the weights are stored."
+    )
+    exporting.add_argument("--overwrite", action="store_true", help="Replace a non-empty --output folder.")
     return parser
 
 
@@ -599,7 +683,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if rest:
             raise UsageError(f"unrecognized arguments: {' '.join(rest)}")
         _prepare_libraries()
-        {"evaluate": run_evaluate, "publish": run_publish, "translate": run_translate}[args.command](args)
+        commands = {"evaluate": run_evaluate, "export": run_export, "publish": run_publish, "translate": run_translate}
+        commands[args.command](args)
     except (UsageError, ValueError, OSError) as error:  # the user's input; anything else is a bug: traceback
         logger.error("%s", redact_message(str(error)))  # a message may quote an option's value
         return 1

@@ -298,8 +298,9 @@ def _recorded_command(folder: Path) -> tuple[str | None, dict[str, str] | None]:
     return command, config_file
 
 
-def make_card(folder: str | Path, repo_id: str, license: str = DEFAULT_LICENSE) -> ModelCard:
-    """The model card of a trained folder, to be published as `repo_id`."""
+def make_card(folder: str | Path, repo_id: str, license: str = DEFAULT_LICENSE, ctranslate2: bool = False) -> ModelCard:
+    """The model card of a trained folder, to be published as `repo_id` (`ctranslate2`: with its CTranslate2
+    export in the repo's `ctranslate2/` folder, and how to use it)."""
     folder = check_model_folder(folder)
     data = card_data(folder, repo_id, license)
     config = _read_json(folder / "config.json")
@@ -338,6 +339,7 @@ def make_card(folder: str | Path, repo_id: str, license: str = DEFAULT_LICENSE) 
         task=TASK if TASK in pipelines else next(iter(pipelines), None),
         example=example,
         num_beams=generation.get("num_beams", 1),
+        ctranslate2="ctranslate2" if ctranslate2 else None,  # `export.PUBLISHED_FOLDER`
     )
 
 
@@ -449,6 +451,7 @@ def publish(
     dry_run: bool = False,
     token: str | None = None,
     overwrite_card: bool = False,
+    with_ctranslate2: bool = False,
 ) -> Publication:
     """Write the folder's card, then create `repo_id` if needed and upload `files_to_upload`.
 
@@ -456,23 +459,29 @@ def publish(
     written by hand is kept, and uploaded as it is, unless `overwrite_card`. A `dry_run` renders the card and lists
     the files, and writes nothing. Raises ValueError for a bad repo id, a folder that is not a trained model or no
     token, and ConnectionError when the Hub cannot be reached (offline mode, network or HTTP errors). `token`
-    defaults to `get_token()`.
+    defaults to `get_token()`. `with_ctranslate2`: the float32 CTranslate2 export goes to the repo's `ctranslate2/`
+    folder too (`export.published_export`), and the card says how to use it.
     """
     check_repo_id(repo_id)
     folder = check_model_folder(folder)
     path = folder / CARD_FILE
-    card = make_card(folder, repo_id, license)
+    exported = []
+    if with_ctranslate2:
+        from .export import published_export
+
+        exported = published_export(folder, dry_run=dry_run)
+    card = make_card(folder, repo_id, license, ctranslate2=with_ctranslate2)
     kept = path.is_file() and not overwrite_card and not is_generated_card(path)
     publication = Publication(repo_id=repo_id, card=path, files=[], card_text=str(card), card_kept=kept)
     if kept:
         logger.info("keeping the model card %s: it was not made by hf-bahdanau (--overwrite-card replaces it)", path)
     if dry_run:
-        publication.files = sorted({*files_to_upload(folder), CARD_FILE})
+        publication.files = sorted({*files_to_upload(folder), CARD_FILE, *exported})
         return publication
     if not kept:
         card.save(path)
         logger.info("model card written to %s", path)
-    publication.files = files_to_upload(folder)
+    publication.files = [*files_to_upload(folder), *exported]
     message = commit_message or f"Upload {repo_id.split('/')[-1]} with hf-bahdanau publish"
     publication.url = _upload(folder, repo_id, publication.files, private, revision, message, token)
     logger.info("uploaded %d files to %s", len(publication.files), publication.url)

@@ -1,0 +1,395 @@
+"""Export d2l Transformers to CTranslate2 and translate with the export.
+
+`export_ctranslate2(model, output)` writes a CTranslate2 model folder (`model.bin`, its `config.json`, the shared
+vocabulary) through CTranslate2's own converter API: `D2LTransformerLoader` maps our modules onto a
+`TransformerSpec` with the helpers of CTranslate2's `ModelLoader`, and `D2LTransformerConverter` is a CTranslate2
+`Converter`, which validates, quantizes and saves the spec. Beside it the folder gets the tokenizer files, the
+generation config and `hf_bahdanau_export.json` (the model's config and a fingerprint of the files it came from).
+
+What the mapping has to get right (checked by tests/test_export.py against our `generate()`):
+- d2l's sinusoid table interleaves sin and cos (`P[i, 2j]`, `P[i, 2j + 1]`), CTranslate2's own puts all sines
+  first: the spec gets our table, `max_position_embeddings` rows.
+- Our decoder starts from the real embedding of `<s>` (the decoder start token) at position 0: no
+  `start_from_zero_embedding`, and the vocabulary keeps every row (Marian's loader does neither).
+- The embedding scale (sqrt(d_model), or 1 without `scale_embedding`) and the layer-norm epsilon are set
+  explicitly; `lm_head.bias` is the output projection's bias; tied weights are stored once (CTranslate2 aliases
+  equal variables).
+- Our tokenizer appends `</s>` to the source itself: CTranslate2 gets token strings and adds nothing.
+
+`CTranslate2Translator` translates with such a folder and answers like the translation pipeline:
+`[{"translation_text": ...}]`. CTranslate2 has no RNN decoder: the `bahdanau` model type is refused.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from .pipelines import check_tokenizer_matches, encode, source_limit
+
+try:  # an optional extra: `pip install hf_bahdanau[ctranslate2]`
+    import ctranslate2
+    from ctranslate2.converters import Converter, utils
+    from ctranslate2.converters.transformers import ModelLoader
+    from ctranslate2.specs import common_spec, transformer_spec
+except ImportError:  # the classes below are then defined on `object` and refuse to run (`require_ctranslate2`)
+    ctranslate2 = None
+    Converter = ModelLoader = object
+
+logger = logging.getLogger(__name__)
+
+INSTALL_HINT = "pip install hf_bahdanau[ctranslate2]"
+QUANTIZATIONS = ("float32", "int8", "int8_float32", "float16")  # what `export --quantization` offers
+EXPORT_INFO = "hf_bahdanau_export.json"
+# Files of the model folder copied beside the CTranslate2 model (its own config.json is CTranslate2's).
+COPIED_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "generation_config.json")
+# Files whose content decides the export: a cached export is redone when one of them changes.
+SOURCE_PATTERNS = ("config.json", "*.safetensors", "tokenizer.json", "tokenizer_config.json")
+PUBLISHED_FOLDER = "ctranslate2"  # the repo's subfolder that `publish --with-ctranslate2` uploads
+CACHE_PREFIX = "ctranslate2-"  # MODEL/ctranslate2-<quantization>/: the export `--engine ctranslate2` caches
+_ACTIVATIONS = {"relu": "RELU", "gelu": "GELU", "gelu_new": "GELUTanh", "silu": "SWISH", "swish": "SWISH"}
+# generate() option -> translate_batch() option
+_OPTIONS = {
+    "num_beams": "beam_size",
+    "length_penalty": "length_penalty",
+    "num_return_sequences": "num_hypotheses",
+    "no_repeat_ngram_size": "no_repeat_ngram_size",
+    "repetition_penalty": "repetition_penalty",
+}
+
+
+def require_ctranslate2() -> Any:
+    """The `ctranslate2` module, or an ImportError that says how to install it."""
+    if ctranslate2 is None:
+        raise ImportError(f"CTranslate2 is not installed: {INSTALL_HINT}")
+    return ctranslate2
+
+
+def is_ctranslate2_folder(folder: str | os.PathLike) -> bool:
+    """Whether `folder` holds a CTranslate2 model exported by `export_ctranslate2`."""
+    return (Path(folder) / "model.bin").is_file() and (Path(folder) / EXPORT_INFO).is_file()
+
+
+# ---- the converter ----------------------------------------------------------------------------------------
+
+
+class D2LTransformerLoader(ModelLoader):
+    """Maps a `TransformerForConditionalGeneration` and its tokenizer onto a CTranslate2 `TransformerSpec`."""
+
+    @property
+    def architecture_name(self) -> str:
+        return "TransformerForConditionalGeneration"
+
+    def get_model_spec(self, model: torch.nn.Module) -> Any:
+        config = model.config
+        activation = getattr(common_spec.Activation, _ACTIVATIONS[config.activation_function])
+        spec = transformer_spec.TransformerSpec.from_config(
+            (config.encoder_layers, config.decoder_layers),
+            config.attention_heads,
+            pre_norm=config.norm_first,
+            activation=activation,
+        )
+        self.set_stack(spec.encoder, model.encoder, spec.encoder.embeddings[0])
+        self.set_stack(spec.decoder, model.decoder, spec.decoder.embeddings)
+        for layer_spec, layer in zip(spec.encoder.layer, model.encoder.layers, strict=True):
+            self.set_attention(layer_spec.self_attention, layer.self_attn, layer.self_attn_norm, self_attention=True)
+            self.set_ffn(layer_spec.ffn, layer)
+        for layer_spec, layer in zip(spec.decoder.layer, model.decoder.layers, strict=True):
+            self.set_attention(layer_spec.self_attention, layer.self_attn, layer.self_attn_norm, self_attention=True)
+            self.set_attention(layer_spec.attention, layer.cross_attn, layer.cross_attn_norm, self_attention=False)
+            self.set_ffn(layer_spec.ffn, layer)
+        self.set_linear(spec.decoder.projection, model.lm_head)  # its bias too
+        return spec
+
+    def set_stack(self, spec: Any, stack: torch.nn.Module, embeddings: Any) -> None:
+        """Embeddings, their scale, our position table and (pre-norm) the final norm of an encoder or decoder."""
+        self.set_embeddings(embeddings, stack.embed_tokens)
+        spec.scale_embeddings = float(stack.embed_scale)  # 1.0 without scale_embedding: never CTranslate2's default
+        spec.position_encodings.encodings = stack.positions.P[0, : stack.config.max_position_embeddings]
+        if stack.config.norm_first:
+            self.set_layer_norm(spec.layer_norm, stack.final_norm)
+
+    def set_attention(
+        self, spec: Any, attention: torch.nn.Module, add_norm: torch.nn.Module, self_attention: bool
+    ) -> None:
+        """Our W_q, W_k, W_v, W_o as CTranslate2's fused projections, and the AddNorm's norm."""
+        split = [common_spec.LinearSpec() for _ in range(3)]
+        for layer_spec, module in zip(split, (attention.W_q, attention.W_k, attention.W_v), strict=True):
+            self.set_linear(layer_spec, module)
+        if self_attention:
+            utils.fuse_linear(spec.linear[0], split)
+        else:
+            utils.fuse_linear(spec.linear[0], split[:1])
+            utils.fuse_linear(spec.linear[1], split[1:])
+        self.set_linear(spec.linear[-1], attention.W_o)
+        self.set_layer_norm(spec.layer_norm, add_norm.norm)
+
+    def set_ffn(self, spec: Any, layer: torch.nn.Module) -> None:
+        self.set_linear(spec.linear_0, layer.ffn.dense1)
+        self.set_linear(spec.linear_1, layer.ffn.dense2)
+        self.set_layer_norm(spec.layer_norm, layer.ffn_norm.norm)
+
+    def get_vocabulary(self, model: torch.nn.Module, tokenizer: Any) -> list[str]:
+        """One token string per embedding row; rows the tokenizer never produces get placeholder names."""
+        tokens = tokenizer.convert_ids_to_tokens(list(range(model.config.vocab_size)))
+        return [token if token is not None else f"<unused_{i}>" for i, token in enumerate(tokens)]
+
+    def set_vocabulary(self, spec: Any, tokens: list[str]) -> None:
+        spec.register_source_vocabulary(tokens)
+        spec.register_target_vocabulary(tokens)
+
+    def set_config(self, config: Any, model: torch.nn.Module, tokenizer: Any) -> None:
+        ids = model.config
+        config.bos_token = tokenizer.convert_ids_to_tokens(ids.bos_token_id)
+        config.eos_token = tokenizer.convert_ids_to_tokens(ids.eos_token_id)
+        config.unk_token = tokenizer.unk_token or config.unk_token
+        config.decoder_start_token = tokenizer.convert_ids_to_tokens(ids.decoder_start_token_id)
+        config.add_source_eos = False  # the tokenizer appended it
+        config.layer_norm_epsilon = model.decoder.layers[0].ffn_norm.norm.eps
+
+
+class D2LTransformerConverter(Converter):
+    """A CTranslate2 `Converter` of a loaded d2l Transformer and its tokenizer (`convert(output_dir, ...)`)."""
+
+    def __init__(self, model: torch.nn.Module, tokenizer: Any) -> None:
+        require_ctranslate2()
+        self.model, self.tokenizer = model, tokenizer
+
+    def _load(self) -> Any:
+        with torch.no_grad():
+            return D2LTransformerLoader()(self.model, self.tokenizer)
+
+
+# ---- export -----------------------------------------------------------------------------------------------
+
+
+def _local_folder(model_dir_or_repo_id: str | os.PathLike) -> Path:
+    """A local model folder, or the needed files of a Hub repo downloaded into the Hub cache."""
+    folder = Path(model_dir_or_repo_id)
+    if folder.is_dir():
+        return folder
+    if folder.exists() or str(model_dir_or_repo_id).count("/") != 1:
+        raise ValueError(f"{model_dir_or_repo_id} is neither a model folder nor a Hub repo id (OWNER/NAME)")
+    from huggingface_hub import snapshot_download
+
+    patterns = [*SOURCE_PATTERNS, *COPIED_FILES, "model.safetensors.index.json"]
+    return Path(snapshot_download(str(model_dir_or_repo_id), allow_patterns=patterns))
+
+
+def source_fingerprint(folder: str | os.PathLike) -> str:
+    """A sha256 over the files that decide an export (config, weights, tokenizer)."""
+    digest = hashlib.sha256()
+    paths = sorted({path for pattern in SOURCE_PATTERNS for path in Path(folder).glob(pattern) if path.is_file()})
+    for path in paths:
+        digest.update(path.name.encode())
+        with path.open("rb") as file:
+            for block in iter(lambda: file.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()
+
+
+def _check_exportable(folder: Path) -> dict[str, Any]:
+    """The folder's config.json, or a ValueError for a folder that CTranslate2 cannot run."""
+    config_file = folder / "config.json"
+    if not config_file.is_file():
+        raise ValueError(f"{folder} is not a saved model folder (no config.json)")
+    config = json.loads(config_file.read_text(encoding="utf-8"))
+    model_type = config.get("model_type")
+    if model_type == "bahdanau":
+        raise ValueError(
+            f"{folder} holds an RNN encoder-decoder (model type bahdanau): CTranslate2 has no RNN decoder, so only "
+            "d2l_transformer models export; translate it with --engine torch"
+        )
+    if model_type != "d2l_transformer":
+        raise ValueError(f"{folder} holds a {model_type!r} model: only d2l_transformer models export to CTranslate2")
+    return config
+
+
+def export_ctranslate2(
+    model_dir_or_repo_id: str | os.PathLike,
+    output_dir: str | os.PathLike,
+    quantization: str = "float32",
+    overwrite: bool = False,
+) -> Path:
+    """Write the CTranslate2 export of a `d2l_transformer` folder (or Hub repo) to `output_dir`; its path.
+
+    `quantization`: the stored weights, one of `QUANTIZATIONS` (`int8` computes in int8 on CPU). An existing
+    non-empty `output_dir` needs `overwrite`. The folder is written beside its final place and moved there at the
+    end, so a failed export leaves no half-written model.
+    """
+    require_ctranslate2()
+    from transformers import AutoTokenizer
+
+    from .modeling_transformer import TransformerForConditionalGeneration
+
+    if quantization not in QUANTIZATIONS:
+        raise ValueError(f"quantization must be one of {', '.join(QUANTIZATIONS)}, got {quantization!r}")
+    folder = _local_folder(model_dir_or_repo_id)
+    model_config = _check_exportable(folder)  # as saved: no local path in it (the export may be published)
+    output = Path(output_dir)
+    if folder.resolve().is_relative_to(output.resolve()):
+        raise ValueError(f"the export folder {output} would replace the model folder {folder}: choose another")
+    if output.exists() and (not output.is_dir() or any(output.iterdir())) and not overwrite:
+        raise ValueError(f"{output} exists and is not empty: choose another folder or overwrite it")
+    fingerprint = source_fingerprint(folder)
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    model = TransformerForConditionalGeneration.from_pretrained(folder, use_safetensors=True).float().eval()
+    check_tokenizer_matches(model.config, tokenizer)
+    staging = output.with_name(f"{output.name}.exporting")
+    shutil.rmtree(staging, ignore_errors=True)
+    D2LTransformerConverter(model, tokenizer).convert(str(staging), quantization=quantization, force=True)
+    for name in COPIED_FILES:
+        if (folder / name).is_file():
+            shutil.copy2(folder / name, staging / name)
+    info = {"quantization": quantization, "source_fingerprint": fingerprint, "model_config": model_config}
+    (staging / EXPORT_INFO).write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
+    if output.exists():
+        shutil.rmtree(output) if output.is_dir() else output.unlink()
+    staging.rename(output)
+    logger.info("exported %s to CTranslate2 (%s) in %s", model_dir_or_repo_id, quantization, output)
+    return output
+
+
+def cached_export(model_dir: str | os.PathLike, quantization: str = "float32", folder: str | None = None) -> Path:
+    """The CTranslate2 export kept in `model_dir` (`ctranslate2-<quantization>/`, or `folder`), exported now if
+    it is missing or the model's config, weights or tokenizer changed since."""
+    model_dir = Path(model_dir)
+    output = model_dir / (folder or f"{CACHE_PREFIX}{quantization}")
+    if is_ctranslate2_folder(output):
+        info = json.loads((output / EXPORT_INFO).read_text(encoding="utf-8"))
+        if info.get("quantization") == quantization and info.get("source_fingerprint") == source_fingerprint(model_dir):
+            return output
+        logger.info("the model in %s changed since its CTranslate2 export: exporting it again", model_dir)
+    else:
+        logger.info("exporting %s to CTranslate2 (%s) into %s, once", model_dir, quantization, output)
+    return export_ctranslate2(model_dir, output, quantization, overwrite=True)
+
+
+def published_export(model_dir: str | os.PathLike, dry_run: bool = False) -> list[str]:
+    """The files of the float32 export that `publish --with-ctranslate2` uploads, as `ctranslate2/NAME` paths:
+    exported into `model_dir/ctranslate2/` (kept while the model is unchanged), or, for a dry run, into a
+    temporary folder that is removed (a dry run writes nothing in `model_dir`)."""
+    require_ctranslate2()
+    if not dry_run:
+        return [
+            f"{PUBLISHED_FOLDER}/{p.name}" for p in sorted(cached_export(model_dir, folder=PUBLISHED_FOLDER).iterdir())
+        ]
+    with tempfile.TemporaryDirectory(prefix="hf_bahdanau_export_") as scratch:
+        export = export_ctranslate2(model_dir, Path(scratch) / PUBLISHED_FOLDER)
+        return [f"{PUBLISHED_FOLDER}/{p.name}" for p in sorted(export.iterdir())]
+
+
+# ---- translation ------------------------------------------------------------------------------------------
+
+
+class CTranslate2Translator:
+    """Translate with a CTranslate2 export, as the translation pipeline does: `translator(texts, num_beams=5)`.
+
+    `compute_type`: CTranslate2's ("default": as stored; "int8" quantizes float32 weights on load). `threads`:
+    CPU threads for one batch (0: CTranslate2's default). `config` and `generation_config` are the exported
+    model's; call options override the generation config.
+    """
+
+    def __init__(
+        self, folder: str | os.PathLike, device: str = "cpu", compute_type: str = "default", threads: int = 0
+    ) -> None:
+        ct2 = require_ctranslate2()
+        from transformers import AutoTokenizer, GenerationConfig
+
+        from .configuration_transformer import TransformerConfig
+
+        self.folder = Path(folder)
+        if not is_ctranslate2_folder(self.folder):
+            raise ValueError(f"{self.folder} is no CTranslate2 export of this package (no model.bin or {EXPORT_INFO})")
+        info = json.loads((self.folder / EXPORT_INFO).read_text(encoding="utf-8"))
+        self.config = TransformerConfig.from_dict(info["model_config"])
+        self.quantization = info["quantization"]
+        generation = self.folder / "generation_config.json"
+        self.generation_config = (
+            GenerationConfig.from_pretrained(self.folder) if generation.is_file() else GenerationConfig()
+        )
+        self.tokenizer = AutoTokenizer.from_pretrained(self.folder)
+        self.translator = ct2.Translator(
+            str(self.folder), device=device, compute_type=compute_type, inter_threads=1, intra_threads=threads
+        )
+
+    @classmethod
+    def from_model(
+        cls, model_dir: str | os.PathLike, quantization: str | None = None, **kwargs: Any
+    ) -> CTranslate2Translator:
+        """A translator for an export (run as stored, or computing in `quantization`), or for a model folder
+        through its export cached in the folder (`cached_export`, float32 unless `quantization`)."""
+        if is_ctranslate2_folder(model_dir):
+            return cls(model_dir, compute_type=quantization or "default", **kwargs)
+        return cls(cached_export(model_dir, quantization or "float32"), **kwargs)
+
+    def options(self, **overrides: Any) -> dict[str, Any]:
+        """`translate_batch` options from the generation config and `overrides` (`generate()` names)."""
+        settings = {name: getattr(self.generation_config, name, None) for name in (*_OPTIONS, "max_new_tokens")}
+        settings.update({name: value for name, value in overrides.items() if value is not None})
+        unknown = sorted(set(settings) - {*_OPTIONS, "max_new_tokens", "min_new_tokens"})
+        if unknown:
+            raise ValueError(f"the CTranslate2 engine does not take {', '.join(unknown)}")
+        options = {_OPTIONS[name]: settings[name] for name in _OPTIONS if settings.get(name) is not None}
+        longest = settings.get("max_new_tokens") or self.generation_config.max_length - 1
+        # Decoder position i holds the token fed at step i: the table bounds how many tokens can be made.
+        options["max_decoding_length"] = min(longest, self.config.max_position_embeddings)
+        options["min_decoding_length"] = settings.get("min_new_tokens") or 0  # CTranslate2's 1 would forbid ""
+        return options
+
+    def source_tokens(self, text: str) -> list[str]:
+        """The source's token strings, `</s>` included, cut to the model's limit as the pipeline cuts it."""
+        ids = encode(self.tokenizer, text, source_limit(self, self.tokenizer))
+        return [] if not ids["attention_mask"].any() else self.tokenizer.convert_ids_to_tokens(ids["input_ids"][0])
+
+    def __call__(
+        self, texts: str | Sequence[str], batch_size: int = 32, **options: Any
+    ) -> list[dict[str, str]] | list[list[dict[str, str]]]:
+        """Translations as the pipeline gives them: a string -> `[{"translation_text": ...}]`; a list -> one dict
+        per text (a list of dicts per text with `num_return_sequences` > 1). Empty texts translate to ""."""
+        single = isinstance(texts, str)
+        texts = [texts] if single else list(texts)
+        if not all(isinstance(text, str) for text in texts):
+            raise TypeError("CTranslate2Translator takes a string or a list of strings")
+        settings = self.options(**options)
+        per_input = settings.get("num_hypotheses", 1)
+        sources = [self.source_tokens(text) for text in texts]
+        kept = [tokens for tokens in sources if tokens]
+        results = iter(
+            self.translator.translate_batch(kept, max_batch_size=batch_size, max_input_length=0, **settings)
+            if kept
+            else []
+        )
+        outputs = []
+        for tokens in sources:
+            hypotheses = next(results).hypotheses if tokens else [[]] * per_input
+            outputs.append([{"translation_text": self.decode(hypothesis)} for hypothesis in hypotheses])
+        if single:
+            return outputs[0]
+        return [output[0] for output in outputs] if per_input == 1 else outputs
+
+    def decode(self, tokens: list[str]) -> str:
+        return self.tokenizer.decode(self.tokenizer.convert_tokens_to_ids(tokens), skip_special_tokens=True)
+
+
+__all__ = [
+    "CTranslate2Translator",
+    "D2LTransformerConverter",
+    "D2LTransformerLoader",
+    "INSTALL_HINT",
+    "QUANTIZATIONS",
+    "cached_export",
+    "export_ctranslate2",
+    "is_ctranslate2_folder",
+    "published_export",
+    "require_ctranslate2",
+]
