@@ -241,7 +241,7 @@ def export_ctranslate2(
     if output.exists() and (not output.is_dir() or any(output.iterdir())) and not overwrite:
         raise ValueError(f"{output} exists and is not empty: choose another folder or overwrite it")
     fingerprint = source_fingerprint(folder)
-    tokenizer = AutoTokenizer.from_pretrained(folder)
+    tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=False)  # never a folder's own code
     model = TransformerForConditionalGeneration.from_pretrained(folder, use_safetensors=True).float().eval()
     check_tokenizer_matches(model.config, tokenizer)
     staging = output.with_name(f"{output.name}.exporting")
@@ -317,7 +317,7 @@ class CTranslate2Translator:
         self.generation_config = (
             GenerationConfig.from_pretrained(self.folder) if generation.is_file() else GenerationConfig()
         )
-        self.tokenizer = AutoTokenizer.from_pretrained(self.folder)
+        self.tokenizer = AutoTokenizer.from_pretrained(self.folder, trust_remote_code=False)
         self.translator = ct2.Translator(
             str(self.folder), device=device, compute_type=compute_type, inter_threads=1, intra_threads=threads
         )
