@@ -4,6 +4,8 @@ command line, the translator class, `export` and `publish --with-ctranslate2`.""
 import json
 import logging
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -287,3 +289,20 @@ def test_heatmap_needs_the_torch_engine(trained, tmp_path, caplog):
     ]
     assert main(args) == 1
     assert "--heatmap needs --engine torch" in caplog.text and not (tmp_path / "a.png").exists()
+
+
+def test_the_benchmark_script_runs_every_engine_and_ours_decodes_as_torch(tmp_path):
+    script = Path(__file__).resolve().parents[1] / "scripts" / "benchmark_ctranslate2.py"
+    output = tmp_path / "ct2.md"
+    args = [sys.executable, str(script), "--quick", "--threads", "1", "--output", str(output)]
+    result = subprocess.run(args, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "ours, CTranslate2 fp32: 4 of 4 sentences with torch fp32's greedy tokens" in result.stderr
+    rows = [line.split("|")[1:-1] for line in output.read_text().splitlines()[2:]]
+    names = {name.strip() for measure, name, *_ in rows if measure.strip() != "ratio"}
+    assert names == {f"{model}, {engine}" for model, engine in [("ours", "torch fp32"), ("ours", "torch int8"),
+                     ("ours", "CTranslate2 fp32"), ("ours", "CTranslate2 int8"), ("MarianMT", "CTranslate2 fp32"),
+                     ("MarianMT", "CTranslate2 int8")]}  # fmt: skip
+    assert len(rows) == 12 + 10 and all(
+        float(value.strip().rstrip("x").replace(",", "")) > 0 for _, _, value, _ in rows
+    )
