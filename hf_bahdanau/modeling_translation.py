@@ -11,6 +11,7 @@ saved model folders (`trust_remote_code`), so it imports nothing but torch, safe
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import os
 from collections.abc import Callable
 from typing import Any
@@ -114,11 +115,11 @@ def earlier_tokens(labels: torch.Tensor) -> torch.Tensor:
 def quantizer(quantize: str) -> Callable[[nn.Module], nn.Module]:
     """The function that quantizes a loaded model in place (e.g. `quantize="int8"`), from the `hf_bahdanau`
     package's `quantization` module: int8 is a feature of the package, not part of a saved folder's code."""
-    for name, package in ((".quantization", __package__), ("hf_bahdanau.quantization", None)):
+    for name in (importlib.util.resolve_name(".quantization", __package__), "hf_bahdanau.quantization"):
         try:
-            return importlib.import_module(name, package).quantizer(quantize)
-        except ModuleNotFoundError as error:
-            if not error.name or not error.name.endswith("quantization"):
+            return importlib.import_module(name).quantizer(quantize)
+        except ModuleNotFoundError as error:  # that module or a package above it is missing; else a real error
+            if not error.name or not (name == error.name or name.startswith(error.name + ".")):
                 raise
     raise ValueError(
         f"quantize={quantize!r} needs the hf_bahdanau package (its quantization module is not part of a saved "

@@ -71,7 +71,9 @@ def test_quantize_without_the_package_is_a_clear_error(monkeypatch):
     assert modeling_translation.quantizer("int8").__name__ == "quantize_for_cpu"
     with pytest.raises(ValueError, match="quantize must be one of"):
         modeling_translation.quantizer("int4")
-    monkeypatch.setitem(sys.modules, "hf_bahdanau.quantization", None)  # as in a folder's remote code alone
+    monkeypatch.setattr(modeling_translation, "__package__", "transformers_modules.a_folder")  # as remote code
+    assert modeling_translation.quantizer("int8").__name__ == "quantize_for_cpu"  # from the installed package
+    monkeypatch.setitem(sys.modules, "hf_bahdanau.quantization", None)  # and without it
     with pytest.raises(ValueError, match="needs the hf_bahdanau package"):
         modeling_translation.quantizer("int8")
 
