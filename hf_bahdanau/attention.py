@@ -12,6 +12,7 @@ saved model folders for ``trust_remote_code``. The models take the weights from 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -177,7 +178,10 @@ class MultiHeadAttention(nn.Module):
 
     ``forward`` returns ``(output, weights)``. ``implementation="eager"`` is d2l's masked softmax and returns the
     weights ``(batch, num_heads, queries, keys)``; ``"sdpa"`` runs ``torch.nn.functional.scaled_dot_product_attention``
-    (fused kernels) and returns ``None`` unless ``need_weights``, which always takes the eager path. A decoder can
+    (fused kernels) and returns ``None`` unless ``need_weights``, which always takes the eager path; a callable with
+    the signature of transformers' attention functions (``fn(module, query, key, value, attention_mask, dropout=,
+    scaling=, is_causal=)`` on ``(batch, heads, length, head_size)`` tensors and a boolean mask, returning the output
+    ``(batch, queries, heads, head_size)`` and the weights or None) runs in its place. A decoder can
     project keys and values once (``project_keys_values``) and pass them back as ``key_values`` at every step. Keys
     may serve groups of queries: with ``g`` times as many query rows as key rows, key row ``i`` serves query rows
     ``g * i .. g * i + g - 1`` (e.g. the beams of one source), which is the same as repeating each key row ``g``
@@ -227,7 +231,7 @@ class MultiHeadAttention(nn.Module):
         valid_lens: torch.Tensor | None = None,
         need_weights: bool = True,
         key_values: tuple[torch.Tensor, torch.Tensor] | None = None,
-        implementation: str = "eager",
+        implementation: str | Callable[..., tuple[torch.Tensor, torch.Tensor | None]] = "eager",
         is_causal: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Output ``(batch, queries, num_hiddens)`` and weights ``(batch, num_heads, queries, keys)`` or None.
@@ -265,7 +269,7 @@ class MultiHeadAttention(nn.Module):
         v: torch.Tensor,
         valid_lens: torch.Tensor | None,
         need_weights: bool,
-        implementation: str,
+        implementation: str | Callable[..., tuple[torch.Tensor, torch.Tensor | None]],
         is_causal: bool,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Attention of the split heads: output ``(batch, num_heads, queries, head_size)`` and weights or None."""
@@ -287,19 +291,25 @@ class MultiHeadAttention(nn.Module):
             # gradient exists (retain_grad)
             weights = masked_softmax(scores, flat_mask).view(batch, self.num_heads, num_queries, -1)
             out = torch.matmul(self.attention.dropout(weights), v)  # (batch, num_heads, queries, head_size)
-        elif implementation == "sdpa":
+        elif implementation == "sdpa" or callable(implementation):
             weights = None
             empty = None if mask is None else ~mask.any(-1, keepdim=True)  # (batch, 1 | queries, 1): no valid key
             # Fused kernels may give NaN for a row with no valid key: let it see every key, then zero its output.
             sdpa_mask = None if mask is None else (mask | empty)[:, None]  # (batch, 1, 1 | queries, keys)
             dropout_p = self.attention.dropout.p if self.training else 0.0
-            out = F.scaled_dot_product_attention(
-                q, k, v, attn_mask=sdpa_mask, dropout_p=dropout_p, is_causal=is_causal
-            )  # (batch, num_heads, queries, head_size)
+            if callable(implementation):  # transformers' attention interface: output (batch, queries, heads, size)
+                out, weights = implementation(
+                    self, q, k, v, sdpa_mask, dropout=dropout_p, scaling=q.shape[-1] ** -0.5, is_causal=is_causal
+                )
+                out = out.transpose(1, 2)
+            else:
+                out = F.scaled_dot_product_attention(
+                    q, k, v, attn_mask=sdpa_mask, dropout_p=dropout_p, is_causal=is_causal
+                )  # (batch, num_heads, queries, head_size)
             if mask is not None:  # a query with no valid key attends to nothing, as masked_softmax does
                 out = out.masked_fill(empty[:, None], 0.0)
         else:
-            raise ValueError(f"implementation must be 'eager' or 'sdpa', got {implementation!r}")
+            raise ValueError(f"implementation must be 'eager', 'sdpa' or an attention function, got {implementation!r}")
         if group > 1:  # back to one row per query row
             out = out.unflatten(2, (group, -1)).transpose(1, 2).reshape(query_shape)
             if weights is not None:

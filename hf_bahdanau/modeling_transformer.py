@@ -21,6 +21,7 @@ from transformers.activations import ACT2FN
 from transformers.cache_utils import DynamicCache, DynamicLayer, EncoderDecoderCache
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import BaseModelOutput, BaseModelOutputWithPastAndCrossAttentions
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
 from .attention import MultiHeadAttention, PositionalEncoding
 from .configuration_transformer import TransformerConfig
@@ -59,6 +60,14 @@ class AddNorm(nn.Module):
         return self.norm(X + self.dropout(Y)), weights
 
 
+def attention_implementation(config: TransformerConfig) -> str | Callable[..., Attended]:
+    """`config._attn_implementation` as `MultiHeadAttention` takes it: `"eager"` (d2l's masked softmax) and `"sdpa"`
+    (torch's fused kernel) are its own; any other name is transformers' attention function registered under it
+    (`transformers.AttentionInterface.register`)."""
+    name = config._attn_implementation or "eager"
+    return name if name in ("eager", "sdpa") else ALL_ATTENTION_FUNCTIONS[name]
+
+
 def _attention(config: TransformerConfig) -> MultiHeadAttention:
     d = config.d_model
     return MultiHeadAttention(d, d, d, d, config.attention_heads, config.attention_dropout, config.attention_bias)
@@ -79,7 +88,7 @@ class TransformerEncoderLayer(GradientCheckpointingLayer):
     def forward(self, X: torch.Tensor, mask: torch.Tensor | None, need_weights: bool) -> Attended:
         """`X` `(batch, src_len, d_model)`, `mask` `(batch, src_len)` (None: no padding) -> the same shape, and the
         weights `(batch, heads, src_len, src_len)`."""
-        implementation = self.config._attn_implementation
+        implementation = attention_implementation(self.config)
         X, weights = self.self_attn_norm(
             X, lambda H: self.self_attn(H, H, H, mask, need_weights=need_weights, implementation=implementation)
         )
@@ -148,7 +157,7 @@ class TransformerDecoderLayer(GradientCheckpointingLayer):
         """Outputs `(batch, tgt_len, d_model)`, self- and cross-attention weights `(batch, heads, tgt_len, keys)`.
 
         Without `causal_mask`, every query sees every key (one new token), or with `is_causal` the keys up to it."""
-        options = dict(need_weights=need_weights, implementation=self.config._attn_implementation)
+        options = dict(need_weights=need_weights, implementation=attention_implementation(self.config))
         X, self_weights = self.self_attn_norm(
             X,
             lambda H: self.self_attn(

@@ -1,9 +1,11 @@
 """What transformers' common model and generation tests ask of a model, written against ours: continuing generation
-from a returned cache, attention weights in the autograd graph, gradient checkpointing."""
+from a returned cache, attention weights in the autograd graph, gradient checkpointing, the attention interface."""
 
 import pytest
 import torch
 from helpers import MODEL_TYPES, make_model, random_ids
+from transformers import AttentionInterface
+from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
 # As transformers' `test_generate_continue_from_past_key_values`: no token ends a sequence, greedy, scores kept.
 CONTINUE = dict(
@@ -108,3 +110,31 @@ def test_the_rnn_does_not_claim_gradient_checkpointing():
     assert not model.supports_gradient_checkpointing
     with pytest.raises(ValueError, match="does not support activation checkpointing"):
         model.activation_checkpointing_enable()
+
+
+def test_attention_functions_registered_with_transformers_run_in_the_transformer(monkeypatch):
+    """`attn_implementation` takes "eager", "sdpa" and any function of transformers' `AttentionInterface`: the same
+    logits and beam-search tokens, the registered function called for every attention."""
+    calls = []
+
+    def counting_sdpa(module, query, key, value, attention_mask, **kwargs):
+        calls.append(tuple(query.shape))
+        return sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
+
+    monkeypatch.setitem(AttentionInterface._global_mapping, "counting_sdpa", counting_sdpa)
+    src, mask = left_padded_source()
+    tgt = random_ids(4, 5, seed=2)
+    results = {}
+    for name in ("eager", "sdpa", "counting_sdpa"):
+        model = make_model("d2l_transformer", attn_implementation=name)
+        assert model.config._attn_implementation == name
+        with torch.no_grad():
+            logits = model(input_ids=src, attention_mask=mask, decoder_input_ids=tgt).logits
+            tokens = model.generate(src, attention_mask=mask, max_new_tokens=5, num_beams=3, decoder_start_token_id=1)
+        results[name] = logits, tokens
+    assert len(calls) == (2 + 2 * 2) + (2 + 5 * 2 * 2)  # encoder layers + decoder layers x (self, cross), steps
+    for name in ("sdpa", "counting_sdpa"):
+        torch.testing.assert_close(results[name][0], results["eager"][0], atol=1e-5, rtol=1e-5)
+        assert torch.equal(results[name][1], results["eager"][1])
+    with pytest.raises(ValueError, match="not supported"):
+        make_model("d2l_transformer", attn_implementation="no_such_attention")
