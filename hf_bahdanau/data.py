@@ -8,6 +8,7 @@ rows look like `{"translation": {"en": "...", "fr": "..."}}`. `tokenize_corpus` 
 
 from __future__ import annotations
 
+import collections
 import csv
 import difflib
 import gzip
@@ -21,12 +22,15 @@ import re
 import shutil
 import urllib.request
 import zipfile
-from collections.abc import Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import datasets
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 from transformers import PreTrainedTokenizerBase
 
 logger = logging.getLogger(__name__)
@@ -173,11 +177,22 @@ def named_corpus_path(source: str | os.PathLike[str]) -> str | None:
 
 
 # --------------------------------------------------------------------------------------------------------
-# Readers: each returns {split: [(src, tgt), ...]}; the split names are those of SPLITS or "all".
+# Readers: each returns {split: Dataset with string columns "src" and "tgt"}; the split names are those of SPLITS
+# or "all". Files go through `datasets`' own builders (`text`, `csv`, `json`) into memory-mapped Arrow in the
+# datasets cache; the Python readers below only run to name the line of a file a builder refused (or, for the rare
+# file a builder cannot read but they can, such as a JSON array after blank lines, to read it).
 # --------------------------------------------------------------------------------------------------------
 
 Pairs = list[tuple[str, str]]
 _FILE_SUFFIXES = (".tsv", ".txt", ".jsonl", ".json", ".csv", ".gz")
+
+
+class BuilderRefused(ValueError):
+    """A `datasets` builder could not read a file in which the Python reader found nothing wrong."""
+
+
+# What a builder raises on a file it cannot read (wrapped in DatasetGenerationError, or not, by where it fails).
+_BUILDER_ERRORS = (datasets.exceptions.DatasetGenerationError, ValueError, TypeError, KeyError, pa.ArrowException)
 
 
 def decode_lines(raw_lines: Iterable[bytes], where: str | Path, replace: bool = False) -> Iterator[str]:
@@ -205,7 +220,26 @@ def _read_lines(path: Path, keep_ends: bool = False) -> Iterator[str]:
             yield line if keep_ends else line.rstrip("\r\n")
 
 
-def _read_folder(folder: Path, src_lang: str, tgt_lang: str, test_split: str) -> dict[str, Pairs]:
+def _build(builder: str, path: Path, diagnose: Callable[[], Iterable[Any]], **config: Any) -> datasets.Dataset:
+    """`path` read by the `datasets` packaged `builder` (cached as Arrow by its path and modification time).
+
+    When the builder fails, `diagnose` (a Python reader of the file) runs to raise the error that names the line;
+    when it finds nothing wrong, the builder's error stands.
+    """
+    try:
+        return datasets.load_dataset(builder, data_files=str(path.resolve()), split="train", **config)
+    except _BUILDER_ERRORS as err:
+        collections.deque(diagnose(), maxlen=0)  # raises the ValueError naming the line, if it finds one
+        raise BuilderRefused(f"{path}: {builder} reader failed ({err.__cause__ or err})") from err
+
+
+def _text_lines(path: Path) -> datasets.Dataset:
+    """The lines of a UTF-8 (optionally gzipped) text file as a `text` column, the byte order mark removed."""
+    return _build("text", path, lambda: _read_lines(path), encoding="utf-8-sig")
+
+
+def folder_files(folder: Path, src_lang: str, tgt_lang: str, test_split: str) -> dict[str, tuple[Path, Path]]:
+    """`{split: (source file, target file)}` of a Multi30k-style folder of `{stem}.{lang}[.gz]` files."""
     files: dict[str, dict[str, Path]] = {}  # split file stem -> lang -> path
     for path in sorted(folder.iterdir()):
         name = path.name[: -len(".gz")] if path.name.endswith(".gz") else path.name
@@ -219,20 +253,33 @@ def _read_folder(folder: Path, src_lang: str, tgt_lang: str, test_split: str) ->
         )
     split_of[test_split] = "test"
     languages = sorted({lang for stem, langs in files.items() if split_of[stem] for lang in langs})
-    result: dict[str, Pairs] = {}
+    result: dict[str, tuple[Path, Path]] = {}
     for stem, split in split_of.items():
         if split is None:
             continue
         for lang in (src_lang, tgt_lang):
             if lang not in files[stem]:
                 raise FileNotFoundError(f"no {stem}.{lang}[.gz] in {folder}; languages available: {languages}")
-        src_path, tgt_path = files[stem][src_lang], files[stem][tgt_lang]
-        src, tgt = list(_read_lines(src_path)), list(_read_lines(tgt_path))
+        result[split] = (files[stem][src_lang], files[stem][tgt_lang])
+    return result
+
+
+def _read_folder(
+    folder: Path, src_lang: str, tgt_lang: str, test_split: str, splits: Collection[str] | None = None
+) -> dict[str, datasets.Dataset]:
+    result: dict[str, datasets.Dataset] = {}
+    for split, (src_path, tgt_path) in folder_files(folder, src_lang, tgt_lang, test_split).items():
+        if splits is not None and split not in splits:
+            continue
+        src, tgt = _text_lines(src_path), _text_lines(tgt_path)
         if len(src) != len(tgt):
             raise ValueError(
                 f"parallel files differ in length: {src_path} has {len(src)} lines, {tgt_path} has {len(tgt)}"
             )
-        result[split] = list(zip(src, tgt, strict=True))
+        # The two files zipped by line: columns side by side, both memory-mapped.
+        result[split] = datasets.concatenate_datasets(
+            [src.rename_column("text", "src"), tgt.rename_column("text", "tgt")], axis=1
+        )
     return result
 
 
@@ -245,20 +292,30 @@ def _tsv_columns(path: Path, src_lang: str, tgt_lang: str) -> tuple[str, str]:
     return src_lang, tgt_lang
 
 
-def _read_tsv(path: Path, src_lang: str, tgt_lang: str, columns: Sequence[str] | None) -> dict[str, Pairs]:
+def _read_tsv(path: Path, src_lang: str, tgt_lang: str, columns: Sequence[str] | None) -> dict[str, datasets.Dataset]:
+    """A TSV file of pairs: its lines through the `text` builder, split at tabs by a batched map."""
     columns = tuple(columns) if columns else _tsv_columns(path, src_lang, tgt_lang)
     for lang in (src_lang, tgt_lang):
         if lang not in columns:
             raise ValueError(f"language {lang!r} not in {path}; its columns are {list(columns)} (set columns=)")
     i, j = columns.index(src_lang), columns.index(tgt_lang)
-    pairs: Pairs = []
-    for number, line in enumerate(_read_lines(path), start=1):
-        if not line.strip():
-            continue
-        fields = line.split("\t")  # a manythings attribution column after the last language is ignored
-        if len(fields) < len(columns):
-            raise ValueError(f"{path}: line {number} has {len(fields)} tab-separated fields, expected {len(columns)}")
-        pairs.append((fields[i], fields[j]))
+
+    def split_fields(batch: dict[str, list[str]], indices: list[int]) -> dict[str, list[str]]:
+        out: dict[str, list[str]] = {"src": [], "tgt": []}
+        for line, index in zip(batch["text"], indices, strict=True):
+            if not line.strip():
+                continue
+            fields = line.split("\t")  # a manythings attribution column after the last language is ignored
+            if len(fields) < len(columns):
+                raise ValueError(
+                    f"{path}: line {index + 1} has {len(fields)} tab-separated fields, expected {len(columns)}"
+                )
+            out["src"].append(fields[i])
+            out["tgt"].append(fields[j])
+        return out
+
+    lines = _text_lines(path)
+    pairs = lines.map(split_fields, batched=True, with_indices=True, remove_columns=["text"], desc="split TSV")
     return {"all": pairs}
 
 
@@ -277,14 +334,13 @@ def _pair_from_row(row: Any, src_lang: str, tgt_lang: str, where: str) -> tuple[
     return str(fields[src_lang] or ""), str(fields[tgt_lang] or "")
 
 
-def _read_csv(path: Path, src_lang: str, tgt_lang: str) -> dict[str, Pairs]:
-    """A CSV file whose header row names the language of each column; a quoted field may span lines."""
+def _iter_csv(path: Path, src_lang: str, tgt_lang: str) -> Iterator[tuple[str, str]]:
+    """The pairs of a CSV file whose header names the languages, read by Python's csv module (names a bad line)."""
     # The lines keep their ends, as with a file opened with newline="": line breaks inside quotes survive.
     reader = csv.reader(_read_lines(path, keep_ends=True))
     header = next(reader, [])
     _check_languages(header, src_lang, tgt_lang, f"{path}: line 1 (header)")
     i, j = header.index(src_lang), header.index(tgt_lang)
-    pairs: Pairs = []
     first_line = reader.line_num + 1
     for row in reader:
         number, first_line = first_line, reader.line_num + 1  # a row spanning lines is named by its first line
@@ -292,12 +348,33 @@ def _read_csv(path: Path, src_lang: str, tgt_lang: str) -> dict[str, Pairs]:
             continue
         if len(row) != len(header):
             raise ValueError(f"{path}: line {number} has {len(row)} comma-separated fields, the header {len(header)}")
-        pairs.append((row[i], row[j]))
-    return {"all": pairs}
+        yield row[i], row[j]
 
 
-def _read_json(path: Path, src_lang: str, tgt_lang: str) -> dict[str, Pairs]:
-    """JSON lines, or one JSON array; each row in the translation format or with one key a language."""
+def _read_csv(path: Path, src_lang: str, tgt_lang: str) -> dict[str, datasets.Dataset]:
+    """A CSV file whose header row names the language of each column; a quoted field may span lines.
+
+    The `csv` builder (pandas) fills a row's missing fields silently, so one streaming pass of Python's csv
+    module checks the rows first (constant memory); the builder then reads the file into Arrow.
+    """
+    header = next(csv.reader(itertools.islice(_read_lines(path, keep_ends=True), 1)), [])
+    _check_languages(header, src_lang, tgt_lang, f"{path}: line 1 (header)")
+    collections.deque(_iter_csv(path, src_lang, tgt_lang), maxlen=0)  # raises the ValueError naming a bad line
+    features = datasets.Features({name: datasets.Value("string") for name in header})
+    table = _build(
+        "csv",
+        path,
+        lambda: _iter_csv(path, src_lang, tgt_lang),
+        encoding="utf-8-sig",
+        na_filter=False,
+        features=features,
+    )
+    table = table.select_columns([src_lang, tgt_lang])
+    return {"all": table.rename_columns({src_lang: "src", tgt_lang: "tgt"})}
+
+
+def _iter_json(path: Path, src_lang: str, tgt_lang: str) -> Iterator[tuple[str, str]]:
+    """The pairs of a JSON lines file or JSON array, read by Python's json module (names a bad line or item)."""
     expected = "expected JSON lines (one object a line) or one JSON array of objects"
     lines = _read_lines(path)
     head: list[str] = []  # up to the first line that is not blank
@@ -310,12 +387,9 @@ def _read_json(path: Path, src_lang: str, tgt_lang: str) -> dict[str, Pairs]:
             rows = json.loads("\n".join(itertools.chain(head, lines)))
         except json.JSONDecodeError as err:
             raise ValueError(f"{path}: line {err.lineno} is not valid JSON ({err.msg}); {expected}") from err
-        return {
-            "all": [
-                _pair_from_row(row, src_lang, tgt_lang, f"{path}: JSON array item {n}") for n, row in enumerate(rows, 1)
-            ]
-        }
-    pairs: Pairs = []
+        for number, row in enumerate(rows, 1):
+            yield _pair_from_row(row, src_lang, tgt_lang, f"{path}: JSON array item {number}")
+        return
     for number, line in enumerate(itertools.chain(head, lines), start=1):
         if not line.strip():
             continue
@@ -323,11 +397,62 @@ def _read_json(path: Path, src_lang: str, tgt_lang: str) -> dict[str, Pairs]:
             row = json.loads(line)
         except json.JSONDecodeError as err:
             raise ValueError(f"{path}: line {number} is not valid JSON ({err.msg}); {expected}") from err
-        pairs.append(_pair_from_row(row, src_lang, tgt_lang, f"{path}: line {number}"))
-    return {"all": pairs}
+        yield _pair_from_row(row, src_lang, tgt_lang, f"{path}: line {number}")
 
 
-def _read_hub(name: str, src_lang: str, tgt_lang: str, hub_config: str | None) -> dict[str, Pairs]:
+def _pairs_dataset(pairs: Iterable[tuple[str, str]]) -> datasets.Dataset:
+    """A few pairs read in Python (a file no builder reads), as a `src`/`tgt` dataset."""
+    src, tgt = zip(*pairs, strict=True) if pairs else ((), ())
+    return datasets.Dataset.from_dict({"src": list(src), "tgt": list(tgt)})
+
+
+def _languages_of(dataset: datasets.Dataset) -> list[str]:
+    """The languages of a dataset in the translation format, or its columns."""
+    feature = dataset.features.get("translation")
+    if isinstance(feature, datasets.Translation):
+        return list(feature.languages)
+    return list(feature) if isinstance(feature, dict) else dataset.column_names
+
+
+def _src_tgt(dataset: datasets.Dataset, src_lang: str, tgt_lang: str, missing: str | None = None) -> datasets.Dataset:
+    """`src`/`tgt` string columns from rows in the translation format or with a column per language (a missing
+    or null side becomes `missing`)."""
+    names = set(dataset.column_names)
+
+    def pick(batch: dict[str, list[Any]]) -> dict[str, list[str | None]]:
+        rows = len(next(iter(batch.values())))
+        out: dict[str, list[str | None]] = {"src": [], "tgt": []}
+        for n in range(rows):
+            fields = batch["translation"][n] if "translation" in names else None
+            fields = (
+                fields if isinstance(fields, dict) else {lang: batch[lang][n] for lang in names & {src_lang, tgt_lang}}
+            )
+            for side, lang in (("src", src_lang), ("tgt", tgt_lang)):
+                value = fields.get(lang)
+                out[side].append(missing if value is None else str(value))
+        return out
+
+    features = datasets.Features({"src": datasets.Value("string"), "tgt": datasets.Value("string")})
+    return dataset.map(pick, batched=True, remove_columns=dataset.column_names, features=features, desc="pairs")
+
+
+def _read_json(path: Path, src_lang: str, tgt_lang: str) -> dict[str, datasets.Dataset]:
+    """JSON lines, or one JSON array, through the `json` builder; each row in the translation format or with one
+    key a language."""
+    diagnose = lambda: _iter_json(path, src_lang, tgt_lang)  # noqa: E731
+    try:
+        table = _src_tgt(_build("json", path, diagnose, encoding="utf-8-sig"), src_lang, tgt_lang)
+    except BuilderRefused:  # diagnose found the file sound (a JSON array after blank lines): read it in Python
+        return {"all": _pairs_dataset(list(diagnose()))}
+    if table.num_rows and (
+        pc.any(pc.is_null(table.data.column("src"))).as_py() or pc.any(pc.is_null(table.data.column("tgt"))).as_py()
+    ):
+        # A row without a language, or not an object: the Python reader names it (or reads null values as "").
+        return {"all": _pairs_dataset(list(diagnose()))}
+    return {"all": table}
+
+
+def _read_hub(name: str, src_lang: str, tgt_lang: str, hub_config: str | None) -> dict[str, datasets.Dataset]:
     """Splits of a Hub dataset; a train split alone is returned as "all" (to be split)."""
     try:
         loaded = datasets.load_dataset(name, hub_config)
@@ -339,13 +464,15 @@ def _read_hub(name: str, src_lang: str, tgt_lang: str, hub_config: str | None) -
             f"{f'; did you mean {close[0]!r}?' if close else ''}), and loading it from the Hub failed{offline}: {err}"
         )
         raise (ConnectionError if isinstance(err, ConnectionError) else FileNotFoundError)(message) from err
-    result: dict[str, Pairs] = {}
+    result: dict[str, datasets.Dataset] = {}
     for split_name, split in loaded.items():
         key = "test" if split_name == "test" else _SPLIT_ALIASES.get(split_name)
         if key is None:
             logger.warning("ignoring split %r of %s", split_name, name)
             continue
-        result[key] = [_pair_from_row(row, src_lang, tgt_lang, f"{name} ({split_name})") for row in split]
+        _check_languages(_languages_of(split), src_lang, tgt_lang, f"{name} ({split_name})")
+        table = _src_tgt(split, src_lang, tgt_lang, missing="")
+        result[key] = table
     return {"all": result["train"]} if list(result) == ["train"] else result
 
 
@@ -356,10 +483,11 @@ def _read_source(
     test_split: str,
     columns: Sequence[str] | None,
     hub_config: str | None,
-) -> dict[str, Pairs]:
+    splits: Collection[str] | None = None,
+) -> dict[str, datasets.Dataset]:
     path = Path(named_corpus_path(source) or source)
     if path.is_dir():
-        return _read_folder(path, src_lang, tgt_lang, test_split)
+        return _read_folder(path, src_lang, tgt_lang, test_split, splits)
     if path.is_file():
         suffixes = [s.lower() for s in path.suffixes if s.lower() != ".gz"]
         if suffixes and suffixes[-1] == ".csv":
@@ -372,27 +500,35 @@ def _read_source(
     return _read_hub(str(source), src_lang, tgt_lang, hub_config)
 
 
-def _grouped_split(pairs: Pairs, ratios: Sequence[float], seed: int) -> dict[str, Pairs]:
+def _grouped_split(pairs: datasets.Dataset, ratios: Sequence[float], seed: int) -> dict[str, datasets.Dataset]:
     """Seeded train/validation/test split in which all pairs sharing a source sentence land together.
 
     Each split comes out in a seeded shuffled order: files such as Tatoeba's are sorted by length, and a split
-    in file order would make its first pairs (`max_pairs`, `Dataset.select(range(n))`) the shortest ones.
+    in file order would make its first pairs (`max_pairs`, `Dataset.select(range(n))`) the shortest ones. The
+    split works on Arrow columns and index arrays (the sentences stay in Arrow), and is the one of the list-based
+    split before it: the distinct sources in order of first appearance, shuffled by `random.Random(seed)`, then
+    each split's pairs, in file order, shuffled by the same generator.
     """
     if len(ratios) != 3 or min(ratios) < 0 or abs(sum(ratios) - 1.0) > 1e-6:
         raise ValueError(f"split_ratios must be three non-negative numbers summing to 1, got {tuple(ratios)}")
     rng = random.Random(seed)
-    sources = list(dict.fromkeys(src for src, _ in pairs))
-    rng.shuffle(sources)
-    n_train = round(ratios[0] * len(sources))
-    n_val = round(ratios[1] * len(sources))
-    split_of = {src: "train" for src in sources[:n_train]}
-    split_of.update({src: "validation" for src in sources[n_train : n_train + n_val]})
-    split_of.update({src: "test" for src in sources[n_train + n_val :]})
-    result: dict[str, Pairs] = {split: [] for split in SPLITS}
-    for pair in pairs:
-        result[split_of[pair[0]]].append(pair)
-    for split in SPLITS:
-        rng.shuffle(result[split])
+    sources = pairs.data.column("src")
+    distinct = pc.unique(sources)  # in order of first appearance
+    source_of_pair = pc.index_in(sources, value_set=distinct).to_numpy()  # (pairs,) index into distinct
+    order = list(range(len(distinct)))
+    rng.shuffle(order)  # the permutation a shuffle of the distinct sentences themselves would make
+    n_train = round(ratios[0] * len(distinct))
+    n_val = round(ratios[1] * len(distinct))
+    split_of_source = np.empty(len(distinct), dtype=np.int8)  # (distinct,) 0 train, 1 validation, 2 test
+    split_of_source[order[:n_train]] = 0
+    split_of_source[order[n_train : n_train + n_val]] = 1
+    split_of_source[order[n_train + n_val :]] = 2
+    split_of_pair = split_of_source[source_of_pair]  # (pairs,)
+    result: dict[str, datasets.Dataset] = {}
+    for number, split in enumerate(SPLITS):
+        indices = np.flatnonzero(split_of_pair == number).tolist()
+        rng.shuffle(indices)
+        result[split] = pairs.select(indices)
     return result
 
 
@@ -410,8 +546,13 @@ def load_parallel_corpus(
     split_ratios: Sequence[float] = (0.9, 0.05, 0.05),
     seed: int = 0,
     hub_config: str | None = None,
+    splits: Collection[str] | None = None,
 ) -> datasets.DatasetDict:
     """Load a parallel corpus as train/validation/test splits of `{"translation": {src_lang: .., ..}}`.
+
+    Files are read by `datasets`' builders (`text` for folders and TSV files, `csv`, `json`) into memory-mapped
+    Arrow in the datasets cache (`HF_DATASETS_CACHE`); the cleaning and splitting are Arrow operations cached beside
+    them, so a corpus larger than memory loads, and loads again from the cache.
 
     Args:
         source: one of
@@ -436,6 +577,7 @@ def load_parallel_corpus(
         drop_empty: drop pairs in which either side is empty or whitespace only.
         normalize: apply d2l's normalisation (`normalize_d2l`) to both sides; lines are always stripped.
         seed: seed of the split and order of unsplit sources.
+        splits: read only these splits of a folder (None: all; `train --streaming` streams the train files).
 
     Raises:
         ConnectionError: a named corpus that is neither in `$HF_BAHDANAU_DATA_DIR` nor downloadable, or a name
@@ -445,43 +587,86 @@ def load_parallel_corpus(
         ValueError: a missing language, parallel files of different lengths, undecodable bytes (file and
             line), malformed lines, or no pair left after filtering.
     """
-    raw = _read_source(source, src_lang, tgt_lang, test_split, columns, hub_config)
-    raw = {split: _clean_pairs(pairs, max_length, drop_empty, normalize) for split, pairs in raw.items()}
+    raw = _read_source(source, src_lang, tgt_lang, test_split, columns, hub_config, splits)
+    raw = {split: _clean(pairs, max_length, drop_empty, normalize) for split, pairs in raw.items()}
     if "all" in raw:
         raw.update(_grouped_split(raw.pop("all"), split_ratios, seed))
-    features = datasets.Features({"translation": datasets.Translation(languages=[src_lang, tgt_lang])})
-    splits = {}
+    loaded = {}
     for split in SPLITS:
-        pairs = raw.get(split, [])[:max_pairs]
-        if split in raw and not pairs:
+        if split not in raw:
+            continue
+        pairs = raw[split].select(range(min(len(raw[split]), max_pairs))) if max_pairs is not None else raw[split]
+        if not len(pairs):
             logger.warning("split %r of %s is empty after filtering; left out", split, source)
-        if pairs:
-            rows = [{src_lang: src, tgt_lang: tgt} for src, tgt in pairs]
-            splits[split] = datasets.Dataset.from_dict({"translation": rows}, features=features)
-    if "train" not in splits:
+            continue
+        loaded[split] = _translation_format(pairs, src_lang, tgt_lang)
+    if "train" not in loaded and (splits is None or "train" in splits):
         raise ValueError(f"no training pair left in {source} ({src_lang}-{tgt_lang}) after filtering")
-    logger.info("%s %s-%s: %s", source, src_lang, tgt_lang, {name: len(ds) for name, ds in splits.items()})
-    return datasets.DatasetDict(splits)
+    logger.info("%s %s-%s: %s", source, src_lang, tgt_lang, {name: len(ds) for name, ds in loaded.items()})
+    return datasets.DatasetDict(loaded)
 
 
-def _clean_pairs(pairs: Pairs, max_length: int | None, drop_empty: bool, normalize: bool) -> Pairs:
-    """Strip (and optionally normalise) both sides; drop empty and over-long pairs."""
-    kept: Pairs = []
-    for src, tgt in pairs:
-        src, tgt = src.strip(), tgt.strip()
-        if normalize:
-            src, tgt = normalize_d2l(src), normalize_d2l(tgt)
-        if drop_empty and not (src and tgt):
-            continue
-        if max_length is not None and max(len(src.split()), len(tgt.split())) > max_length:
-            continue
-        kept.append((src, tgt))
-    return kept
+def _translation_format(pairs: datasets.Dataset, src_lang: str, tgt_lang: str) -> datasets.Dataset:
+    """`src`/`tgt` columns as one `translation` column `{src_lang: .., tgt_lang: ..}` (the Hub's format)."""
+
+    def to_rows(batch: dict[str, list[str]]) -> dict[str, list[dict[str, str]]]:
+        return {"translation": [{src_lang: s, tgt_lang: t} for s, t in zip(batch["src"], batch["tgt"], strict=True)]}
+
+    features = datasets.Features({"translation": datasets.Translation(languages=[src_lang, tgt_lang])})
+    return pairs.map(to_rows, batched=True, remove_columns=["src", "tgt"], features=features, desc="translation")
+
+
+def pair_cleaner(
+    max_length: int | None, drop_empty: bool, normalize: bool
+) -> Callable[[dict[str, list[str]]], dict[str, list[str]]]:
+    """A batched map function over `src`/`tgt` columns: strip (and optionally normalise) both sides, drop empty and
+    over-long pairs."""
+
+    def clean(batch: dict[str, list[str]]) -> dict[str, list[str]]:
+        out: dict[str, list[str]] = {"src": [], "tgt": []}
+        for src, tgt in zip(batch["src"], batch["tgt"], strict=True):
+            src, tgt = src.strip(), tgt.strip()
+            if normalize:
+                src, tgt = normalize_d2l(src), normalize_d2l(tgt)
+            if drop_empty and not (src and tgt):
+                continue
+            if max_length is not None and max(len(src.split()), len(tgt.split())) > max_length:
+                continue
+            out["src"].append(src)
+            out["tgt"].append(tgt)
+        return out
+
+    return clean
+
+
+def _clean(pairs: datasets.Dataset, max_length: int | None, drop_empty: bool, normalize: bool) -> datasets.Dataset:
+    """Strip (and optionally normalise) both sides; drop empty and over-long pairs (a batched, cached map)."""
+    clean = pair_cleaner(max_length, drop_empty, normalize)
+    return pairs.map(clean, batched=True, desc="clean pairs")
 
 
 # --------------------------------------------------------------------------------------------------------
 # Tokenization of the splits for a seq2seq model.
 # --------------------------------------------------------------------------------------------------------
+
+
+TOKENIZE_VERSION = 1  # part of the tokenized splits' cache key: raise it when `tokenize_corpus`'s output changes
+
+
+def tokenizer_hash(tokenizer: PreTrainedTokenizerBase) -> str:
+    """A hash of everything that decides how `tokenizer` encodes (its whole `tokenizer.json` for a fast one)."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    state = backend.to_str() if backend is not None else json.dumps(sorted(tokenizer.get_vocab().items()))
+    return hashlib.sha256(f"{type(tokenizer).__name__}\n{state}".encode()).hexdigest()[:16]
+
+
+def _tokenized_fingerprint(
+    dataset: datasets.Dataset, tokenizer: PreTrainedTokenizerBase, src_lang: str, tgt_lang: str, lengths: tuple
+) -> str:
+    """The cache key of a tokenized split: the split's own fingerprint, the tokenizer's hash and the settings. The
+    same corpus and tokenizer find the tokenized split in the corpus's cache folder instead of tokenizing again."""
+    key = [dataset._fingerprint, tokenizer_hash(tokenizer), src_lang, tgt_lang, *lengths, TOKENIZE_VERSION]
+    return hashlib.sha256(json.dumps(key).encode()).hexdigest()[:16]
 
 
 @dataclass(frozen=True)
@@ -505,23 +690,11 @@ def _truncate(ids: list[int], max_length: int) -> tuple[list[int], bool]:
     return ids[: max_length - 1] + ids[-1:], True
 
 
-def tokenize_corpus(
-    corpus: datasets.DatasetDict,
-    tokenizer: PreTrainedTokenizerBase,
-    src_lang: str,
-    tgt_lang: str,
-    *,
-    max_source_length: int = 128,
-    max_target_length: int = 128,
-    num_proc: int | None = None,
-) -> tuple[datasets.DatasetDict, dict[str, TruncationStats]]:
-    """Tokenize translation-format splits into `input_ids`, `attention_mask`, `labels` for `src -> tgt`.
-
-    Sequences longer than the maximum lengths are cut but keep their final `</s>` (the tokenizer must append
-    it, as `train_tokenizer`'s does). Returns the tokenized splits (other columns removed; `Dataset.map` is
-    batched and cached by `datasets` when the splits come from cache files) and per-split truncation counts,
-    which are also logged.
-    """
+def pair_encoder(
+    tokenizer: PreTrainedTokenizerBase, src_lang: str, tgt_lang: str, max_source_length: int, max_target_length: int
+) -> Callable[[dict[str, list[Any]]], dict[str, list[Any]]]:
+    """A batched map function from a `translation` column to `input_ids`, `attention_mask`, `labels` (cut to the
+    lengths, keeping `</s>`) and the `src_cut`/`tgt_cut` flags of the pairs cut."""
     if min(max_source_length, max_target_length) < 2:
         raise ValueError("max_source_length and max_target_length must be at least 2 (one token and </s>)")
 
@@ -540,6 +713,29 @@ def tokenize_corpus(
         out["attention_mask"] = [[1] * len(ids) for ids in out["input_ids"]]
         return out
 
+    return encode
+
+
+def tokenize_corpus(
+    corpus: datasets.DatasetDict,
+    tokenizer: PreTrainedTokenizerBase,
+    src_lang: str,
+    tgt_lang: str,
+    *,
+    max_source_length: int = 128,
+    max_target_length: int = 128,
+    num_proc: int | None = None,
+) -> tuple[datasets.DatasetDict, dict[str, TruncationStats]]:
+    """Tokenize translation-format splits into `input_ids`, `attention_mask`, `labels` for `src -> tgt`.
+
+    Sequences longer than the maximum lengths are cut but keep their final `</s>` (the tokenizer must append
+    it, as `train_tokenizer`'s does). Returns the tokenized splits (other columns removed; `Dataset.map` is
+    batched, run by `num_proc` processes, and cached in the corpus's cache folder under a key made of the split's
+    fingerprint, the tokenizer's `tokenizer_hash` and the lengths, so a second run with the same corpus and tokenizer
+    reads the cache instead of tokenizing) and per-split truncation counts, which are also logged.
+    """
+    encode = pair_encoder(tokenizer, src_lang, tgt_lang, max_source_length, max_target_length)
+    lengths = (max_source_length, max_target_length)
     tokenized, stats = {}, {}
     for split, dataset in corpus.items():
         if "translation" not in dataset.column_names:
@@ -549,14 +745,15 @@ def tokenize_corpus(
             batched=True,
             num_proc=num_proc,
             remove_columns=dataset.column_names,
+            new_fingerprint=_tokenized_fingerprint(dataset, tokenizer, src_lang, tgt_lang, lengths),
             desc=f"tokenize {split}",
         )
-        src_cut, tgt_cut = mapped["src_cut"], mapped["tgt_cut"]
+        src_cut, tgt_cut = (mapped.with_format("arrow")[:][name] for name in ("src_cut", "tgt_cut"))
         stats[split] = TruncationStats(
             pairs=len(mapped),
-            truncated_source=sum(src_cut),
-            truncated_target=sum(tgt_cut),
-            truncated_pairs=sum(s or t for s, t in zip(src_cut, tgt_cut, strict=True)),
+            truncated_source=pc.sum(src_cut).as_py() or 0,
+            truncated_target=pc.sum(tgt_cut).as_py() or 0,
+            truncated_pairs=pc.sum(pc.or_(src_cut, tgt_cut)).as_py() or 0,
         )
         tokenized[split] = mapped.remove_columns(["src_cut", "tgt_cut"])
         logger.info(

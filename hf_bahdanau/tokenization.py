@@ -24,6 +24,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 import datasets
+import numpy as np
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 from transformers import PreTrainedTokenizerFast
 
@@ -88,6 +89,23 @@ def _sentences(
             yield from (row[lang] for lang in (languages or row))
 
 
+# `tokenizers` holds every training sentence in memory: above this many pairs, a tokenizer trains on a sample of them.
+DEFAULT_TRAIN_SAMPLES = 1_000_000
+
+
+def sample_pairs(dataset: datasets.Dataset, max_samples: int | None, seed: int = 0) -> datasets.Dataset:
+    """At most `max_samples` rows of `dataset` (None: `DEFAULT_TRAIN_SAMPLES`), a seeded random sample in file order
+    when it has more; the dataset itself otherwise."""
+    limit = DEFAULT_TRAIN_SAMPLES if max_samples is None else max_samples
+    if limit < 1:
+        raise ValueError(f"tokenizer_train_samples must be a positive number of pairs, got {limit}")
+    if len(dataset) <= limit:
+        return dataset
+    chosen = np.sort(np.random.default_rng(seed).choice(len(dataset), size=limit, replace=False))
+    logger.info("training the tokenizer on a sample of %d of the %d pairs", limit, len(dataset))
+    return dataset.select(chosen)
+
+
 def _word_normalizer() -> normalizers.Normalizer:
     """`hf_bahdanau.data.normalize_d2l` as a `tokenizers` normaliser."""
     return normalizers.Sequence(
@@ -146,6 +164,7 @@ def train_tokenizer(
     languages: Sequence[str] | None = None,
     lowercase: bool = False,
     model_max_length: int = 512,
+    max_samples: int | None = None,
 ) -> PreTrainedTokenizerFast:
     """Train one joint tokenizer on `corpus` and wrap it for `transformers`.
 
@@ -158,12 +177,19 @@ def train_tokenizer(
         languages: languages of a translation-format corpus to train on (default: all present).
         lowercase: lowercase subword text (the word model always lowercases, like d2l).
         model_max_length: the longest sequence the model takes, stored in the tokenizer config.
+        max_samples: train on a seeded sample of this many pairs of a dataset that has more (None: all of a corpus
+            up to `DEFAULT_TRAIN_SAMPLES` pairs, a sample of that many above it), since `tokenizers` holds its input
+            in memory.
     """
     if model not in MODELS:
         raise ValueError(f"unknown tokenizer model {model!r}; choose one of {MODELS}")
     if vocab_size is not None and vocab_size <= len(SUBWORD_SPECIALS):
         raise ValueError(f"vocab_size must exceed the {len(SUBWORD_SPECIALS)} special tokens, got {vocab_size}")
     tokenizer, trainer = _build(model, vocab_size, min_freq, lowercase)
+    if isinstance(corpus, datasets.DatasetDict) and "train" in corpus:
+        corpus = corpus["train"]
+    if isinstance(corpus, datasets.Dataset):
+        corpus = sample_pairs(corpus, max_samples)
     tokenizer.train_from_iterator(_sentences(corpus, languages), trainer=trainer)
     pad, bos, eos, unk = WORD_SPECIALS if model == "word" else SUBWORD_SPECIALS
     ids = [tokenizer.token_to_id(token) for token in (pad, bos, eos, unk)]

@@ -77,6 +77,13 @@ class TokenizerArguments:
     tokenizer_type: str = field(default="bpe", metadata={"help": "Tokenizer to train: bpe, unigram or word (d2l)."})
     vocab_size: int = field(default=8000, metadata={"help": "Joint vocabulary size of a trained tokenizer."})
     min_freq: int = field(default=2, metadata={"help": "Minimum frequency of a BPE merge or a word."})
+    tokenizer_train_samples: int | None = field(
+        default=None,
+        metadata={
+            "help": "Train the tokenizer on a seeded sample of this many training pairs (default: all of a corpus up "
+            "to 1,000,000 pairs, a sample of 1,000,000 above)."
+        },
+    )
 
 
 # Config fields that are not model options: the tokenizer, the corpus and the Trainer decide them.
@@ -503,6 +510,7 @@ def load_or_train_tokenizer(
         tokenizer_args.vocab_size,
         model=tokenizer_args.tokenizer_type,
         min_freq=tokenizer_args.min_freq,
+        max_samples=tokenizer_args.tokenizer_train_samples,
     )
 
 

@@ -326,3 +326,61 @@ def test_unknown_corpus_name_lists_the_known_ones(monkeypatch, hub_error):
         and "Couldn't reach 'multi31k' on the Hub" in message
     )
     assert isinstance(err.value, ConnectionError) == (hub_error is ConnectionError)
+
+
+def test_every_file_format_lands_in_arrow_through_a_builder(tmp_path):
+    """Folders, TSV, CSV and JSON lines are read by `datasets`' builders into cache files, not Python lists."""
+    folder = tmp_path / "corpus"
+    lines = [f"satz {i}" for i in range(8)]
+    _write_folder(folder, {"train.de.gz": lines, "train.en": lines, "test.de": lines[:2], "test.en": lines[:2]})
+    (tmp_path / "pairs.tsv").write_text("".join(f"{x}\t{x}!\n" for x in lines), "utf-8")
+    (tmp_path / "pairs.csv").write_text("de,en\n" + "".join(f"{x},{x}!\n" for x in lines), "utf-8")
+    (tmp_path / "pairs.jsonl").write_text("".join(json.dumps({"de": x, "en": x + "!"}) + "\n" for x in lines), "utf-8")
+    datasets_cache = datasets.config.HF_DATASETS_CACHE
+    for source in (folder, *(tmp_path / f"pairs.{ext}" for ext in ("tsv", "csv", "jsonl"))):
+        corpus = load_parallel_corpus(source, "de", "en", test_split="test", split_ratios=(1, 0, 0))
+        files = corpus["train"].cache_files
+        assert files and all(str(datasets_cache) in file["filename"] for file in files), source  # memory-mapped
+        assert sorted(row["de"] for row in corpus["train"]["translation"]) == lines, source
+
+
+def test_second_tokenization_reads_the_cache(tmp_path, monkeypatch):
+    folder = tmp_path / "corpus"
+    lines = [f"a small sentence number {i}" for i in range(40)]
+    _write_folder(folder, {"train.de": lines, "train.en": lines[::-1], "test.de": lines[:5], "test.en": lines[:5]})
+    corpus = load_parallel_corpus(folder, "de", "en", test_split="test")
+    tokenizer = train_tokenizer(corpus, 60, languages=["de", "en"])
+    first, _ = tokenize_corpus(corpus, tokenizer, "de", "en", max_source_length=5, max_target_length=5)
+    long_sources = sum(len(tokenizer(x)["input_ids"]) > 5 for x in lines)
+    calls = []
+    original = type(tokenizer).__call__
+    monkeypatch.setattr(type(tokenizer), "__call__", lambda self, *a, **k: calls.append(1) or original(self, *a, **k))
+    reloaded = load_parallel_corpus(folder, "de", "en", test_split="test")
+    again, stats = tokenize_corpus(reloaded, tokenizer, "de", "en", max_source_length=5, max_target_length=5)
+    assert calls == []  # read back from the cache: not tokenized again
+    assert again["train"].cache_files == first["train"].cache_files
+    assert again["train"]["input_ids"] == first["train"]["input_ids"] and stats["train"].pairs == 40
+    assert stats["train"].truncated_source == long_sources > 0  # the counts come from the cached columns
+    other = train_tokenizer(corpus, 50, languages=["de", "en"])  # another vocabulary: tokenized anew
+    calls.clear()
+    tokenize_corpus(corpus, other, "de", "en", max_source_length=5, max_target_length=5)
+    assert calls
+
+
+def test_tokenizer_trains_on_a_sample_of_a_large_corpus(monkeypatch):
+    from hf_bahdanau import tokenization
+    from hf_bahdanau.training import TokenizerArguments, load_or_train_tokenizer
+
+    rows = [{"translation": {"de": f"w{i}", "en": f"v{i}"}} for i in range(30)]
+    corpus = datasets.Dataset.from_list(rows)
+    sample = tokenization.sample_pairs(corpus, 10, seed=0)
+    assert len(sample) == 10 and sample["translation"] == tokenization.sample_pairs(corpus, 10, seed=0)["translation"]
+    word = train_tokenizer(corpus, None, model="word", min_freq=1, max_samples=10)
+    assert len(word) == 4 + 20  # the specials and the two words of each of 10 pairs
+    assert len(train_tokenizer(corpus, None, model="word", min_freq=1)) == 4 + 60  # a small corpus: all of it
+    monkeypatch.setattr(tokenization, "DEFAULT_TRAIN_SAMPLES", 7)  # above the threshold: a sample by default
+    assert len(train_tokenizer(corpus, None, model="word", min_freq=1)) == 4 + 14
+    args = TokenizerArguments(tokenizer_type="word", vocab_size=1000, min_freq=1, tokenizer_train_samples=3)
+    assert len(load_or_train_tokenizer(args, None, datasets.DatasetDict({"train": corpus}), "unused", False)) == 4 + 6
+    with pytest.raises(ValueError, match="tokenizer_train_samples must be a positive number of pairs, got 0"):
+        train_tokenizer(corpus, None, model="word", max_samples=0)
