@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import datasets
+import pyarrow.compute as pc
 import torch
 from filelock import FileLock, Timeout
 from safetensors import SafetensorError, safe_open
@@ -61,7 +62,15 @@ from .metrics import make_compute_metrics
 from .modeling_translation import TranslationPreTrainedModel
 from .models import MODEL_TYPE_NAMES, MODEL_TYPES, check_saved_model_type, get_model_type
 from .pipelines import check_tokenizer_matches, save_for_pipeline, tokenizer_fingerprint
-from .tokenization import check_tokenizer_location, train_tokenizer
+from .streaming import (
+    LengthBucketedBatches,
+    StreamStateCallback,
+    resume_stream,
+    stream_dataloader,
+    stream_train_pairs,
+    tokenized_stream,
+)
+from .tokenization import DEFAULT_TRAIN_SAMPLES, check_tokenizer_location, train_tokenizer
 from .visualization import plot_training_curves
 
 logger = logging.getLogger(__name__)
@@ -178,6 +187,16 @@ class DataArguments:
     max_source_length: int = field(default=64, metadata={"help": "Longer sources are cut (keeping </s>)."})
     max_target_length: int = field(default=64, metadata={"help": "Longer targets are cut (keeping </s>)."})
     num_proc: int | None = field(default=None, metadata={"help": "Processes that tokenize the corpus."})
+    streaming: bool = field(
+        default=False,
+        metadata={
+            "help": "Stream the train files of a corpus folder from disk, tokenized on the fly and batched by length "
+            "(needs --max_steps); resume continues the stream where it stopped."
+        },
+    )
+    bucket_buffer_size: int = field(
+        default=10000, metadata={"help": "With --streaming: pairs read, sorted by length and batched at a time."}
+    )
 
 
 @dataclass
@@ -459,6 +478,21 @@ def check_training_arguments(training_args: Seq2SeqTrainingArguments) -> None:
         raise ValueError(f"--optim {optim}: {str(error).splitlines()[0]}") from None
 
 
+def check_streaming_arguments(data_args: DataArguments, training_args: TrainingArguments) -> None:
+    """Raise a one-line ValueError for --streaming without what it needs (a stream has no length to count epochs in)."""
+    if not data_args.streaming:
+        return
+    if training_args.max_steps <= 0:
+        raise ValueError("--streaming needs --max_steps: a stream has no length, so --num_train_epochs cannot end it")
+    if data_args.bucket_buffer_size < training_args.per_device_train_batch_size:
+        raise ValueError(
+            f"--bucket_buffer_size {data_args.bucket_buffer_size} must hold at least one batch "
+            f"(--per_device_train_batch_size {training_args.per_device_train_batch_size})"
+        )
+    if data_args.max_train_samples is not None:
+        raise ValueError("--max_train_samples does not apply to --streaming: --max_steps ends the run")
+
+
 def check_position_lengths(table: int | None, data_args: DataArguments, training_args: TrainingArguments) -> None:
     """Raise a one-line ValueError when a length option exceeds the model's position table (a Transformer's
     `max_position_embeddings`; None: no table): training would fail on its first long batch, evaluation at its first
@@ -569,20 +603,34 @@ def prepare_data(
     output_dir: Path,
     resume: bool,
 ) -> tuple[datasets.DatasetDict, PreTrainedTokenizerBase]:
-    """The corpus (cut to the sample limits) and the run's tokenizer."""
+    """The corpus (cut to the sample limits) and the run's tokenizer. With --streaming, the corpus's "train" is
+    the start of the train stream, which a new tokenizer trains on (the first --tokenizer_train_samples pairs)."""
     corpus = load_parallel_corpus(
         data_args.data,
         data_args.src_lang,
         data_args.tgt_lang,
         test_split=data_args.test_split,
         normalize=data_args.d2l_normalize,
+        splits=("validation",) if data_args.streaming else None,
     )
+    if data_args.streaming:
+        stream = stream_train_pairs(
+            data_args.data,
+            data_args.src_lang,
+            data_args.tgt_lang,
+            test_split=data_args.test_split,
+            normalize=data_args.d2l_normalize,
+        )
+        head = stream.take(tokenizer_args.tokenizer_train_samples or DEFAULT_TRAIN_SAMPLES)
+        corpus["train"] = (text for row in head for text in (row["src"], row["tgt"]))
     if "validation" not in corpus:
         raise ValueError(f"{data_args.data} has no validation split to evaluate on")
     for split, limit in (("train", data_args.max_train_samples), ("validation", data_args.max_eval_samples)):
-        if limit is not None:
+        if limit is not None and isinstance(corpus[split], datasets.Dataset):
             corpus[split] = corpus[split].select(range(min(limit, len(corpus[split]))))
-    logger.info("corpus: %s", {split: len(rows) for split, rows in corpus.items()})
+    logger.info(
+        "corpus: %s", {split: len(rows) for split, rows in corpus.items() if isinstance(rows, datasets.Dataset)}
+    )
     return corpus, load_or_train_tokenizer(tokenizer_args, model_name_or_path, corpus, output_dir, resume)
 
 
@@ -594,6 +642,15 @@ def apply_generation_settings(model: TranslationPreTrainedModel, training_args: 
     if training_args.generation_max_length:
         model.generation_config.max_new_tokens = training_args.generation_max_length
     training_args.generation_num_beams = training_args.generation_max_length = None
+
+
+def arrow_lengths(dataset: datasets.Dataset, column: str) -> list[int]:
+    """The length of each row's list in `column`, read from the Arrow offsets (no row decoded), in the dataset's row
+    order (its indices mapping, after `select`/`shuffle`, applied)."""
+    lengths = pc.list_value_length(dataset.data.column(column))
+    if dataset._indices is not None:  # `datasets` keeps a selection as an indices table beside the data
+        lengths = lengths.take(dataset._indices.column(0))
+    return lengths.to_pylist()
 
 
 class SeededLengthGroupedSampler(LengthGroupedSampler):
@@ -630,7 +687,24 @@ class TranslationTrainer(Seq2SeqTrainer):
             kept = "the earlier checkpoints, and any run it replaces, are intact"
             raise write_failure(folder, error, kept) from error
 
+    def get_train_dataloader(self) -> torch.utils.data.DataLoader:
+        """The Trainer's, or for a streamed corpus (`LengthBucketedBatches`, already this process's part of the
+        stream) one bucketed batch an item, which accelerate must not split again."""
+        if isinstance(self.train_dataset, LengthBucketedBatches):
+            return stream_dataloader(self.train_dataset, self.data_collator)
+        return super().get_train_dataloader()
+
     def _get_train_sampler(self, train_dataset: datasets.Dataset | None = None) -> torch.utils.data.Sampler | None:
+        dataset = train_dataset if train_dataset is not None else self.train_dataset
+        if (
+            self.args.train_sampling_strategy == "group_by_length"
+            and isinstance(dataset, datasets.Dataset)
+            and "input_ids" in dataset.column_names
+            and self.args.length_column_name not in dataset.column_names
+        ):  # the lengths from Arrow's list offsets: the Trainer's way decodes every row (minutes for millions)
+            batch_size = self.args.train_batch_size * self.args.gradient_accumulation_steps
+            seed = self.args.data_seed if self.args.data_seed is not None else self.args.seed
+            return SeededLengthGroupedSampler(batch_size, arrow_lengths(dataset, "input_ids"), seed)
         sampler = super()._get_train_sampler(train_dataset)
         if type(sampler) is LengthGroupedSampler:
             seed = self.args.data_seed if self.args.data_seed is not None else self.args.seed
@@ -739,6 +813,7 @@ def train(
     if data_args.src_lang == data_args.tgt_lang:
         raise ValueError(f"--src-lang and --tgt-lang are both {data_args.src_lang!r}: choose two languages")
     check_training_arguments(training_args)
+    check_streaming_arguments(data_args, training_args)
     if not run_args.resume and model_args.model_name_or_path is None:  # else known once the model is loaded
         check_position_lengths(_new_model_table(model_args), data_args, training_args)
     given = Path(training_args.output_dir)
@@ -773,6 +848,8 @@ def _train_in(
         set_seed(training_args.seed)  # the seed decides the initial weights too
         model = build_model(model_args, tokenizer, data_args.src_lang, data_args.tgt_lang, label_smoothing, checkpoint)
         check_position_lengths(getattr(model.config, "max_position_embeddings", None), data_args, training_args)
+        if data_args.streaming:
+            corpus = datasets.DatasetDict({"validation": corpus["validation"]})
         tokenized, _ = tokenize_corpus(
             corpus,
             tokenizer,
@@ -782,9 +859,13 @@ def _train_in(
             max_target_length=data_args.max_target_length,
             num_proc=data_args.num_proc,
         )
+        if data_args.streaming:
+            tokenized["train"] = _train_stream(data_args, training_args, tokenizer)
         apply_generation_settings(model, training_args)
         training_args.output_dir = str(work_dir)
         trainer = build_trainer(model, tokenizer, tokenized, training_args, run_args)
+        if data_args.streaming:
+            _follow_stream(trainer, tokenized["train"], checkpoint, training_args.process_index)
         if is_main:
             _write_run_files(work_dir, tokenizer, _data_settings(data_args), resuming=checkpoint is not None)
     logger.info("model: %s, %s parameters", model.config.model_type, f"{model.num_parameters():,}")
@@ -803,6 +884,44 @@ def _train_in(
         )
     save_run(trainer, tokenizer, output_dir, push)
     return trainer
+
+
+def _train_stream(
+    data_args: DataArguments, training_args: Seq2SeqTrainingArguments, tokenizer: PreTrainedTokenizerBase
+) -> LengthBucketedBatches:
+    """This process's part of the train stream, tokenized on the fly and batched by length."""
+    pairs = stream_train_pairs(
+        data_args.data,
+        data_args.src_lang,
+        data_args.tgt_lang,
+        test_split=data_args.test_split,
+        normalize=data_args.d2l_normalize,
+        rank=training_args.process_index,
+        world_size=training_args.world_size,
+    )
+    features = tokenized_stream(
+        pairs,
+        tokenizer,
+        data_args.src_lang,
+        data_args.tgt_lang,
+        data_args.max_source_length,
+        data_args.max_target_length,
+    )
+    seed = training_args.data_seed if training_args.data_seed is not None else training_args.seed
+    return LengthBucketedBatches(
+        features, training_args.per_device_train_batch_size, data_args.bucket_buffer_size, seed
+    )
+
+
+def _follow_stream(trainer: Seq2SeqTrainer, batches: LengthBucketedBatches, checkpoint: str | None, rank: int) -> None:
+    """Store the stream's position in every checkpoint (before its manifest) and continue it from `checkpoint`'s;
+    the Trainer's own skipping of consumed batches is off (it would read them again)."""
+    callbacks = trainer.callback_handler.callbacks
+    manifest = next(i for i, callback in enumerate(callbacks) if isinstance(callback, CheckpointManifest))
+    callbacks.insert(manifest, StreamStateCallback(batches, rank))
+    trainer.args.ignore_data_skip = True
+    if checkpoint is not None:
+        resume_stream(batches, checkpoint, rank)
 
 
 def _write_run_files(

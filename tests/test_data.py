@@ -384,3 +384,12 @@ def test_tokenizer_trains_on_a_sample_of_a_large_corpus(monkeypatch):
     assert len(load_or_train_tokenizer(args, None, datasets.DatasetDict({"train": corpus}), "unused", False)) == 4 + 6
     with pytest.raises(ValueError, match="tokenizer_train_samples must be a positive number of pairs, got 0"):
         train_tokenizer(corpus, None, model="word", max_samples=0)
+
+
+def test_length_grouping_reads_the_lengths_from_arrow():
+    from hf_bahdanau.training import arrow_lengths
+
+    rows = datasets.Dataset.from_dict({"input_ids": [[7] * (n % 5 + 1) for n in range(12)]})
+    chosen = rows.select([9, 2, 4, 4])
+    assert arrow_lengths(rows, "input_ids") == [len(ids) for ids in rows["input_ids"]]
+    assert arrow_lengths(chosen, "input_ids") == [len(ids) for ids in chosen["input_ids"]] == [5, 3, 5, 5]
