@@ -477,29 +477,76 @@ def _stdin_lines() -> list[str]:
     return [line.rstrip("\r\n") for line in decode_lines(raw, "stdin", replace=True)]
 
 
+def _check_translate_options(args: argparse.Namespace) -> None:
+    """Refuse options the engine cannot do (before anything is loaded)."""
+    if args.engine != "torch":
+        asked = [name for name, value in (("--heatmap", args.heatmap), ("--scores", args.scores),
+                 ("--alignments", args.alignments), ("--n-best", args.n_best)) if value]  # fmt: skip
+        if asked:
+            raise UsageError(f"{' and '.join(asked)} need --engine torch: CTranslate2 here returns translations only")
+
+
+def _hypotheses_function(
+    model: PreTrainedModel | CTranslate2Translator, translator: Callable, texts: Sequence[str], args: argparse.Namespace
+) -> tuple[list[int], Callable[[list[int]], list]]:
+    """Each text's source length in tokens, and what translates the texts of given indices into their hypotheses
+    (`translating.translate_ids` for torch; the CTranslate2 translator, each batch bounded by its longest source)."""
+    from .pipelines import source_limit
+    from .translating import Hypothesis, length_bound, source_ids, translate_ids
+
+    options = _generation_options(args)
+    tokenizer = translator.tokenizer
+    rows = source_ids(tokenizer, texts, source_limit(model, tokenizer))
+    lengths = [len(row) for row in rows]
+    if args.engine != "torch":
+
+        def translate(indices: list[int]) -> list[list[Hypothesis]]:
+            longest = length_bound(max(lengths[i] for i in indices))
+            bound = {"max_new_tokens": options.get("max_new_tokens") or longest}
+            batch = translator([texts[i] for i in indices], batch_size=len(indices), **{**options, **bound})
+            return [[Hypothesis(row["translation_text"])] for row in batch]
+
+        return lengths, translate
+
+    def translate(indices: list[int]) -> list[list[Hypothesis]]:
+        sources = [rows[i] for i in indices]
+        scores = args.scores or bool(args.n_best)
+        return translate_ids(model, tokenizer, sources, args.n_best or 1, scores, args.alignments, **options)
+
+    return lengths, translate
+
+
 def run_translate(args: argparse.Namespace) -> None:
+    from .translating import hypothesis_lines, translate_in_order
+
     check_generation_length(args.model, args.max_new_tokens)
-    if args.heatmap and args.engine != "torch":
-        raise UsageError("--heatmap needs --engine torch: CTranslate2 returns no attention weights")
+    _check_translate_options(args)
     model, translator = load_translator(args)
     options = _generation_options(args)
+    beams = options.get("num_beams") or model.generation_config.num_beams or 1
+    if args.n_best and args.n_best > beams:
+        raise UsageError(
+            f"--n-best {args.n_best} is more than the {beams} beams searched: pass --num-beams {args.n_best}"
+        )
     if args.heatmap and not args.text:
         raise UsageError("--heatmap needs the sentence as an argument")
+    n_best = bool(args.n_best)
     if not args.text and sys.stdin.isatty():
         logger.info("type a sentence and press Enter to translate it; q (or Ctrl-D) quits")
         for line in _interactive_lines(f"{model.config.source_language or 'source'} > "):
-            sys.stdout.write(translate_texts(translator, [line], 1, **options)[0] + "\n")
+            _, translate = _hypotheses_function(model, translator, [line], args)
+            sys.stdout.write(hypothesis_lines(0, translate([0])[0], n_best))
         return
     texts = list(args.text) if args.text else _stdin_lines()
     written = 0
-    try:  # each batch is written as soon as it is translated: an interrupted run keeps what it has done
+    try:  # each batch is written as soon as it can be, in input order: an interrupted run keeps what it has done
         with terminate_as_interrupt():
             if args.heatmap:
-                sys.stdout.write(_write_heatmap(model, translator.tokenizer, texts[0], args.heatmap, **options) + "\n")
-                sys.stdout.flush()
-                written = 1
-            for batch in translate_batches(translator, texts[written:], args.batch_size, **options):
-                sys.stdout.write("".join(f"{line}\n" for line in batch))
+                _write_heatmap(model, translator.tokenizer, texts[0], args.heatmap, **options)
+            lengths, translate = _hypotheses_function(model, translator, texts, args)
+            progress = sys.stderr.isatty()  # a bar on a terminal, not in a log file
+            for batch in translate_in_order(translate, lengths, args.batch_tokens, args.batch_size, progress):
+                sys.stdout.write("".join(hypothesis_lines(written + i, row, n_best) for i, row in enumerate(batch)))
                 sys.stdout.flush()
                 written += len(batch)
     except KeyboardInterrupt:
@@ -617,6 +664,33 @@ def build_parser() -> argparse.ArgumentParser:
     _add_generation_arguments(translate)
     translate.add_argument("text", nargs="*", help="Sentences to translate (default: stdin; a prompt on a terminal).")
     translate.add_argument("--heatmap", help="Write the attention of the first sentence as a PNG to this path.")
+    translate.add_argument(
+        "--n-best",
+        "--n_best",
+        type=positive_int,
+        help="Write the K best translations of each source (K at most the beams), best first, as lines "
+        "INDEX<TAB>SCORE<TAB>TRANSLATION (INDEX: the source's line, from 0).",
+    )
+    translate.add_argument(
+        "--scores",
+        action="store_true",
+        help="Write SCORE<TAB>TRANSLATION lines: SCORE is the translation's mean token log-probability (0 is "
+        "certain; low scores flag doubtful output); an empty source gets 0.0000 and an empty translation.",
+    )
+    translate.add_argument(
+        "--alignments",
+        action="store_true",
+        help="Append <TAB>ALIGNMENT to each line: Pharaoh pairs i-j linking source word i to translation word j "
+        "(whitespace words from 0, subwords merged), each translation word to the source word it attends to most "
+        "(the Transformer's last-layer cross-attention averaged over heads; the RNN's attention).",
+    )
+    translate.add_argument(
+        "--batch-tokens",
+        "--batch_tokens",
+        type=positive_int,
+        help="Batches hold at most N padded source tokens (and at most --batch-size sentences); sources are "
+        "sorted by length (within windows of 2,000 lines) and written back in input order.",
+    )
 
     publishing = command("publish", "write the model card and upload the model to the Hub", PUBLISH_EPILOG)
     publishing.add_argument("--model", required=True, help="A saved model folder (from `train`).")

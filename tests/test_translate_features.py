@@ -1,0 +1,231 @@
+"""translate as a translator's tool (issue 29): scores, n-best lists, word alignments, length-sorted token batches,
+odd input, attention figures, the long-source warning, TensorBoard logs."""
+
+from __future__ import annotations
+
+import io
+import re
+import sys
+
+import pytest
+import torch
+from helpers import MODEL_TYPES, make_model
+
+from hf_bahdanau.cli import main
+from hf_bahdanau.pipelines import save_for_pipeline
+from hf_bahdanau.tokenization import train_tokenizer
+from hf_bahdanau.translating import (
+    Hypothesis,
+    length_bound,
+    merge_words,
+    pharaoh,
+    source_ids,
+    token_batches,
+    translate_ids,
+    translate_in_order,
+    word_ids,
+)
+
+CORPUS = [
+    "Ein Mann fährt Fahrrad.", "A man is riding a bicycle.", "Zwei Hunde spielen im Schnee.",
+    "Two dogs are playing in the snow.", "Eine Frau liest ein Buch im Park.", "A woman is reading a book in the park.",
+    "Kinder laufen am Strand entlang.", "Children are running along the beach.", "Ein Junge springt ins Wasser.",
+    "A boy jumps into the water.", "Die Leute warten auf den Bus.", "People are waiting for the bus.",
+]  # fmt: skip
+SOURCES = ["Ein Mann fährt Fahrrad.", "Zwei Hunde spielen.", "Eine Frau liest ein Buch im Park am Strand."]
+PIECE = re.compile(r"^(\d+-\d+( \d+-\d+)*)?$")
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return train_tokenizer(CORPUS, 120, min_freq=1)
+
+
+@pytest.fixture(scope="module", params=MODEL_TYPES)
+def model(request, tokenizer):
+    """A tiny random model of each type whose own length limit (64 new tokens) is far above the source bound."""
+    model = make_model(request.param, width=32, vocab_size=len(tokenizer))
+    model.generation_config.max_new_tokens = 64
+    model.generation_config.num_beams = 3
+    return model
+
+
+@pytest.fixture(scope="module")
+def folder(model, tokenizer, tmp_path_factory):
+    return save_for_pipeline(model, tokenizer, tmp_path_factory.mktemp("tiny") / "model")
+
+
+def teacher_forced_score(model, tokenizer, text: str, generated: list[int]) -> float:
+    """The mean log-probability of `generated` (ending with </s> or cut) given `text`, by hand: one forward pass."""
+    ids = torch.tensor([tokenizer(text)["input_ids"]])
+    decoder = torch.tensor([[model.config.decoder_start_token_id, *generated[:-1]]])
+    with torch.no_grad():
+        logits = model(input_ids=ids, attention_mask=torch.ones_like(ids), decoder_input_ids=decoder).logits[0]
+    return logits.log_softmax(-1).gather(1, torch.tensor(generated)[:, None]).mean().item()
+
+
+def generated_ids(tokenizer, text: str) -> list[int]:
+    return tokenizer(text, add_special_tokens=False)["input_ids"]
+
+
+@pytest.mark.parametrize("beams, n_best", [(1, 1), (3, 3)])
+def test_scores_are_the_mean_token_log_probability_of_each_hypothesis(model, tokenizer, beams, n_best):
+    rows = source_ids(tokenizer, SOURCES, 512)
+    results = translate_ids(model, tokenizer, rows, n_best=n_best, scores=True, num_beams=beams, max_new_tokens=12)
+    assert [len(hypotheses) for hypotheses in results] == [n_best] * len(SOURCES)
+    for text, hypotheses in zip(SOURCES, results, strict=True):  # padding in a batch changes nothing
+        alone = translate_ids(model, tokenizer, source_ids(tokenizer, [text], 512), n_best=n_best, scores=True,
+                              num_beams=beams, max_new_tokens=12)[0]  # fmt: skip
+        assert [h.text for h in alone] == [h.text for h in hypotheses]
+        assert [h.score for h in alone] == pytest.approx([h.score for h in hypotheses], abs=1e-4)
+        assert all(h.score <= 0 for h in hypotheses)
+    # by hand, over the exact generated tokens of the first source's hypotheses
+    outputs = model.generate(input_ids=torch.tensor([rows[0]]), num_beams=beams, num_return_sequences=n_best,
+                             max_new_tokens=12, pad_token_id=0)  # fmt: skip
+    for sequence, hypothesis in zip(outputs, results[0], strict=True):
+        tokens = sequence[1:].tolist()
+        tokens = tokens[: tokens.index(2) + 1] if 2 in tokens else tokens
+        assert tokenizer.decode(tokens, skip_special_tokens=True) == hypothesis.text
+        assert hypothesis.score == pytest.approx(teacher_forced_score(model, tokenizer, SOURCES[0], tokens), abs=1e-4)
+
+
+class FakeTokenizer:
+    """The three things `word_ids` reads, for a hand-made case."""
+
+    all_special_tokens = ["<pad>", "<s>", "</s>", "<unk>"]
+    unk_token = "<unk>"
+
+    def __init__(self, tokens: list[str]) -> None:
+        self.tokens = tokens
+
+    def convert_ids_to_tokens(self, ids: list[int]) -> list[str]:
+        return [self.tokens[i] for i in ids]
+
+    def get_vocab(self) -> dict[str, int]:
+        return {token: i for i, token in enumerate(self.tokens)}
+
+
+def test_word_alignment_merges_subwords_into_whitespace_words():
+    assert word_ids(FakeTokenizer(["▁A", "Hun", "s", "</s>"]), [1, 2, 3]) == [0, 0, None]  # no mark: one word
+    source = FakeTokenizer(["▁Ein", "▁Fahr", "rad", ".", "</s>"])  # words: Ein | Fahrrad.
+    target = FakeTokenizer(["▁A", "▁bi", "ke", "</s>"])  # words: A | bike
+    assert word_ids(source, range(5)) == [0, 1, 1, 1, None]
+    assert word_ids(target, range(4)) == [0, 1, 1, None]
+    assert word_ids(FakeTokenizer(["▁", "-", "▁", "<unk>", "</s>"]), range(5)) == [0, 0, 1, 1, None]  # "- 😀"
+    assert word_ids(FakeTokenizer(["go", ".", "<eos>"]), range(3)) == [0, 1, 2]  # a word vocabulary: token = word
+    attention = torch.tensor(  # (target tokens, source tokens): rows sum to 1
+        [
+            [0.90, 0.05, 0.03, 0.01, 0.01],  # A -> Ein
+            [0.40, 0.10, 0.45, 0.04, 0.01],  # bi -> Fahrrad (0.59 over its pieces)
+            [0.45, 0.30, 0.20, 0.04, 0.01],  # ke: its best piece is Ein, but Fahrrad holds 0.54
+            [0.20, 0.20, 0.20, 0.20, 0.20],  # </s>: no word
+        ]
+    )
+    words = merge_words(attention, word_ids(target, range(4)), word_ids(source, range(5)))
+    assert words.shape == (2, 2)
+    assert words[1].tolist() == pytest.approx([(0.40 + 0.45) / 2, (0.59 + 0.54) / 2])
+    assert pharaoh(words) == "0-0 1-1"
+    assert pharaoh(attention[:3, :4]) == "0-0 0-2 2-1"  # token level, by contrast: ke -> Ein
+    assert pharaoh(torch.zeros(0, 2)) == ""
+
+
+def test_alignments_end_to_end_are_pharaoh_pairs_within_the_words(model, tokenizer):
+    results = translate_ids(model, tokenizer, source_ids(tokenizer, [*SOURCES, ""], 512), n_best=2, alignments=True,
+                            num_beams=2, max_new_tokens=10)  # fmt: skip
+    assert results[-1] == [Hypothesis("", None, "")]
+    for text, hypotheses in zip(SOURCES, results[:-1], strict=True):
+        for hypothesis in hypotheses:
+            assert PIECE.match(hypothesis.alignment), hypothesis.alignment
+            pairs = [tuple(map(int, pair.split("-"))) for pair in hypothesis.alignment.split()]
+            # one link per translation word, to a word of the source
+            assert sorted(target for _, target in pairs) == list(range(len(hypothesis.text.split())))
+            assert all(source < len(text.split()) for source, _ in pairs)
+
+
+def test_translate_n_best_scores_and_alignments_from_the_command_line(folder, monkeypatch, capsys, caplog):
+    monkeypatch.setattr(sys, "stdin", io.StringIO("Ein Mann fährt Fahrrad.\n\nZwei Hunde spielen.\n"))
+    assert main(["translate", "--model", str(folder), "--n-best", "2", "--num-beams", "2", "--alignments"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split("\t")[0] for line in lines] == ["0", "0", "1", "2", "2"]  # an empty source: one empty line
+    assert lines[2] == "1\t0.0000\t\t"
+    for line in lines:
+        index, score, text, alignment = line.split("\t")
+        assert float(score) <= 0 and PIECE.match(alignment)
+    monkeypatch.setattr(sys, "stdin", io.StringIO("Ein Mann fährt Fahrrad.\n\nZwei Hunde spielen.\n"))
+    assert main(["translate", "--model", str(folder), "--scores"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 3 and lines[1] == "0.0000\t" and all(re.match(r"^-?\d+\.\d{4}\t", line) for line in lines)
+    assert main(["translate", "--model", str(folder), "--n-best", "4", "--num-beams", "3", "x"]) == 1
+    assert "--n-best 4 is more than the 3 beams searched" in caplog.text
+
+
+def test_token_batches_sort_by_length_and_hold_the_token_budget():
+    lengths = [3, 10, 4, 9, 2, 30, 0, 5]
+    batches = token_batches(lengths, batch_tokens=20)
+    assert sorted(i for batch in batches for i in batch) == list(range(len(lengths)))
+    assert batches[0] == [5]  # longer than the budget: alone
+    for batch in batches:
+        assert [lengths[i] for i in batch] == sorted((lengths[i] for i in batch), reverse=True)
+        assert len(batch) == 1 or len(batch) * lengths[batch[0]] <= 20
+    assert [len(batch) for batch in token_batches(lengths, max_sentences=3)] == [3, 3, 2]
+
+
+def test_translate_in_order_gives_results_in_input_order_as_soon_as_they_can_be():
+    lengths = [1, 5, 2, 6, 3]
+    calls = []
+
+    def translate(indices):
+        calls.append(indices)
+        return [[Hypothesis(f"t{i}")] for i in indices]
+
+    chunks = list(translate_in_order(translate, lengths, batch_tokens=12))
+    assert calls == [[3, 1], [4, 2, 0]]  # longest first
+    assert [[row[0].text for row in chunk] for chunk in chunks] == [["t0", "t1", "t2", "t3", "t4"]]
+    chunks = list(translate_in_order(translate, [6, 5, 1, 1], batch_tokens=12))  # the first batch is the prefix
+    assert [[row[0].text for row in chunk] for chunk in chunks] == [["t0", "t1"], ["t2", "t3"]]
+
+
+def test_a_file_translates_the_same_sorted_by_length_as_in_input_order(folder, model, tokenizer, monkeypatch, capsys):
+    lines = [CORPUS[i % len(CORPUS)] for i in range(0, 40, 3)] + ["", "Ein Hund."]
+    monkeypatch.setattr(sys, "stdin", io.StringIO("".join(f"{line}\n" for line in lines)))
+    assert main(["translate", "--model", str(folder), "--num-beams", "1", "--batch-tokens", "40"]) == 0
+    sorted_output = capsys.readouterr().out.splitlines()
+    one_by_one = [translate_ids(model, tokenizer, source_ids(tokenizer, [line], 512), num_beams=1)[0][0].text
+                  for line in lines]  # fmt: skip
+    assert sorted_output == one_by_one
+
+
+ODD = ["", "   ", "-", "...", "!?", "😀😀", "12345 678", "https://example.com/a?b=1&c=2", "- - -", "Ein Hund."]
+
+
+def test_odd_input_never_loops_and_empty_lines_stay_empty(folder, model, tokenizer, monkeypatch, capsys):
+    monkeypatch.setattr(sys, "stdin", io.StringIO("".join(f"{line}\n" for line in ODD)))
+    assert main(["translate", "--model", str(folder)]) == 0
+    output = capsys.readouterr().out.split("\n")[:-1]
+    assert len(output) == len(ODD)
+    assert output[:2] == ["", ""]
+    for source, translation in zip(ODD, output, strict=True):
+        tokens = len(tokenizer(translation, add_special_tokens=False)["input_ids"])
+        source_tokens = len(tokenizer(source)["input_ids"]) if source.strip() else 0
+        assert tokens <= length_bound(source_tokens), (source, translation)  # the model's own limit is 64
+    # a user's --max-new-tokens is the limit instead
+    monkeypatch.setattr(sys, "stdin", io.StringIO("-\n"))
+    assert main(["translate", "--model", str(folder), "--max-new-tokens", "30", "--num-beams", "1"]) == 0
+    unbounded = capsys.readouterr().out.strip()
+    generated = translate_ids(model, tokenizer, source_ids(tokenizer, ["-"], 512), num_beams=1, max_new_tokens=30)
+    assert unbounded == generated[0][0].text
+
+
+def test_the_bound_cuts_each_row_at_its_own_source_length(model, tokenizer):
+    rows = source_ids(tokenizer, ["-", SOURCES[2] * 3], 512)  # 3 and ~50 tokens in one batch
+    assert len(rows[1]) > 20
+    short, long = translate_ids(model, tokenizer, rows, n_best=2, num_beams=2, scores=True)
+    for hypothesis in short:
+        assert len(tokenizer(hypothesis.text, add_special_tokens=False)["input_ids"]) <= length_bound(len(rows[0]))
+
+
+def test_pharaoh_words_count_as_whitespace_words(tokenizer):
+    text = "Ein Mann, fährt Fahrrad."
+    ids = tokenizer(text)["input_ids"]
+    words = [word for word in word_ids(tokenizer, ids) if word is not None]
+    assert max(words) + 1 == len(text.split())
