@@ -89,16 +89,6 @@ def check_loaded_weights(path: str | os.PathLike, loading_info: dict[str, Any]) 
         )
 
 
-def realign_weights(model: nn.Module) -> None:
-    """Move CPU parameters and buffers that do not start on a 64-byte boundary (where `from_pretrained` leaves them)
-    into fresh memory, which is aligned: CPU math libraries round differently on misaligned operands, so a loaded
-    model (a resumed run's, say) would compute gradients 1 ulp away from the model it was saved from."""
-    with torch.no_grad():
-        for tensor in (*model.parameters(), *model.buffers()):
-            if tensor.device.type == "cpu" and tensor.data_ptr() % 64:
-                tensor.data = tensor.data.clone()
-
-
 def check_beams_keep_their_source(beam_idx: torch.Tensor, repeats: int) -> None:
     """Refuse a reorder of decoder rows (`beam_idx`, by beam search) that moves a row to another source, for a state
     that keeps one copy of each source for its `repeats` consecutive rows."""
@@ -201,7 +191,6 @@ class TranslationPreTrainedModel(PreTrainedModel, GenerationMixin):
                 transformers_logging.enable_progress_bar()
         if strict:
             check_loaded_weights(pretrained_model_name_or_path, loading_info)
-        realign_weights(model)
         model = model if quantize_model is None else quantize_model(model)
         return (model, loading_info) if output_loading_info else model
 
