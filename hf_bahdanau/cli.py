@@ -12,6 +12,7 @@ import argparse
 import contextlib
 import json
 import logging
+import os
 import signal
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -19,7 +20,7 @@ from dataclasses import MISSING, field, fields, make_dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, get_args, get_type_hints
 
-from .redaction import redact_message
+from .redaction import REDACTED, is_secret_option, redact_message
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
@@ -134,7 +135,8 @@ def _config_value(file: Path, name: str, value: Any, annotation: Any) -> Any:
         fits = False
     if not fits:
         expected = " or ".join(PLAIN_TYPES[kind] for kind in kinds)
-        raise UsageError(f"config file {file}: {name} must be {expected}, got {value!r}")
+        shown = REDACTED if is_secret_option(name) else repr(value)
+        raise UsageError(f"config file {file}: {name} must be {expected}, got {shown}")
     return value
 
 
@@ -202,7 +204,17 @@ def parse_train_args(argv: Sequence[str]) -> tuple:
     given = {arg.split("=")[0] for arg in rest} | {f"--{name}" for name, value in file_values.items() if value}
     if not given & {"--output_dir", "--output-dir"}:
         raise UsageError("train needs --output-dir (on the command line or in the --config file)")
-    return tuple(parser.parse_args_into_dataclasses(rest))
+    *parsed, unknown = parser.parse_args_into_dataclasses(rest, return_remaining_strings=True)
+    if unknown:
+        raise UsageError(f"unrecognized arguments: {_option_names(unknown)}")
+    return tuple(parsed)
+
+
+def _option_names(args: Sequence[str]) -> str:
+    """Unknown arguments as their option names only: a value may be a secret (a mistyped `--hub_tokn hf_...`)."""
+    names = [arg.split("=")[0] for arg in args if arg.startswith("-")]
+    values = len(args) - len(names)
+    return " ".join(names) + (f" (and {values} value{'s' * (values > 1)}, not shown)" if values else "")
 
 
 # ---- shared by evaluate and translate ---------------------------------------------------------------------
@@ -375,7 +387,9 @@ def _check_output_file(output: Path, model_dir: Path, inputs: Sequence[str | Non
             raise UsageError(f"--output {output} would overwrite part of the model folder {model_dir}: choose another")
     for path in filter(None, inputs):
         source = Path(path).resolve()
-        if Path(path).exists() and (target == source or (source.is_dir() and target.is_relative_to(source))):
+        inside = source.is_dir() and target.is_relative_to(source)
+        same_file = output.is_file() and source.is_file() and os.path.samefile(output, source)  # hard links too
+        if Path(path).exists() and (target == source or inside or same_file):
             raise UsageError(f"--output {output} would overwrite the corpus {path}, which it evaluates: choose another")
 
 
@@ -755,7 +769,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             train(*train_args)
             return 0
         if rest:
-            raise UsageError(f"unrecognized arguments: {' '.join(rest)}")
+            raise UsageError(f"unrecognized arguments: {_option_names(rest)}")
         _prepare_libraries()
         commands = {"evaluate": run_evaluate, "export": run_export, "publish": run_publish, "translate": run_translate}
         commands[args.command](args)

@@ -134,6 +134,7 @@ class TranslationPreTrainedModel(PreTrainedModel, GenerationMixin):
     config_class = TranslationConfig
     main_input_name = "input_ids"
     supports_gradient_checkpointing = False
+    _warned_length_bound = False  # see `_prepare_generated_length`
     quantization: str | None = None  # "int8" after `hf_bahdanau.quantization.quantize_for_cpu`
 
     def post_init(self) -> None:
@@ -259,14 +260,16 @@ class TranslationPreTrainedModel(PreTrainedModel, GenerationMixin):
     ) -> GenerationConfig:
         """`GenerationMixin`'s, bounded by the position table (a Transformer's `max_position_embeddings`; the RNN
         has none): the decoder reads every token but the last, so a sequence holds at most table + 1 tokens (the
-        start token and `table` new ones). Asking for more generates that many, with one warning."""
+        start token and `table` new ones). Asking for more generates that many, with one warning per model."""
         generation_config = super()._prepare_generated_length(generation_config, *args, **kwargs)
         table = getattr(self.config, "max_position_embeddings", None)
         if table is not None and generation_config.max_length > table + 1:
-            logger.warning_once(
-                f"generation asked for sequences of up to {generation_config.max_length} tokens, but the model's "
-                f"position table holds {table} (max_position_embeddings): generating up to {table + 1}"
-            )
+            if not self._warned_length_bound:  # once per model, not once per length asked (a file asks many)
+                logger.warning(
+                    "generation asked for longer sequences than the model's position table holds "
+                    f"(max_position_embeddings={table}): generating up to {table + 1} tokens"
+                )
+                self._warned_length_bound = True
             generation_config.max_length = table + 1
             generation_config.min_length = min(generation_config.min_length, table + 1)
         return generation_config

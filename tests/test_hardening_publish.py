@@ -124,12 +124,28 @@ def test_every_form_of_a_secret_option_is_redacted(tmp_path, monkeypatch):
     assert json.loads(json.loads(recorded)["config_file"]["text"]) == {"hub_token": "<redacted>", "max_steps": 4}
 
 
-def test_a_token_in_a_mistyped_option_is_not_printed(tmp_path, caplog, capfd):
-    argv = ["train", "--output-dir", str(tmp_path / "x"), "--data", "d", "--hub_tokn", CLI_TOKEN]
-    assert main(argv) == 1
+@pytest.mark.parametrize("secret", [CLI_TOKEN, PASSWORD])  # a Hub token, and a secret of no known shape
+@pytest.mark.parametrize("command", ["train", "translate"])
+def test_a_secret_in_a_mistyped_option_is_not_printed(tmp_path, caplog, capfd, secret, command):
+    argv = {"train": ["train", "--output-dir", str(tmp_path / "x"), "--data", "d"],
+            "translate": ["translate", "--model", str(tmp_path)]}[command]  # fmt: skip
+    assert main([*argv, "--hub_tokn", secret]) == 1
     (error,) = errors(caplog)
     printed = capfd.readouterr()
-    assert "--hub_tokn" in error and not any(secret in caplog.text + printed.out + printed.err for secret in SECRETS)
+    assert "--hub_tokn" in error
+    if command == "train":  # (translate takes the value as a sentence to translate, and never gets to it)
+        assert "1 value, not shown" in error
+    assert not any(secret in caplog.text + printed.out + printed.err for secret in SECRETS)
+
+
+def test_a_secret_of_the_wrong_type_in_a_config_file_is_not_printed(tmp_path, caplog, capfd):
+    config = tmp_path / "run.yaml"
+    config.write_text("hub_token: 987654321\n", encoding="utf-8")  # a number where text is expected
+    assert main(["train", "--config", str(config), "--output-dir", str(tmp_path / "x")]) == 1
+    (error,) = errors(caplog)
+    printed = capfd.readouterr()
+    assert "hub_token must be text, got <redacted>" in error
+    assert "987654321" not in caplog.text + printed.out + printed.err
 
 
 def test_card_of_a_folder_recorded_before_redaction_hides_the_token(saved):
@@ -258,15 +274,19 @@ def corpus_folder(tatoeba_tsv: Path, folder: Path) -> Path:
     return folder
 
 
-@pytest.mark.parametrize("output", ["corpus file", "link to corpus file", "file of corpus folder", "model file"])
+@pytest.mark.parametrize(
+    "output", ["corpus file", "link to corpus file", "hard link to corpus file", "file of corpus folder", "model file"]
+)
 def test_evaluate_refuses_an_output_that_is_an_input(saved, tatoeba_tsv, tmp_path, caplog, output):
     corpus = tmp_path / "pairs.tsv"
     corpus.write_text("".join(tatoeba_tsv.read_text(encoding="utf-8").splitlines(keepends=True)[:12]))
     folder = corpus_folder(tatoeba_tsv, tmp_path / "pairs")
     (tmp_path / "link.txt").symlink_to(corpus)
+    (tmp_path / "hard.txt").hardlink_to(corpus)
     data, target = {
         "corpus file": (corpus, corpus),
         "link to corpus file": (corpus, tmp_path / "link.txt"),
+        "hard link to corpus file": (corpus, tmp_path / "hard.txt"),
         "file of corpus folder": (folder, folder / "test.fr"),
         "model file": (corpus, saved / "tokenizer.json"),
     }[output]
