@@ -515,10 +515,17 @@ def _hypotheses_function(
     if args.engine != "torch":
 
         def translate(indices: list[int]) -> list[list[Hypothesis]]:
-            longest = length_bound(max(lengths[i] for i in indices))
-            bound = {"max_new_tokens": options.get("max_new_tokens") or longest}
-            batch = translator([texts[i] for i in indices], batch_size=len(indices), **{**options, **bound})
-            return [[Hypothesis(row["translation_text"])] for row in batch]
+            # each sentence bounded as torch bounds it (its last token is a forced </s>, which CTranslate2 leaves
+            # out): a CTranslate2 call per bound, one with --max-new-tokens
+            bounds = {i: options.get("max_new_tokens") or length_bound(lengths[i]) - 1 for i in indices}
+            rows = {}
+            for bound in sorted(set(bounds.values())):
+                group = [i for i in indices if bounds[i] == bound]
+                found = translator(
+                    [texts[i] for i in group], batch_size=len(group), **{**options, "max_new_tokens": bound}
+                )
+                rows.update(zip(group, found, strict=True))
+            return [[Hypothesis(rows[i]["translation_text"])] for i in indices]
 
         return lengths, translate
 
