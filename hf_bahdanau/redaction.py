@@ -52,10 +52,32 @@ def _hide_secret_value(match: re.Match[str]) -> str:
     return f"{match['key']}{quote}{REDACTED}{quote}"
 
 
+# A YAML key whose value starts on the next lines: `name:` alone, or a block scalar `name: |` / `name: >-`
+_KEY_OPENS_BLOCK = re.compile(r"""^(?P<indent>[ \t]*)(?P<quote>["']?)(?P<name>[A-Za-z_][\w.-]*)(?P=quote)[ \t]*:"""
+                              r"""[ \t]*(?:[|>][-+0-9]*)?[ \t]*(?:#.*)?$""")  # fmt: skip
+
+
+def _hide_secret_blocks(text: str) -> str:
+    """`text` with the more indented lines under a secret YAML key with no value on its own line replaced."""
+    lines, block_indent = text.splitlines(keepends=True), None
+    for number, line in enumerate(lines):
+        indent = len(line) - len(line.lstrip(" \t"))
+        if block_indent is not None and (not line.strip() or indent > block_indent):
+            if line.strip():
+                lines[number] = f"{line[:indent]}{REDACTED}\n"
+            continue
+        block_indent = None
+        opening = _KEY_OPENS_BLOCK.match(line.rstrip("\r\n"))
+        if opening and is_secret_option(opening["name"]):
+            block_indent = len(opening["indent"])
+    return "".join(lines)
+
+
 def redact_config(text: str) -> str:
-    """A YAML or JSON options text with the value of every secret key (`hub_token: VALUE`, `"hub_token": "VALUE"`)
-    and every Hub token replaced by `<redacted>` (quotes and comments kept)."""
-    return _HF_TOKEN.sub(REDACTED, _KEY_VALUE.sub(_hide_secret_value, text))
+    """A YAML or JSON options text with the value of every secret key (`hub_token: VALUE`, `"hub_token": "VALUE"`,
+    also on the lines below `hub_token:` or `hub_token: |`) and every Hub token replaced by `<redacted>` (quotes and
+    comments kept)."""
+    return _HF_TOKEN.sub(REDACTED, _KEY_VALUE.sub(_hide_secret_value, _hide_secret_blocks(text)))
 
 
 def redact_message(text: str) -> str:

@@ -109,6 +109,10 @@ def test_every_form_of_a_secret_option_is_redacted(tmp_path, monkeypatch):
     assert json.loads(redact_config(one_line)) == {"hub-token": "<redacted>", "tokenizer_type": "bpe"}
     as_yaml = f"hub_token: '{CLI_TOKEN}'\nsecret: {PASSWORD}\nhub_private_repo:\ndata: multi30k\n"
     assert redact_config(as_yaml) == "hub_token: '<redacted>'\nsecret: <redacted>\nhub_private_repo:\ndata: multi30k\n"
+    below = f"hub_token:\n  {PASSWORD}\nseed: 3\npassword: |-\n  {PASSWORD}\n\n  {PASSWORD}\ndata:\n  multi30k\n"
+    assert redact_config(below) == (  # values on the lines below their key, plain or a block scalar
+        "hub_token:\n  <redacted>\nseed: 3\npassword: <redacted>\n  <redacted>\n\n  <redacted>\ndata:\n  multi30k\n"
+    )
     message = "no Hugging Face token: set HF_TOKEN or run `hf auth login`"  # messages keep their words
     assert redact_message(message) == message
     assert redact_message(f"bad --db_password {PASSWORD} --max_new_tokens 5") == (
