@@ -6,13 +6,14 @@ decoder self-attention and cross-attention per layer and head.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from .pipelines import encode, source_limit
+from .translating import merge_words, word_ids
 from .visualization import show_heatmaps
 
 _WORD_START = ("\u2581", "\u0120")  # SentencePiece's and byte-level BPE's word-start marks
@@ -31,6 +32,8 @@ class AttentionMaps:
         cross: `(layers, heads, tgt_len, src_len)` encoder-decoder attention; each row sums to 1.
         encoder: `(layers, heads, src_len, src_len)` encoder self-attention, or None (no such attention).
         decoder: `(layers, heads, tgt_len, tgt_len)` causal decoder self-attention, or None.
+        source_word_ids, target_word_ids: the word of each source and target token (None: `</s>`, padding).
+        source_words, target_words: the words, as the tokenizer decodes their pieces.
     """
 
     translation: str
@@ -40,6 +43,10 @@ class AttentionMaps:
     cross: torch.Tensor
     encoder: torch.Tensor | None = None
     decoder: torch.Tensor | None = None
+    source_word_ids: list[int | None] = field(default_factory=list)
+    target_word_ids: list[int | None] = field(default_factory=list)
+    source_words: list[str] = field(default_factory=list)
+    target_words: list[str] = field(default_factory=list)
 
 
 def display_tokens(tokenizer: PreTrainedTokenizerBase, ids: list[int]) -> list[str]:
@@ -56,6 +63,16 @@ def display_tokens(tokenizer: PreTrainedTokenizerBase, ids: list[int]) -> list[s
         return token if token in special or not any(char.isalnum() for char in token) else f"-{token}"
 
     return [label(token) for token in tokens]
+
+
+def _words(tokenizer: PreTrainedTokenizerBase, ids: list[int]) -> tuple[list[int | None], list[str]]:
+    """Each token's word (`translating.word_ids`) and each word's text (its pieces decoded, no marks)."""
+    words = word_ids(tokenizer, ids)
+    pieces: dict[int, list[int]] = {}
+    for token, word in zip(ids, words, strict=True):
+        if word is not None:
+            pieces.setdefault(word, []).append(token)
+    return words, [tokenizer.decode(pieces[word]).strip() or "␣" for word in sorted(pieces)]
 
 
 def _stack(layers: tuple[torch.Tensor, ...] | None) -> torch.Tensor | None:
@@ -88,14 +105,21 @@ def attention_maps(
         outputs = model(**inputs, decoder_input_ids=sequence[None, :length], output_attentions=True)
     finally:
         model.train(was_training)
+    source_ids = inputs["input_ids"][0].tolist()
+    source_word_ids, source_words = _words(tokenizer, source_ids)
+    target_word_ids, target_words = _words(tokenizer, generated[:length])
     return AttentionMaps(
         translation=tokenizer.decode(generated[:length], skip_special_tokens=True),
-        source_tokens=display_tokens(tokenizer, inputs["input_ids"][0].tolist()),
+        source_tokens=display_tokens(tokenizer, source_ids),
         target_tokens=display_tokens(tokenizer, generated[:length]),
         decoder_input_tokens=display_tokens(tokenizer, sequence[:length].tolist()),
         cross=_stack(outputs.cross_attentions),
         encoder=_stack(outputs.encoder_attentions),
         decoder=_stack(outputs.decoder_attentions),
+        source_word_ids=source_word_ids,
+        target_word_ids=target_word_ids,
+        source_words=source_words,
+        target_words=target_words,
     )
 
 
@@ -159,4 +183,37 @@ def plot_attention_maps(maps: AttentionMaps, text: str, path: str | Path) -> lis
     return written
 
 
-__all__ = ["AttentionMaps", "attention_maps", "display_tokens", "plot_attention_maps"]
+def plot_word_attention(
+    maps: AttentionMaps, text: str, path: str | Path, layer: int | None = None, head: int | None = None
+) -> Path:
+    """One readable figure at `path`: the cross-attention between the words of the source and of the translation
+    (a source word's pieces summed, a translation word's pieces averaged; `</s>` left out) of `layer` (from 1;
+    default the last) averaged over its heads, or of one `head` (from 1). Returns the file written."""
+    layers, heads = maps.cross.shape[:2]
+    for name, value, count in (("layer", layer, layers), ("head", head, heads)):
+        if value is not None and not 1 <= value <= count:
+            raise ValueError(f"--heatmap-{name} {value}: the model's cross-attention has {count} {name}s (1-{count})")
+    weights = maps.cross[(layer or layers) - 1]  # (heads, tgt_len, src_len)
+    weights = weights.mean(0) if head is None else weights[head - 1]
+    words = merge_words(weights, maps.target_word_ids, maps.source_word_ids)  # (target words, source words)
+    which = f"layer {layer or layers} of {layers}" if layers > 1 else ""
+    which += (", " if which else "") + (
+        f"head {head} of {heads}" if head else f"{heads} heads averaged" if heads > 1 else ""
+    )
+    width, height = _panel_inches(len(maps.source_words), 1), _panel_inches(len(maps.target_words), 1)
+    show_heatmaps(
+        words,
+        xlabel="source",
+        ylabel="translation",
+        xticklabels=_labels(maps.source_words, width),
+        yticklabels=_labels(maps.target_words, height),
+        figsize=(width + 1.5, height + 1.0),
+        suptitle=f"encoder-decoder attention{f' ({which})' if which else ''}\n{_shorten(text)}\n→ "
+        f"{_shorten(maps.translation)}",
+        colorbar_label="attention weight",
+        path=path,
+    )
+    return Path(path)
+
+
+__all__ = ["AttentionMaps", "attention_maps", "display_tokens", "plot_attention_maps", "plot_word_attention"]

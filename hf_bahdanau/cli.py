@@ -471,14 +471,26 @@ def _interactive_lines(prompt: str) -> Iterable[str]:
 
 
 def _write_heatmap(
-    model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, text: str, path: str, **options: int
+    model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, text: str, args: argparse.Namespace, **options: int
 ) -> str:
-    """Translate `text` and draw its attention to `path` (and its self-attention beside it); the translation."""
-    from .attention_maps import attention_maps, plot_attention_maps
+    """Translate `text` and draw its attention to `args.heatmap`: one figure of the words' cross-attention (a layer,
+    a head), or with `args.heatmap_all` every layer and head, and the self-attention beside it; the translation."""
+    from .attention_maps import attention_maps, plot_attention_maps, plot_word_attention
 
-    maps = attention_maps(model, tokenizer, text, **options)
-    for written in plot_attention_maps(maps, text, path):
-        logger.info("attention heatmap written to %s", written)
+    class Untruncated(logging.Filter):  # the translation of `text` says it was cut: once is enough
+        def filter(self, record: logging.LogRecord) -> bool:
+            return "truncated" not in record.getMessage()
+
+    said = Untruncated()
+    logging.getLogger("hf_bahdanau.pipelines").addFilter(said)
+    try:
+        maps = attention_maps(model, tokenizer, text, **options)
+    finally:
+        logging.getLogger("hf_bahdanau.pipelines").removeFilter(said)
+    if args.heatmap_all:
+        plot_attention_maps(maps, text, args.heatmap)  # save_figure logs each file written
+    else:
+        plot_word_attention(maps, text, args.heatmap, layer=args.heatmap_layer, head=args.heatmap_head)
     return maps.translation
 
 
@@ -538,7 +550,7 @@ def _hypotheses_function(
 
 
 def run_translate(args: argparse.Namespace) -> None:
-    from .translating import hypothesis_lines, translate_in_order
+    from .translating import hypothesis_lines, trained_source_length, translate_in_order, warn_long_sources
 
     check_generation_length(args.model, args.max_new_tokens)
     _check_translate_options(args)
@@ -551,11 +563,18 @@ def run_translate(args: argparse.Namespace) -> None:
         )
     if args.heatmap and not args.text:
         raise UsageError("--heatmap needs the sentence as an argument")
+    if (args.heatmap_layer or args.heatmap_head or args.heatmap_all) and not args.heatmap:
+        raise UsageError("--heatmap-layer, --heatmap-head and --heatmap-all need --heatmap FILE.png")
+    if args.heatmap_all and (args.heatmap_layer or args.heatmap_head):
+        raise UsageError("--heatmap-all draws every layer and head: leave out --heatmap-layer and --heatmap-head")
     n_best = bool(args.n_best)
+    trained = trained_source_length(args.model)  # a source longer than any seen in training: one warning
     if not args.text and sys.stdin.isatty():
         logger.info("type a sentence and press Enter to translate it; q (or Ctrl-D) quits")
+        warned = False
         for line in _interactive_lines(f"{model.config.source_language or 'source'} > "):
-            _, translate = _hypotheses_function(model, translator, [line], args)
+            lengths, translate = _hypotheses_function(model, translator, [line], args)
+            warned = warned or warn_long_sources(lengths, trained)
             sys.stdout.write(hypothesis_lines(0, translate([0])[0], n_best))
         return
     texts = list(args.text) if args.text else _stdin_lines()
@@ -563,8 +582,9 @@ def run_translate(args: argparse.Namespace) -> None:
     try:  # each batch is written as soon as it can be, in input order: an interrupted run keeps what it has done
         with terminate_as_interrupt():
             if args.heatmap:
-                _write_heatmap(model, translator.tokenizer, texts[0], args.heatmap, **options)
+                _write_heatmap(model, translator.tokenizer, texts[0], args, **options)
             lengths, translate = _hypotheses_function(model, translator, texts, args)
+            warn_long_sources(lengths, trained)
             progress = sys.stderr.isatty()  # a bar on a terminal, not in a log file
             for batch in translate_in_order(translate, lengths, args.batch_tokens, args.batch_size, progress):
                 sys.stdout.write("".join(hypothesis_lines(written + i, row, n_best) for i, row in enumerate(batch)))
@@ -684,7 +704,25 @@ def build_parser() -> argparse.ArgumentParser:
     translate = command("translate", "translate arguments, stdin lines, or at a prompt", TRANSLATE_EPILOG)
     _add_generation_arguments(translate)
     translate.add_argument("text", nargs="*", help="Sentences to translate (default: stdin; a prompt on a terminal).")
-    translate.add_argument("--heatmap", help="Write the attention of the first sentence as a PNG to this path.")
+    translate.add_argument(
+        "--heatmap",
+        metavar="FILE.png",
+        help="Draw the first sentence's attention into this one file: the cross-attention between source and "
+        "translation words (subwords merged) of the last layer, heads averaged.",
+    )
+    translate.add_argument(
+        "--heatmap-layer", "--heatmap_layer", type=positive_int, help="Draw this layer (from 1) instead of the last."
+    )
+    translate.add_argument(
+        "--heatmap-head", "--heatmap_head", type=positive_int, help="Draw this head (from 1) instead of their average."
+    )
+    translate.add_argument(
+        "--heatmap-all",
+        "--heatmap_all",
+        action="store_true",
+        help="Draw every layer and head, token by token: the cross-attention grid in FILE.png, and for the "
+        "Transformer its self-attention in FILE-encoder.png and FILE-decoder.png (three files).",
+    )
     translate.add_argument(
         "--n-best",
         "--n_best",

@@ -519,8 +519,9 @@ def _new_model_table(model_args: ModelArguments) -> int | None:
 
 
 def _data_settings(data_args: DataArguments) -> dict[str, Any]:
-    """What `evaluate` needs to read the corpus as training did."""
-    settings = {name: getattr(data_args, name) for name in ("src_lang", "tgt_lang", "test_split", "d2l_normalize")}
+    """What `evaluate` needs to read the corpus as training did (and `translate`, the longest source it trained on)."""
+    names = ("src_lang", "tgt_lang", "test_split", "d2l_normalize", "max_source_length")
+    settings = {name: getattr(data_args, name) for name in names}
     return {"data": corpus_id(data_args.data), "data_path": named_corpus_path(data_args.data), **settings}
 
 
@@ -943,7 +944,8 @@ def _write_run_files(
     keeps its files, and must use the corpus settings it started with."""
     if resuming:
         recorded = read_data_settings(output_dir)
-        if recorded and {**recorded, "data_path": None} != {**settings, "data_path": None}:  # the corpus may move
+        unchecked = {"data_path": None, "max_source_length": None}  # the corpus may move; a length may change
+        if recorded and {**recorded, **unchecked} != {**settings, **unchecked}:
             raise ValueError(
                 f"--resume with other corpus settings than the run started with: {settings} instead of {recorded}"
             )

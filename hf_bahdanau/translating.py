@@ -242,6 +242,29 @@ def _alignments(
     return alignments
 
 
+def trained_source_length(model_dir: str) -> int | None:
+    """The longest source (in tokens, `</s>` included) a model folder was trained on: `max_source_length` in its
+    `translation_data.json` (None where not recorded, e.g. a folder trained before it was)."""
+    from .data import read_data_settings
+
+    length = read_data_settings(model_dir).get("max_source_length")
+    return length if isinstance(length, int) else None
+
+
+def warn_long_sources(lengths: Sequence[int], trained: int | None) -> bool:
+    """Log one warning when a source is longer than `trained` tokens; whether it did."""
+    longer = [length for length in lengths if trained is not None and length > trained]
+    if longer:
+        logger.warning(
+            "%d source(s) longer than the %d tokens of the longest source the model saw in training (up to %d "
+            "tokens): their translations may be cut short or go wrong",
+            len(longer),
+            trained,
+            max(longer),
+        )
+    return bool(longer)
+
+
 # ---- files -----------------------------------------------------------------------------------------------
 
 
@@ -319,7 +342,9 @@ __all__ = [
     "pharaoh",
     "source_ids",
     "token_batches",
+    "trained_source_length",
     "translate_ids",
     "translate_in_order",
+    "warn_long_sources",
     "word_ids",
 ]

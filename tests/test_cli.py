@@ -146,6 +146,8 @@ def test_translate_arguments_stdin_and_heatmap(trained, tmp_path, capsys, monkey
     assert main(["translate", "--model", str(trained), "He's calm.", "--heatmap", str(heatmap)]) == 0
     assert heatmap.read_bytes()[:4] == b"\x89PNG"
     self_attention = [tmp_path / "attention-encoder.png", tmp_path / "attention-decoder.png"]
+    assert not any(path.exists() for path in self_attention)  # one figure unless --heatmap-all
+    assert main(["translate", "--model", str(trained), "He's calm.", "--heatmap", str(heatmap), "--heatmap-all"]) == 0
     is_transformer = AutoConfig.from_pretrained(trained).model_type == "d2l_transformer"
     assert all(path.is_file() == is_transformer for path in self_attention)
 

@@ -3,7 +3,9 @@ odd input, attention figures, the long-source warning, TensorBoard logs."""
 
 from __future__ import annotations
 
+import importlib
 import io
+import math
 import re
 import sys
 
@@ -229,3 +231,91 @@ def test_pharaoh_words_count_as_whitespace_words(tokenizer):
     ids = tokenizer(text)["input_ids"]
     words = [word for word in word_ids(tokenizer, ids) if word is not None]
     assert max(words) + 1 == len(text.split())
+
+
+def test_heatmap_is_one_readable_figure_of_words(folder, model, tokenizer, tmp_path, monkeypatch, caplog):
+    from PIL import Image
+
+    module = importlib.import_module("hf_bahdanau.attention_maps")  # the package exports a function of this name
+
+    caplog.set_level("INFO")
+    path = tmp_path / "figures" / "attention.png"
+    text = "Eine Frau liest ein Buch im Park."
+    assert main(["translate", "--model", str(folder), text, "--heatmap", str(path), "--max-new-tokens", "8"]) == 0
+    assert [p.name for p in path.parent.iterdir()] == ["attention.png"]  # one file, said once
+    assert caplog.text.count(f"wrote {path}") == 1 and "heatmap written" not in caplog.text
+    width, height = Image.open(path).size
+    assert width < 1600 and height < 1600, (width, height)  # the 8-panel grid was 3336 x 1697 px
+
+    calls = []
+    monkeypatch.setattr(module, "show_heatmaps", lambda weights, **kwargs: calls.append((weights, kwargs)))
+    maps = module.attention_maps(model, tokenizer, text, num_beams=1, max_new_tokens=6)
+    module.plot_word_attention(maps, text, tmp_path / "a.png")
+    weights, kwargs = calls[-1]
+    assert kwargs["xticklabels"] == text.split()  # words, no "-" or "▁" pieces
+    assert kwargs["yticklabels"] == maps.translation.split()
+    expected = merge_words(maps.cross[-1].mean(0), maps.target_word_ids, maps.source_word_ids)
+    assert torch.allclose(weights, expected) and weights.shape == (len(maps.translation.split()), len(text.split()))
+    layers, heads = maps.cross.shape[:2]
+    module.plot_word_attention(maps, text, tmp_path / "a.png", layer=1, head=heads)
+    assert torch.allclose(calls[-1][0], merge_words(maps.cross[0, -1], maps.target_word_ids, maps.source_word_ids))
+    with pytest.raises(ValueError, match=f"--heatmap-layer 9: the model's cross-attention has {layers} layers"):
+        module.plot_word_attention(maps, text, tmp_path / "a.png", layer=9)
+
+
+def test_heatmap_all_draws_the_grids_and_self_attention(folder, model, tmp_path, caplog):
+    path = tmp_path / "attention.png"
+    assert main(["translate", "--model", str(folder), "Ein Hund.", "--heatmap", str(path), "--heatmap-all"]) == 0
+    expected = {"attention.png"} | (set() if model.config.model_type == "bahdanau" else
+                                    {"attention-encoder.png", "attention-decoder.png"})  # fmt: skip
+    assert {p.name for p in tmp_path.iterdir()} == expected
+    assert main(["translate", "--model", str(folder), "x", "--heatmap-all"]) == 1
+    assert "need --heatmap FILE.png" in caplog.text
+
+
+def test_translate_warns_once_of_sources_longer_than_training_saw(
+    folder, tokenizer, tmp_path, monkeypatch, capsys, caplog
+):
+    import json
+    import shutil
+
+    trained = shutil.copytree(folder, tmp_path / "model")
+    lines = ["Ein Hund.", "Eine Frau liest ein Buch im Park.", "Zwei Hunde spielen im Schnee."]
+    lengths = [len(tokenizer(line)["input_ids"]) for line in lines]  # </s> included
+    assert lengths[0] < lengths[2] < lengths[1]
+    (trained / "translation_data.json").write_text(json.dumps({"max_source_length": lengths[0]}))
+    monkeypatch.setattr(sys, "stdin", io.StringIO("".join(f"{line}\n" for line in lines)))
+    assert main(["translate", "--model", str(trained), "--num-beams", "1"]) == 0
+    warnings = [r.getMessage() for r in caplog.records if "longest source the model saw" in r.getMessage()]
+    assert warnings == [
+        f"2 source(s) longer than the {lengths[0]} tokens of the longest source the model saw in training (up to "
+        f"{lengths[1]} tokens): their translations may be cut short or go wrong"
+    ]
+    assert len(capsys.readouterr().out.splitlines()) == 3
+    caplog.clear()
+    assert main(["translate", "--model", str(folder), "Eine Frau liest ein Buch im Park."]) == 0  # nothing recorded
+    assert "longest source" not in caplog.text
+
+
+@pytest.mark.slow
+def test_train_reports_to_tensorboard_and_records_its_longest_source(tatoeba_tsv, tmp_path):
+    pytest.importorskip("tensorboard")
+    import json
+
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    output = tmp_path / "model"
+    assert main(["train", "--data", str(tatoeba_tsv), "--output-dir", str(output), "--src-lang", "en",
+                 "--tgt-lang", "fr", "--max_train_samples", "200", "--max_eval_samples", "8", "--vocab_size", "300",
+                 "--embedding_size", "16", "--hidden_size", "16", "--per_device_train_batch_size", "32",
+                 "--max_steps", "6", "--logging_steps", "2", "--eval_steps", "6", "--save_steps", "6",
+                 "--generation_max_length", "10", "--generation_num_beams", "1", "--max_source_length", "24",
+                 "--report_to", "tensorboard"]) == 0  # fmt: skip
+    assert json.loads((output / "translation_data.json").read_text())["max_source_length"] == 24
+    (events,) = output.glob("runs/*/events.out.tfevents.*")
+    accumulator = EventAccumulator(str(events.parent))
+    accumulator.Reload()
+    scalars = accumulator.Tags()["scalars"]
+    assert [event.step for event in accumulator.Scalars("train/loss")] == [2, 4, 6]
+    assert all(math.isfinite(event.value) and event.value > 0 for event in accumulator.Scalars("train/loss"))
+    assert "eval/bleu" in scalars and [event.step for event in accumulator.Scalars("eval/bleu")] == [6]
