@@ -1,0 +1,105 @@
+"""File translation speed: `translate`'s length-sorted token batches against fixed-size batches in input order.
+
+The file is Multi30k's test_2016_flickr source side repeated to `--lines` lines. Both ways translate it chunk by chunk
+(`translating.SORT_WINDOW` lines), in turn (fixed, sorted, fixed, ...), so that noise from other processes hits both
+alike; the table gives each way's total time, sentences/s and how many translations differ.
+
+- fixed: the pipeline in input order, `--batch-size` sentences a batch (`cli.translate_texts`, translate before
+  issue 29);
+- sorted: `translating.translate_in_order` over `translating.translate_ids`, batches of at most `--batch-tokens`
+  padded source tokens (and `--batch-size` sentences with `--cap`), as `hf-bahdanau translate --batch-tokens` does;
+  each translation bounded by `translating.length_bound` of its source (translate's default);
+- sorted, unbounded: the same with the model's own `max_new_tokens` (what sorting alone gives).
+
+    HF_BAHDANAU_DATA_DIR=../shared/data python scripts/benchmark_translate_file.py --model runs/quick-de-en \\
+        --lines 10000 --threads 2 --num-beams 5 --batch-tokens 2048
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import logging
+import os
+import time
+from pathlib import Path
+
+import torch
+
+from hf_bahdanau import register
+from hf_bahdanau.cli import load_translation_model, translate_texts
+from hf_bahdanau.pipelines import TranslationPipeline, source_limit
+from hf_bahdanau.translating import SORT_WINDOW, source_ids, translate_ids, translate_in_order
+
+logger = logging.getLogger("benchmark_translate_file")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", required=True)
+    parser.add_argument("--lines", type=int, default=10_000)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--num-beams", type=int, default=5)
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--batch-tokens", type=int, default=2048)
+    parser.add_argument("--cap", action="store_true", help="Sorted batches also hold at most --batch-size sentences.")
+    parser.add_argument("--output", help="Append the table to this Markdown file.")
+    parser.add_argument("--skip-unbounded", action="store_true", help="Leave out the 'sorted, unbounded' way.")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    torch.set_num_threads(args.threads)
+    register()
+    model, tokenizer = load_translation_model(args.model)
+    pipe = TranslationPipeline(model=model, tokenizer=tokenizer, device=model.device)
+    source = model.config.source_language or "de"
+    path = Path(os.environ.get("HF_BAHDANAU_DATA_DIR", "../shared/data")) / "multi30k" / f"test_2016_flickr.{source}.gz"
+    sentences = gzip.open(path, "rt", encoding="utf-8").read().splitlines()
+    lines = [sentences[i % len(sentences)] for i in range(args.lines)]
+    options = {"num_beams": args.num_beams}
+    limit = source_limit(model, tokenizer)
+    times = {"fixed": 0.0, "sorted": 0.0} if args.skip_unbounded else {"fixed": 0.0, "sorted": 0.0, "unbounded": 0.0}
+    outputs: dict[str, list[str]] = {name: [] for name in times}
+    unbounded = {"max_new_tokens": model.generation_config.max_new_tokens}
+    for start in range(0, len(lines), SORT_WINDOW):
+        chunk = lines[start : start + SORT_WINDOW]
+        began = time.perf_counter()
+        outputs["fixed"] += translate_texts(pipe, chunk, args.batch_size, **options)
+        times["fixed"] += time.perf_counter() - began
+        for name, extra in (("sorted", {}), ("unbounded", unbounded))[: len(times) - 1]:
+            began = time.perf_counter()
+            rows = source_ids(tokenizer, chunk, limit)
+            lengths = [len(row) for row in rows]
+
+            def translate(indices: list[int], rows: list[list[int]] = rows, extra: dict = extra) -> list:
+                return translate_ids(model, tokenizer, [rows[i] for i in indices], **options, **extra)
+
+            cap = args.batch_size if args.cap else None
+            for done in translate_in_order(translate, lengths, args.batch_tokens, cap):
+                outputs[name] += [hypotheses[0].text for hypotheses in done]
+            times[name] += time.perf_counter() - began
+        differ = [sum(a != b for a, b in zip(outputs["fixed"], outputs[name], strict=True)) for name in times]
+        logger.info("%d lines: %s s, %s differ", len(outputs["fixed"]), [round(t, 1) for t in times.values()], differ)
+    differ = {name: sum(a != b for a, b in zip(outputs["fixed"], outputs[name], strict=True)) for name in times}
+    cap = f", at most {args.batch_size} sentences" if args.cap else ""
+    ways = {
+        "fixed": f"fixed: {args.batch_size} sentences a batch, input order (before)",
+        "unbounded": f"sorted by length, at most {args.batch_tokens} tokens a batch{cap}, the model's max_new_tokens",
+        "sorted": f"sorted by length, at most {args.batch_tokens} tokens a batch{cap}, bounded by the source (now)",
+    }
+    table = (
+        f"| {len(lines):,} lines, beams {args.num_beams}, {args.threads} threads | seconds | sentences/s | "
+        "speed-up | translations unlike fixed |\n|---|---:|---:|---:|---:|\n"
+    )
+    for name, way in ((name, way) for name, way in ways.items() if name in times):
+        table += (
+            f"| {way} | {times[name]:.1f} | {len(lines) / times[name]:.1f} | {times['fixed'] / times[name]:.2f}x | "
+            f"{differ[name]} |\n"
+        )
+    print(table)
+    if args.output:
+        with open(args.output, "a", encoding="utf-8") as file:
+            file.write(table)
+
+
+if __name__ == "__main__":
+    main()
