@@ -618,22 +618,12 @@ def prepare_data(
 ) -> tuple[datasets.DatasetDict, PreTrainedTokenizerBase]:
     """The corpus (cut to the sample limits) and the run's tokenizer. With --streaming, the corpus's "train" is
     the start of the train stream, which a new tokenizer trains on (the first --tokenizer_train_samples pairs)."""
-    corpus = load_parallel_corpus(
-        data_args.data,
-        data_args.src_lang,
-        data_args.tgt_lang,
-        test_split=data_args.test_split,
-        normalize=data_args.d2l_normalize,
-        splits=("validation",) if data_args.streaming else None,
-    )
+    corpus_options = dict(test_split=data_args.test_split, normalize=data_args.d2l_normalize)
+    languages = (data_args.src_lang, data_args.tgt_lang)
+    splits = ("validation",) if data_args.streaming else None
+    corpus = load_parallel_corpus(data_args.data, *languages, **corpus_options, splits=splits)
     if data_args.streaming:
-        stream = stream_train_pairs(
-            data_args.data,
-            data_args.src_lang,
-            data_args.tgt_lang,
-            test_split=data_args.test_split,
-            normalize=data_args.d2l_normalize,
-        )
+        stream = stream_train_pairs(data_args.data, *languages, **corpus_options)
         head = stream.take(tokenizer_args.tokenizer_train_samples or DEFAULT_TRAIN_SAMPLES)
         corpus["train"] = (text for row in head for text in (row["src"], row["tgt"]))
     if "validation" not in corpus:

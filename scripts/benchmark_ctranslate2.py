@@ -180,12 +180,7 @@ def main(argv: list[str] | None = None) -> None:
     versions = (ctranslate2.__version__, torch.__version__, args.threads or "default")
     logger.info("d_model %d, %d+%d layers, vocab %d; batch %d, src %d, tgt %d; ctranslate2 %s, torch %s, %s threads",
                 *sizes, *work, *versions)  # fmt: skip
-    table = markdown_table(run(args))
-    logger.info("results:\n%s", table)
-    if args.output is not None:
-        args.output.parent.mkdir(parents=True, exist_ok=True)
-        args.output.write_text(table + "\n")
-        logger.info("table written to %s", args.output)
+    shared.report(markdown_table(run(args)), args.output)
 
 
 if __name__ == "__main__":

@@ -357,12 +357,16 @@ def main(argv: list[str] | None = None) -> None:
         torch.__version__,
         torch.get_num_threads(),
     )
-    table = markdown_table(corpus_rows(args) if args.models else run(args))
+    report(markdown_table(corpus_rows(args) if args.models else run(args)), args.output)
+
+
+def report(table: str, output: Path | None) -> None:
+    """Log the results table and write it to `output` (a Markdown file), if given."""
     logger.info("results:\n%s", table)
-    if args.output is not None:
-        args.output.parent.mkdir(parents=True, exist_ok=True)
-        args.output.write_text(table + "\n")
-        logger.info("table written to %s", args.output)
+    if output is not None:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        output.write_text(table + "\n")
+        logger.info("table written to %s", output)
 
 
 if __name__ == "__main__":
