@@ -337,24 +337,19 @@ def load_translator(args: argparse.Namespace) -> tuple[PreTrainedModel | CTransl
     return model, TranslationPipeline(model=model, tokenizer=tokenizer, device=model.device)
 
 
-def translate_batches(
-    translator: TranslationPipeline, texts: Sequence[str], batch_size: int, progress: bool = False, **options: int
-) -> Iterator[list[str]]:
-    """Translations of `texts`, in order, a batch at a time as each is done, with a progress bar when asked."""
-    from tqdm.auto import tqdm
-
-    with tqdm(total=len(texts), desc="translating", unit="sent", disable=not progress) as bar:
-        for start in range(0, len(texts), batch_size):
-            batch = list(texts[start : start + batch_size])
-            yield [row["translation_text"] for row in translator(batch, batch_size=batch_size, **options)]
-            bar.update(len(batch))
-
-
 def translate_texts(
     translator: TranslationPipeline, texts: Sequence[str], batch_size: int, progress: bool = False, **options: int
 ) -> list[str]:
-    """Translations of `texts`, in order, in batches, with a progress bar when asked."""
-    return [line for batch in translate_batches(translator, texts, batch_size, progress, **options) for line in batch]
+    """Translations of `texts`, in order, in batches of `batch_size`, with a progress bar when asked."""
+    from tqdm.auto import tqdm
+
+    outputs: list[str] = []
+    with tqdm(total=len(texts), desc="translating", unit="sent", disable=not progress) as bar:
+        for start in range(0, len(texts), batch_size):
+            batch = list(texts[start : start + batch_size])
+            outputs += [row["translation_text"] for row in translator(batch, batch_size=batch_size, **options)]
+            bar.update(len(batch))
+    return outputs
 
 
 @contextlib.contextmanager
@@ -516,7 +511,7 @@ def _hypotheses_function(
     model: PreTrainedModel | CTranslate2Translator, translator: Callable, texts: Sequence[str], args: argparse.Namespace
 ) -> tuple[list[int], Callable[[list[int]], list]]:
     """Each text's source length in tokens, and what translates the texts of given indices into their hypotheses
-    (`translating.translate_ids` for torch; the CTranslate2 translator, each batch bounded by its longest source)."""
+    (`translating.translate_ids` for torch; the CTranslate2 translator, each sentence bounded as torch bounds it)."""
     from .pipelines import source_limit
     from .translating import Hypothesis, length_bound, source_ids, translate_ids
 

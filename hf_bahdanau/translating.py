@@ -170,9 +170,8 @@ def translate_ids(
     """Translate sources given as token ids (`source_ids`), `n_best` hypotheses each, best first; an empty source
     translates to one empty hypothesis of score 0 without reaching the model. Unless `max_new_tokens` is given,
     each translation has at most `length_bound(len(source))` tokens."""
-    results: list[list[Hypothesis]] = [[Hypothesis("", 0.0 if scores else None, "" if alignments else None)]] * len(
-        rows
-    )
+    empty = Hypothesis("", 0.0 if scores else None, "" if alignments else None)
+    results: list[list[Hypothesis]] = [[empty] for _ in rows]
     kept = [i for i, row in enumerate(rows) if row]
     if not kept:
         return results
@@ -202,7 +201,7 @@ def translate_ids(
     lengths = torch.where(is_eos.any(1), is_eos.int().argmax(1) + 1, generated.shape[1])  # (rows,) with </s>
     row_scores = _scores(model, outputs, lengths) if scores else None
     row_alignments = (
-        _alignments(model, tokenizer, input_ids, attention_mask, sequences, lengths, n_best) if (alignments) else None
+        _alignments(model, tokenizer, input_ids, attention_mask, sequences, lengths, n_best) if alignments else None
     )
     for k, i in enumerate(kept):
         hypotheses = []
