@@ -609,6 +609,17 @@ def build_model(
     return model
 
 
+def _corpus_reading(data_args: DataArguments) -> dict[str, Any]:
+    """How the run reads its corpus, as `load_parallel_corpus` and `stream_train_pairs` take it."""
+    return dict(
+        source=data_args.data,
+        src_lang=data_args.src_lang,
+        tgt_lang=data_args.tgt_lang,
+        test_split=data_args.test_split,
+        normalize=data_args.d2l_normalize,
+    )
+
+
 def prepare_data(
     data_args: DataArguments,
     tokenizer_args: TokenizerArguments,
@@ -618,12 +629,10 @@ def prepare_data(
 ) -> tuple[datasets.DatasetDict, PreTrainedTokenizerBase]:
     """The corpus (cut to the sample limits) and the run's tokenizer. With --streaming, the corpus's "train" is
     the start of the train stream, which a new tokenizer trains on (the first --tokenizer_train_samples pairs)."""
-    corpus_options = dict(test_split=data_args.test_split, normalize=data_args.d2l_normalize)
-    languages = (data_args.src_lang, data_args.tgt_lang)
     splits = ("validation",) if data_args.streaming else None
-    corpus = load_parallel_corpus(data_args.data, *languages, **corpus_options, splits=splits)
+    corpus = load_parallel_corpus(**_corpus_reading(data_args), splits=splits)
     if data_args.streaming:
-        stream = stream_train_pairs(data_args.data, *languages, **corpus_options)
+        stream = stream_train_pairs(**_corpus_reading(data_args))
         head = stream.take(tokenizer_args.tokenizer_train_samples or DEFAULT_TRAIN_SAMPLES)
         corpus["train"] = (text for row in head for text in (row["src"], row["tgt"]))
     if "validation" not in corpus:
@@ -893,15 +902,8 @@ def _train_stream(
     data_args: DataArguments, training_args: Seq2SeqTrainingArguments, tokenizer: PreTrainedTokenizerBase
 ) -> LengthBucketedBatches:
     """This process's part of the train stream, tokenized on the fly and batched by length."""
-    pairs = stream_train_pairs(
-        data_args.data,
-        data_args.src_lang,
-        data_args.tgt_lang,
-        test_split=data_args.test_split,
-        normalize=data_args.d2l_normalize,
-        rank=training_args.process_index,
-        world_size=training_args.world_size,
-    )
+    rank, world_size = training_args.process_index, training_args.world_size
+    pairs = stream_train_pairs(**_corpus_reading(data_args), rank=rank, world_size=world_size)
     features = tokenized_stream(
         pairs,
         tokenizer,
