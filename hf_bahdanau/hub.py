@@ -428,7 +428,7 @@ def _upload(
         api.upload_folder(
             repo_id=repo_id,
             folder_path=folder,
-            allow_patterns=files,  # plain names: each matches that one file of the folder's root
+            allow_patterns=files,  # relative paths (root files, ctranslate2/*): each matches that one file
             revision=revision,
             commit_message=commit_message,
         )
