@@ -81,7 +81,7 @@ def _train_arguments() -> tuple[type, ...]:
     """The dataclasses `train` parses: `ModelArguments`, ..., `Seq2SeqTrainingArguments`, `RunArguments`."""
     from transformers import Seq2SeqTrainingArguments
 
-    from .training import DataArguments, ModelArguments, RunArguments, TokenizerArguments
+    from .options import DataArguments, ModelArguments, RunArguments, TokenizerArguments
 
     return ModelArguments, TokenizerArguments, DataArguments, Seq2SeqTrainingArguments, RunArguments
 
@@ -142,7 +142,7 @@ def _config_value(file: Path, name: str, value: Any, annotation: Any) -> Any:
 
 def _grouped(dataclass_type: type, title: str, names: Sequence[str] | None = None) -> type:
     """`dataclass_type` (or only its fields `names`, with the run defaults) as a help section called `title`."""
-    from .training import TRAINING_DEFAULTS
+    from .options import TRAINING_DEFAULTS
 
     if names is None:
         group = {"_argument_group_name": title}
@@ -188,7 +188,7 @@ def parse_train_args(argv: Sequence[str]) -> tuple:
     """The `_train_arguments()` dataclasses from options and `--config`; `-h` and `--help-all` print help and exit."""
     from transformers import HfArgumentParser
 
-    from .training import TRAINING_DEFAULTS
+    from .options import TRAINING_DEFAULTS
 
     if {"-h", "--help", "--help-all"} & set(argv):
         train_help_parser(full="--help-all" in argv).print_help()

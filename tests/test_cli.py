@@ -26,7 +26,8 @@ from hf_bahdanau import TASK, TranslationPipeline, cli, data, hub, quantization,
 from hf_bahdanau.cli import UsageError, main, parse_train_args
 from hf_bahdanau.metrics import count_repeating
 from hf_bahdanau.models import get_model_type
-from hf_bahdanau.training import ModelArguments, build_model, last_complete_checkpoint
+from hf_bahdanau.options import ModelArguments
+from hf_bahdanau.training import build_model, last_complete_checkpoint
 
 TINY_RUN = [
     "--src-lang", "en", "--tgt-lang", "fr",

@@ -19,6 +19,7 @@ from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, Seq2SeqTrainingAr
 
 from hf_bahdanau import TASK, TranslationPipeline, training
 from hf_bahdanau.cli import main, parse_train_args
+from hf_bahdanau.options import RunArguments
 
 
 @pytest.fixture(scope="module")
@@ -331,7 +332,7 @@ def test_an_int8_model_refuses_to_train(rnn_folder, tmp_path):
         model(input_ids=ids, labels=ids)
     args = Seq2SeqTrainingArguments(str(tmp_path / "never"), report_to="none")
     with pytest.raises(ValueError, match="quantized to int8 for inference and cannot be trained"):
-        training.build_trainer(model, None, None, args, training.RunArguments())
+        training.build_trainer(model, None, None, args, RunArguments())
     assert not (tmp_path / "never").exists()
 
 

@@ -1,0 +1,258 @@
+"""The `train` command's options: dataclasses for `HfArgumentParser`, the Trainer defaults, and their checks.
+
+`ModelArguments` is built from the model configurations' docstrings: one optional option per architecture field of
+any registered model type, its help the field's first sentence, its default its config's. The checks raise a
+one-line ValueError for settings that would fail mid-run, before any file is read or written.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import typing
+from dataclasses import dataclass, field, fields, make_dataclass
+from typing import Any
+
+import torch
+from transformers import Seq2SeqTrainingArguments, Trainer, TrainingArguments
+
+from .configuration_translation import TranslationConfig
+from .models import MODEL_TYPE_NAMES, get_model_type
+
+
+@dataclass
+class TokenizerArguments:
+    """The tokenizer: a saved one, or a new one trained on the corpus."""
+
+    tokenizer_name_or_path: str | None = field(
+        default=None, metadata={"help": "A saved tokenizer (folder or Hub id) to use instead of training one."}
+    )
+    tokenizer_type: str = field(default="bpe", metadata={"help": "Tokenizer to train: bpe, unigram or word (d2l)."})
+    vocab_size: int = field(default=8000, metadata={"help": "Joint vocabulary size of a trained tokenizer."})
+    min_freq: int = field(default=2, metadata={"help": "Minimum frequency of a BPE merge or a word."})
+    tokenizer_train_samples: int | None = field(
+        default=None,
+        metadata={
+            "help": "Train the tokenizer on a seeded sample of this many training pairs (default: all of a corpus up "
+            "to 1,000,000 pairs, a sample of 1,000,000 above)."
+        },
+    )
+
+
+# Config fields that are not model options: the tokenizer, the corpus and the Trainer decide them.
+_NOT_MODEL_OPTIONS = {"vocab_size", "label_smoothing", "source_language", "target_language", "use_cache"}
+_NOT_MODEL_OPTIONS |= {"is_encoder_decoder", "pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id"}
+
+
+def _documented_fields(config_class: type) -> dict[str, str]:
+    """`{field: first sentence of its description}` from the `Args:` sections of a config class and its bases (ours,
+    not `PretrainedConfig`'s)."""
+    helps: dict[str, str] = {}
+    for cls in reversed([cls for cls in config_class.__mro__ if issubclass(cls, TranslationConfig)]):
+        doc = (cls.__dict__.get("__doc__") or "").split("Args:")[-1]
+        for names, text in re.findall(r"^ {8}(\w[\w, ]*) \(`.*?\):\n((?: {12}.*\n?)+)", doc, re.MULTILINE):
+            sentence = " ".join(text.split()).split(". ")[0].rstrip(".")
+            helps.update({name.strip(): sentence for name in names.split(",")})
+    return helps
+
+
+def _option_type(annotation: Any) -> type:
+    """The one type an option parses to: float for `float | int`, the type itself otherwise."""
+    if isinstance(annotation, str):  # postponed annotations of builtin types, e.g. "float | int"
+        annotation = eval(annotation, {"__builtins__": __builtins__})
+    kinds = [kind for kind in typing.get_args(annotation) or (annotation,) if kind is not type(None)]
+    return float if float in kinds else kinds[0]
+
+
+def _model_option_fields() -> list[tuple[str, Any, Any]]:
+    """One optional option per architecture field of any registered model type; help says which types have it."""
+    options: dict[str, dict[str, Any]] = {}
+    for name, (config_class, _) in MODEL_TYPE_NAMES_AND_CLASSES.items():
+        helps, defaults = _documented_fields(config_class), config_class()
+        for field_name, config_field in config_class.__dataclass_fields__.items():
+            if field_name in _NOT_MODEL_OPTIONS or field_name not in helps:
+                continue
+            kind = _option_type(config_field.type)
+            option = options.setdefault(field_name, {"type": kind, "help": helps[field_name]})
+            option.setdefault("defaults", []).append(f"{name} {getattr(defaults, field_name)}")
+    return [
+        (
+            name,
+            option["type"] | None,
+            field(default=None, metadata={"help": f"{option['help']} (default: {', '.join(option['defaults'])})"}),
+        )
+        for name, option in options.items()
+    ]
+
+
+MODEL_TYPE_NAMES_AND_CLASSES = {name: get_model_type(name) for name in MODEL_TYPE_NAMES}
+
+
+def _config_overrides(self: Any, config_class: type[TranslationConfig] | None = None) -> dict[str, Any]:
+    """The model options given (not None), checked to belong to `config_class` (default: `model_type`'s)."""
+    config_class = config_class or get_model_type(self.model_type).config_class
+    given = {f.name: getattr(self, f.name) for f in fields(self)[2:] if getattr(self, f.name) is not None}
+    foreign = sorted(set(given) - set(config_class.__dataclass_fields__))
+    if foreign:
+        raise ValueError(
+            f"--{', --'.join(foreign)} do(es) not apply to a {config_class.model_type} model "
+            f"(its options: see hf-bahdanau train --help)"
+        )
+    return given
+
+
+ModelArguments = make_dataclass(
+    "ModelArguments",
+    [
+        ("model_type", str, field(default="bahdanau", metadata={"help": f"One of {', '.join(MODEL_TYPE_NAMES)}."})),
+        ("model_name_or_path", str | None, field(default=None, metadata={"help": "Continue from a saved model."})),
+        *_model_option_fields(),
+    ],
+    namespace={
+        "__doc__": "The model: its type and the options of a new one (default: its config's), or a saved model.",
+        "config_overrides": _config_overrides,
+    },
+)
+
+
+@dataclass
+class DataArguments:
+    """The corpus and how it is cut."""
+
+    data: str | None = field(
+        default=None, metadata={"help": "A corpus name (multi30k, tatoeba-fra-eng), folder, file or Hub dataset."}
+    )
+    src_lang: str | None = field(default=None, metadata={"help": "Source language code, e.g. de."})
+    tgt_lang: str | None = field(default=None, metadata={"help": "Target language code, e.g. en."})
+    test_split: str = field(default="test_2016_flickr", metadata={"help": "Which file of a folder is the test set."})
+    d2l_normalize: bool = field(default=False, metadata={"help": "d2l's normalisation (lowercase, split punctuation)."})
+    max_train_samples: int | None = field(default=None, metadata={"help": "Use only the first N training pairs."})
+    max_eval_samples: int | None = field(default=500, metadata={"help": "Validation pairs used during training."})
+    max_source_length: int = field(default=64, metadata={"help": "Longer sources are cut (keeping </s>)."})
+    max_target_length: int = field(default=64, metadata={"help": "Longer targets are cut (keeping </s>)."})
+    num_proc: int | None = field(default=None, metadata={"help": "Processes that tokenize the corpus."})
+    streaming: bool = field(
+        default=False,
+        metadata={
+            "help": "Stream the train files of a corpus folder from disk, tokenized on the fly and batched by length "
+            "(needs --max_steps); resume continues the stream where it stopped."
+        },
+    )
+    bucket_buffer_size: int = field(
+        default=10000, metadata={"help": "With --streaming: pairs read, sorted by length and batched at a time."}
+    )
+
+
+@dataclass
+class RunArguments:
+    """How this run relates to earlier ones."""
+
+    resume: bool = field(default=False, metadata={"help": "Continue from the last checkpoint in output_dir."})
+    overwrite: bool = field(default=False, metadata={"help": "Replace an existing, non-empty output_dir."})
+    early_stopping_patience: int = field(
+        default=5, metadata={"help": "Stop after this many evaluations without a better BLEU (0: never)."}
+    )
+
+
+TRAINING_DEFAULTS = dict(
+    per_device_train_batch_size=64,
+    per_device_eval_batch_size=64,
+    learning_rate=2e-3,
+    lr_scheduler_type="linear",
+    warmup_steps=200,
+    max_grad_norm=1.0,
+    num_train_epochs=10,
+    eval_strategy="steps",
+    eval_steps=500,
+    save_strategy="steps",
+    save_steps=500,
+    save_total_limit=2,
+    logging_steps=50,
+    load_best_model_at_end=True,
+    metric_for_best_model="bleu",
+    greater_is_better=True,
+    predict_with_generate=True,
+    train_sampling_strategy="group_by_length",
+    dataloader_pin_memory=torch.cuda.is_available(),
+    report_to="none",
+    disable_tqdm=not sys.stderr.isatty(),  # a progress bar on a terminal; in a log file, one line per log entry
+)
+
+
+# What `make_compute_metrics` reports besides the loss: the names --metric_for_best_model may take.
+METRIC_NAMES = ("loss", "bleu", "chrf", "gen_len")
+
+
+def check_training_arguments(training_args: Seq2SeqTrainingArguments) -> None:
+    """Raise a one-line ValueError for settings the Trainer accepts but fails on mid-run (or misreads)."""
+    if training_args.max_steps == 0 or training_args.max_steps < -1:
+        raise ValueError(
+            f"--max_steps must be positive (or -1: --num_train_epochs decides), got {training_args.max_steps}"
+        )
+    if training_args.learning_rate < 0:
+        raise ValueError(f"--learning_rate must not be negative, got {training_args.learning_rate}")
+    for name in ("per_device_train_batch_size", "per_device_eval_batch_size", "gradient_accumulation_steps"):
+        if getattr(training_args, name) < 1:
+            raise ValueError(f"--{name} must be a positive integer, got {getattr(training_args, name)}")
+    metric = training_args.metric_for_best_model
+    if metric is not None and metric.removeprefix("eval_") not in METRIC_NAMES:
+        raise ValueError(f"--metric_for_best_model {metric!r} is not reported; choose one of {', '.join(METRIC_NAMES)}")
+    try:
+        Trainer.get_optimizer_cls_and_kwargs(training_args)
+    except (ImportError, ValueError) as error:
+        optim = getattr(training_args.optim, "value", training_args.optim)
+        raise ValueError(f"--optim {optim}: {str(error).splitlines()[0]}") from None
+
+
+def check_streaming_arguments(data_args: DataArguments, training_args: TrainingArguments) -> None:
+    """Raise a one-line ValueError for --streaming without what it needs (a stream has no length to count epochs in)."""
+    if not data_args.streaming:
+        return
+    if training_args.max_steps <= 0:
+        raise ValueError("--streaming needs --max_steps: a stream has no length, so --num_train_epochs cannot end it")
+    if data_args.bucket_buffer_size < training_args.per_device_train_batch_size:
+        raise ValueError(
+            f"--bucket_buffer_size {data_args.bucket_buffer_size} must hold at least one batch "
+            f"(--per_device_train_batch_size {training_args.per_device_train_batch_size})"
+        )
+    if data_args.max_train_samples is not None:
+        raise ValueError("--max_train_samples does not apply to --streaming: --max_steps ends the run")
+
+
+def check_position_lengths(table: int | None, data_args: DataArguments, training_args: TrainingArguments) -> None:
+    """Raise a one-line ValueError when a length option exceeds the model's position table (a Transformer's
+    `max_position_embeddings`; None: no table): training would fail on its first long batch, evaluation at its first
+    translation."""
+    lengths = {
+        "max_source_length": data_args.max_source_length,
+        "max_target_length": data_args.max_target_length,
+        "generation_max_length": getattr(training_args, "generation_max_length", None),
+    }
+    for option, value in lengths.items():
+        if table is not None and value is not None and value > table:
+            raise ValueError(
+                f"--{option} {value} is more than the model's position table holds (max_position_embeddings "
+                f"{table}): pass at most {table}, or a larger --max_position_embeddings"
+            )
+
+
+def new_model_table(model_args: ModelArguments) -> int | None:
+    """The position table a new model of `model_args` gets (None for a model type without one)."""
+    if model_args.max_position_embeddings is not None:
+        return model_args.max_position_embeddings
+    default = get_model_type(model_args.model_type).config_class.__dataclass_fields__.get("max_position_embeddings")
+    return None if default is None else default.default
+
+
+__all__ = [
+    "DataArguments",
+    "METRIC_NAMES",
+    "ModelArguments",
+    "RunArguments",
+    "TRAINING_DEFAULTS",
+    "TokenizerArguments",
+    "check_position_lengths",
+    "check_streaming_arguments",
+    "check_training_arguments",
+    "new_model_table",
+]
