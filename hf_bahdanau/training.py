@@ -1,4 +1,6 @@
-"""Training with `Seq2SeqTrainer`: argument dataclasses, tokenizer and model assembly, resume, final save.
+"""Training with `Seq2SeqTrainer`: tokenizer and model assembly, callbacks, the Trainer subclass, the run itself.
+
+Its options live in `options`, its folder (lock, checkpoint manifests, staging, swap) in `run_folder`.
 
 The flow: `load_parallel_corpus` -> `train_tokenizer` (or a saved one) -> `tokenize_corpus` -> a model of any
 registered type made from `ModelArguments` (each option defaults to its config's default) -> `Seq2SeqTrainer` with
@@ -12,19 +14,17 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import os
 import re
 import shutil
 import signal
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import datasets
 import pyarrow.compute as pc
 import torch
-from filelock import FileLock, Timeout
-from safetensors import SafetensorError, safe_open
+from safetensors import SafetensorError
 from transformers import (
     AutoModelForSeq2SeqLM,
     AutoTokenizer,
@@ -41,21 +41,19 @@ from transformers import (
     TrainingArguments,
     set_seed,
 )
-from transformers.trainer_pt_utils import LengthGroupedSampler, safe_globals
+from transformers.trainer_pt_utils import LengthGroupedSampler
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from . import hub
 from .data import (
-    DATA_SETTINGS_FILE,
     corpus_id,
     load_parallel_corpus,
     named_corpus_path,
-    read_data_settings,
     tokenize_corpus,
 )
 from .metrics import make_compute_metrics
 from .modeling_translation import TranslationPreTrainedModel
-from .models import MODEL_TYPES, check_saved_model_type, get_model_type
+from .models import check_saved_model_type, get_model_type
 from .options import (
     DataArguments,
     ModelArguments,
@@ -67,6 +65,15 @@ from .options import (
     new_model_table,
 )
 from .pipelines import check_tokenizer_matches, save_for_pipeline, tokenizer_fingerprint
+from .run_folder import (
+    CheckpointManifest,
+    check_output_dir,
+    choose_work_dir,
+    locked_output_dir,
+    replace_folder,
+    write_failure,
+    write_run_files,
+)
 from .streaming import (
     LengthBucketedBatches,
     StreamStateCallback,
@@ -113,103 +120,6 @@ class InterruptToCheckpoint(TrainerCallback):
             control.should_save = control.should_training_stop = True
 
 
-CHECKPOINT_MANIFEST = "checkpoint_complete.json"  # written last into each checkpoint: {file name: size}
-
-
-class CheckpointManifest(TrainerCallback):
-    """Write the size of every file of a new checkpoint into it, last: a checkpoint cut off while being written lacks
-    the manifest or a listed file (see `is_complete_checkpoint`)."""
-
-    def on_save(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any) -> None:
-        if args.should_save:
-            folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
-            sizes = {path.name: path.stat().st_size for path in sorted(folder.iterdir()) if path.is_file()}
-            partial = folder / f"{CHECKPOINT_MANIFEST}.part"
-            partial.write_text(json.dumps(sizes, indent=2), encoding="utf-8")
-            os.replace(partial, folder / CHECKPOINT_MANIFEST)
-
-
-def is_complete_checkpoint(folder: Path) -> bool:
-    """Whether every file of checkpoint `folder` was written: those its manifest lists, at their sizes (a checkpoint
-    from before manifests: a readable `trainer_state.json`, which the Trainer writes last)."""
-    try:
-        manifest = folder / CHECKPOINT_MANIFEST
-        if manifest.is_file():
-            sizes = json.loads(manifest.read_text(encoding="utf-8"))
-            return all(
-                (folder / name).is_file() and (folder / name).stat().st_size == size for name, size in sizes.items()
-            )
-        json.loads((folder / "trainer_state.json").read_text(encoding="utf-8"))
-        return True
-    except (OSError, ValueError):
-        return False
-
-
-def unreadable_part(folder: Path) -> str | None:
-    """The first file of checkpoint `folder` that cannot be read as what it is (torch's `*.pt`/`*.pth` states,
-    safetensors weights' header), with the reason, or None: a file of the right size may still be corrupt."""
-    for path in sorted(folder.iterdir()):
-        try:
-            if path.suffix in (".pt", ".pth"):
-                with safe_globals():
-                    torch.load(path, map_location="cpu", weights_only=True)
-            elif path.suffix == ".safetensors":
-                with safe_open(path, framework="pt") as weights:
-                    weights.keys()
-        except Exception as error:  # noqa: BLE001 - whatever the reader raises, the file is unusable
-            return f"{path.name} cannot be read ({type(error).__name__})"
-    return None
-
-
-def last_complete_checkpoint(folder: Path) -> str | None:
-    """The newest complete and readable `checkpoint-N` in `folder` (newer partial or corrupt ones are skipped with a
-    warning), or None."""
-    numbered = [path for path in folder.glob("checkpoint-*") if path.is_dir() and path.name[11:].isdigit()]
-    for checkpoint in sorted(numbered, key=lambda path: int(path.name[11:]), reverse=True):
-        if not is_complete_checkpoint(checkpoint):
-            logger.warning("skipping %s: it is incomplete (the run was cut off while writing it)", checkpoint)
-        elif (problem := unreadable_part(checkpoint)) is not None:
-            logger.warning("skipping %s: it is corrupt, %s", checkpoint, problem)
-        else:
-            return str(checkpoint)
-    return None
-
-
-def write_failure(folder: Path, error: Exception, kept: str) -> OSError:
-    """A one-line OSError for `folder` that could not be written (a full disk, typically), saying what is `kept`."""
-    reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error).splitlines()[0]
-    try:
-        free = f", {shutil.disk_usage(folder.parent).free / 2**20:,.0f} MB free there"
-    except OSError:
-        free = ""
-    return OSError(f"could not write {folder} ({reason}{free}); {kept}: free disk space and continue with --resume")
-
-
-def staging_dir(output_dir: Path) -> Path:
-    """Where a run that replaces `output_dir` (--overwrite) trains; it takes `output_dir`'s place when done."""
-    return output_dir.with_name(f"{output_dir.name}.staging")
-
-
-@contextlib.contextmanager
-def locked_output_dir(output_dir: Path) -> Iterator[None]:
-    """Hold an exclusive lock on `output_dir` (a lock file beside the folder it is, symlinks followed: a link and
-    the folder it points at are one lock) for the whole run."""
-    real = output_dir.resolve()
-    real.parent.mkdir(parents=True, exist_ok=True)
-    lock = FileLock(real.with_name(f".{real.name}.lock"))
-    try:
-        lock.acquire(timeout=0)
-    except Timeout:
-        raise FileExistsError(
-            f"another run is training into {output_dir} (it holds {lock.lock_file}): wait for it to end or choose "
-            "another --output-dir"
-        ) from None
-    try:
-        yield
-    finally:
-        lock.release()
-
-
 class LogEntryLogger(TrainerCallback):
     """Logs each Trainer log entry (loss, learning rate, evaluation scores) through `logging`, as numbers; replaces
     the Trainer's own printing, which shows them as strings."""
@@ -233,70 +143,6 @@ class ProgressBar(ProgressCallback):
 
     def on_log(self, *args: Any, **kwargs: Any) -> None:
         pass
-
-
-RUN_FILES = ("trainer_state.json", DATA_SETTINGS_FILE)
-
-
-def _is_training_run(folder: Path) -> bool:
-    """Whether `folder` holds what `train` writes (so that --overwrite may replace it)."""
-    if any((folder / name).is_file() for name in RUN_FILES) or any(folder.glob("checkpoint-*")):
-        return True
-    config = folder / "config.json"
-    return config.is_file() and json.loads(config.read_text(encoding="utf-8")).get("model_type") in MODEL_TYPES
-
-
-def check_output_dir(output_dir: Path, resume: bool, overwrite: bool, inputs: Sequence[str | None] = ()) -> str | None:
-    """Check `output_dir` against the run's intent (nothing is deleted here); the checkpoint to resume, if any (the
-    newest complete one, in the staging folder of a cut-off --overwrite run first).
-
-    `inputs` are the paths the run reads (model, tokenizer, data): --overwrite must not delete them.
-    """
-    if resume:
-        for folder in (staging_dir(output_dir), output_dir):
-            checkpoint = last_complete_checkpoint(folder) if folder.is_dir() else None
-            if checkpoint is not None:
-                return checkpoint
-        raise FileNotFoundError(f"--resume: no complete checkpoint-* folder in {output_dir} to resume from")
-    if output_dir.is_dir() and any(output_dir.iterdir()):
-        if not overwrite:
-            raise FileExistsError(
-                f"output directory {output_dir} exists and is not empty: pass --overwrite to replace it or --resume "
-                "to continue its last checkpoint"
-            )
-        target = output_dir.resolve()
-        if target in (Path.cwd(), *Path.cwd().parents, Path.home()) or not _is_training_run(output_dir):
-            raise FileExistsError(f"--overwrite: {output_dir} does not hold a training run; choose a new directory")
-        for path in filter(None, inputs):
-            if Path(path).exists() and Path(path).resolve().is_relative_to(target):
-                raise FileExistsError(
-                    f"--overwrite would delete {path}, which this run reads: choose another --output-dir"
-                )
-    return None
-
-
-def choose_work_dir(output_dir: Path, checkpoint: str | None, is_main: bool) -> Path:
-    """The folder this run trains into: the resumed checkpoint's, a fresh staging folder when it replaces a
-    non-empty `output_dir` (the old run stays intact until the new one is saved), else `output_dir` itself."""
-    staging = staging_dir(output_dir)
-    if checkpoint is not None:
-        return Path(checkpoint).parent
-    if not is_main:  # the main process has decided (and made the folder) already
-        return staging if staging.is_dir() else output_dir
-    if staging.is_dir():  # left by a cut-off --overwrite run that is not resumed
-        shutil.rmtree(staging)
-    return staging if output_dir.is_dir() and any(output_dir.iterdir()) else output_dir
-
-
-def replace_folder(output_dir: Path, staging: Path) -> None:
-    """Put the finished run in `staging` in the place of the old run in `output_dir`."""
-    old = output_dir.with_name(f"{output_dir.name}.replaced")
-    if old.exists():
-        shutil.rmtree(old)
-    output_dir.rename(old)
-    staging.rename(output_dir)
-    shutil.rmtree(old)
-    logger.info("replaced the previous run in %s", output_dir)
 
 
 def _data_settings(data_args: DataArguments) -> dict[str, Any]:
@@ -660,7 +506,7 @@ def _train_in(
         if data_args.streaming:
             _follow_stream(trainer, tokenized["train"], checkpoint, training_args.process_index)
         if is_main:
-            _write_run_files(work_dir, tokenizer, _data_settings(data_args), resuming=checkpoint is not None)
+            write_run_files(work_dir, tokenizer, _data_settings(data_args), resuming=checkpoint is not None)
     logger.info("model: %s, %s parameters", model.config.model_type, f"{model.num_parameters():,}")
     if checkpoint is not None:
         logger.info("resuming from %s", checkpoint)
@@ -708,24 +554,6 @@ def _follow_stream(trainer: Seq2SeqTrainer, batches: LengthBucketedBatches, chec
     trainer.args.ignore_data_skip = True
     if checkpoint is not None:
         resume_stream(batches, checkpoint, rank)
-
-
-def _write_run_files(
-    output_dir: Path, tokenizer: PreTrainedTokenizerBase, settings: dict[str, Any], resuming: bool
-) -> None:
-    """Start the run's folder (new, empty or staging): save the tokenizer and the corpus settings. A resumed run
-    keeps its files, and must use the corpus settings it started with."""
-    if resuming:
-        recorded = read_data_settings(output_dir)
-        unchecked = {"data_path": None, "max_source_length": None}  # the corpus may move; a length may change
-        if recorded and {**recorded, **unchecked} != {**settings, **unchecked}:
-            raise ValueError(
-                f"--resume with other corpus settings than the run started with: {settings} instead of {recorded}"
-            )
-        return
-    output_dir.mkdir(parents=True, exist_ok=True)
-    tokenizer.save_pretrained(output_dir)  # an interrupted run resumes with the same vocabulary
-    (output_dir / DATA_SETTINGS_FILE).write_text(json.dumps(settings, indent=2), encoding="utf-8")
 
 
 __all__ = [

@@ -22,12 +22,13 @@ from sacrebleu.metrics import BLEU
 from safetensors.torch import load_file
 from transformers import AutoConfig, AutoModelForSeq2SeqLM, AutoTokenizer, pipeline
 
-from hf_bahdanau import TASK, TranslationPipeline, cli, data, hub, quantization, training
+from hf_bahdanau import TASK, TranslationPipeline, cli, data, hub, quantization, run_folder
 from hf_bahdanau.cli import UsageError, main, parse_train_args
 from hf_bahdanau.metrics import count_repeating
 from hf_bahdanau.models import get_model_type
 from hf_bahdanau.options import ModelArguments
-from hf_bahdanau.training import build_model, last_complete_checkpoint
+from hf_bahdanau.run_folder import last_complete_checkpoint
+from hf_bahdanau.training import build_model
 
 TINY_RUN = [
     "--src-lang", "en", "--tgt-lang", "fr",
@@ -503,12 +504,12 @@ def test_resume_does_not_compare_where_the_corpus_was_found(tmp_path):
     recorded = tmp_path / data.DATA_SETTINGS_FILE
     for earlier in ({**settings, "data_path": "/old/multi30k"}, {**settings, "data_path": None}):
         recorded.write_text(json.dumps(earlier))
-        training._write_run_files(tmp_path, None, settings, resuming=True)
+        run_folder.write_run_files(tmp_path, None, settings, resuming=True)
     del settings["data_path"]
     recorded.write_text(json.dumps(settings))
-    training._write_run_files(tmp_path, None, {**settings, "data_path": "/new/multi30k"}, resuming=True)
+    run_folder.write_run_files(tmp_path, None, {**settings, "data_path": "/new/multi30k"}, resuming=True)
     with pytest.raises(ValueError, match="other corpus settings"):
-        training._write_run_files(tmp_path, None, {**settings, "d2l_normalize": True}, resuming=True)
+        run_folder.write_run_files(tmp_path, None, {**settings, "d2l_normalize": True}, resuming=True)
 
 
 @pytest.mark.parametrize(
@@ -658,7 +659,7 @@ def test_an_interrupted_run_resumes_to_the_weights_of_an_uninterrupted_one(model
         process = subprocess.Popen([sys.executable, "-m", "hf_bahdanau.cli", *common, *sizes, "--output-dir",
                                     str(interrupted), "--max_steps", "2000"], stderr=stderr)  # fmt: skip
     try:
-        wait_for(lambda: (interrupted / "checkpoint-10" / training.CHECKPOINT_MANIFEST).is_file(), process,
+        wait_for(lambda: (interrupted / "checkpoint-10" / run_folder.CHECKPOINT_MANIFEST).is_file(), process,
                  "checkpoint-10")  # fmt: skip
         assert main([*common, *sizes, "--output-dir", str(interrupted), "--max_steps", "5", "--overwrite"]) == 1
         assert caplog.records[-1].getMessage().startswith(f"another run is training into {interrupted}")
@@ -671,7 +672,7 @@ def test_an_interrupted_run_resumes_to_the_weights_of_an_uninterrupted_one(model
     last = stderr.strip().splitlines()[-1]
     assert "ERROR" in last and "interrupted at step" in last and "continue with --resume" in last
     checkpoints = sorted(interrupted.glob("checkpoint-*"), key=lambda path: int(path.name.split("-")[1]))
-    assert len(checkpoints) == 2 and all(training.is_complete_checkpoint(path) for path in checkpoints)
+    assert len(checkpoints) == 2 and all(run_folder.is_complete_checkpoint(path) for path in checkpoints)
 
     newest = checkpoints[-1] / "model.safetensors"  # as if the run had been killed while writing it
     newest.write_bytes(newest.read_bytes()[: newest.stat().st_size // 2])

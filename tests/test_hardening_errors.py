@@ -17,7 +17,7 @@ from safetensors.torch import load_file
 from test_cli import TINY_MODEL, TINY_RUN
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, Seq2SeqTrainingArguments, pipeline
 
-from hf_bahdanau import TASK, TranslationPipeline, training
+from hf_bahdanau import TASK, TranslationPipeline, run_folder, training
 from hf_bahdanau.cli import main, parse_train_args
 from hf_bahdanau.options import RunArguments
 
@@ -265,7 +265,7 @@ def test_resume_skips_a_checkpoint_whose_optimizer_state_is_corrupt(tatoeba_tsv,
     newest = output / "checkpoint-10" / "optimizer.pt"
     size = newest.stat().st_size
     newest.write_bytes(b"\0" * size)  # the size its manifest lists: only reading it tells
-    assert training.is_complete_checkpoint(newest.parent)
+    assert run_folder.is_complete_checkpoint(newest.parent)
     assert main([*common, "--max_steps", "15", "--resume"]) == 0
     messages = [record.getMessage() for record in caplog.records]
     assert any(m.startswith(f"skipping {newest.parent}: it is corrupt, optimizer.pt cannot be read") for m in messages)
@@ -274,7 +274,7 @@ def test_resume_skips_a_checkpoint_whose_optimizer_state_is_corrupt(tatoeba_tsv,
 
     for checkpoint in output.glob("checkpoint-*"):
         (checkpoint / "scheduler.pt").write_bytes(b"garbage")
-        (checkpoint / training.CHECKPOINT_MANIFEST).unlink()  # from before manifests: read, not measured
+        (checkpoint / run_folder.CHECKPOINT_MANIFEST).unlink()  # from before manifests: read, not measured
     assert main([*common, "--max_steps", "20", "--resume"]) == 1
     assert caplog.records[-1].getMessage() == f"--resume: no complete checkpoint-* folder in {output} to resume from"
 
@@ -312,7 +312,7 @@ def test_a_full_disk_while_checkpointing_is_one_line_and_keeps_the_old_run(
     )  # fmt: skip
     assert status == 1
     message = caplog.records[-1].getMessage()
-    checkpoint = training.staging_dir(output) / "checkpoint-5"
+    checkpoint = run_folder.staging_dir(output) / "checkpoint-5"
     reason = "No space left on device" if isinstance(error, OSError) else str(error)
     assert message.startswith(f"could not write {checkpoint} ({reason}, ") and "\n" not in message
     assert message.endswith("MB free there); the earlier checkpoints, and any run it replaces, are intact: free disk "

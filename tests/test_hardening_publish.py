@@ -16,7 +16,7 @@ import pytest
 from helpers import make_model
 from test_cli import TINY, run_cli
 
-from hf_bahdanau import hub, training
+from hf_bahdanau import hub, run_folder
 from hf_bahdanau.cli import main
 from hf_bahdanau.pipelines import save_for_pipeline
 from hf_bahdanau.tokenization import train_tokenizer
@@ -328,9 +328,9 @@ def test_locks_through_a_link_and_through_the_real_path_conflict(tmp_path):
     real.mkdir()
     link.symlink_to(real)
     for first, second in ((link, real), (real, link)):
-        with training.locked_output_dir(first):
+        with run_folder.locked_output_dir(first):
             with pytest.raises(FileExistsError, match="another run is training"):
-                with training.locked_output_dir(second):
+                with run_folder.locked_output_dir(second):
                     pass
 
 
