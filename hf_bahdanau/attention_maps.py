@@ -6,6 +6,7 @@ decoder self-attention and cross-attention per layer and head.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -82,9 +83,14 @@ def _stack(layers: tuple[torch.Tensor, ...] | None) -> torch.Tensor | None:
 
 @torch.no_grad()
 def attention_maps(
-    model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, text: str, **generate_kwargs: object
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    text: str,
+    target_ids: Sequence[int] | None = None,
+    **generate_kwargs: object,
 ) -> AttentionMaps:
-    """Translate `text` and return its attention maps.
+    """Translate `text` and return its attention maps; with `target_ids`, the maps of that translation (e.g. one
+    of an n-best list, its token ids) instead of one generated here.
 
     The weights come from a teacher-forced pass over the best generated sequence (up to its end of sentence), so
     they hold for beam search too: row i is the attention with which generated token i was predicted.
@@ -96,8 +102,12 @@ def attention_maps(
     was_training = model.training
     model.eval()
     try:
-        generate_kwargs.setdefault("pad_token_id", tokenizer.pad_token_id)
-        sequence = model.generate(**inputs, **generate_kwargs)[0]  # (1 + generated,), the decoder start first
+        if target_ids is None:
+            generate_kwargs.setdefault("pad_token_id", tokenizer.pad_token_id)
+            sequence = model.generate(**inputs, **generate_kwargs)[0]  # (1 + generated,), the decoder start first
+        else:
+            start = model.generation_config.decoder_start_token_id
+            sequence = torch.tensor([start, *target_ids], device=model.device)  # (1 + target,)
         generated = sequence[1:].tolist()
         eos = model.generation_config.eos_token_id
         eos_ids = set(eos) if isinstance(eos, list) else {eos}

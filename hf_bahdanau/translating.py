@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from transformers import LogitsProcessor, LogitsProcessorList, PreTrainedModel, PreTrainedTokenizerBase
@@ -41,11 +41,13 @@ def length_bound(source_tokens: int) -> int:
 
 @dataclass
 class Hypothesis:
-    """One translation: its text, score (mean token log-probability) and Pharaoh alignment, when asked for."""
+    """One translation: its text, score (mean token log-probability) and Pharaoh alignment, when asked for, and
+    its token ids (`</s>` included; e.g. to draw its attention: `attention_maps(..., target_ids=ids)`)."""
 
     text: str
     score: float | None = None
     alignment: str | None = None
+    ids: list[int] = field(default_factory=list, compare=False, repr=False)
 
 
 class SourceLengthLimit(LogitsProcessor):
@@ -183,7 +185,8 @@ def translate_ids(
     if max_new_tokens is None:
         limits = torch.tensor([length_bound(len(rows[i])) for i in kept]).repeat_interleave(n_best)
         beams = options.get("num_beams") or model.generation_config.num_beams or 1
-        row_limits = limits[::n_best].repeat_interleave(beams)  # (batch * beams,): generate's rows
+        copies = beams if beams > 1 else n_best  # generate's rows per source: its beams, or its samples
+        row_limits = limits[::n_best].repeat_interleave(copies)  # (batch * copies,): generate's rows
         options["max_new_tokens"] = int(limits.max())
         options["logits_processor"] = LogitsProcessorList([SourceLengthLimit(row_limits, eos)])
     else:
@@ -208,7 +211,8 @@ def translate_ids(
         for j in range(k * n_best, (k + 1) * n_best):
             text = tokenizer.decode(generated[j, : lengths[j]], skip_special_tokens=True)
             score = float(row_scores[j]) if row_scores is not None else None
-            hypotheses.append(Hypothesis(text, score, row_alignments[j] if row_alignments is not None else None))
+            alignment = row_alignments[j] if row_alignments is not None else None
+            hypotheses.append(Hypothesis(text, score, alignment, generated[j, : lengths[j]].tolist()))
         results[i] = hypotheses
     return results
 
