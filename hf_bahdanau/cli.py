@@ -505,6 +505,8 @@ def _check_translate_options(args: argparse.Namespace) -> None:
                  ("--alignments", args.alignments), ("--n-best", args.n_best)) if value]  # fmt: skip
         if asked:
             raise UsageError(f"{' and '.join(asked)} need --engine torch: CTranslate2 here returns translations only")
+    if args.document or args.input_format == "jsonl":
+        _check_document_options(args)
 
 
 def _hypotheses_function(
@@ -544,6 +546,73 @@ def _hypotheses_function(
     return lengths, translate
 
 
+def _check_document_options(args: argparse.Namespace) -> None:
+    """Refuse what `--document` and `--input-format jsonl` cannot do (before anything is loaded)."""
+    given = "--document" if args.document else "--input-format jsonl"
+    if args.text:
+        raise UsageError(f"{given} reads {args.document or 'stdin'}: leave out the sentences given as arguments")
+    asked = [name for name, value in (("--heatmap", args.heatmap), ("--n-best", args.n_best),
+             ("--alignments", args.alignments)) if value]  # fmt: skip
+    if asked:
+        raise UsageError(f"{' and '.join(asked)} do not apply to {given}: translate sentences a line each")
+    if args.scores and args.input_format != "jsonl":
+        raise UsageError("--scores with --document needs --input-format jsonl (a 'score' field per record)")
+
+
+def _translate_documents(
+    model: PreTrainedModel | CTranslate2Translator, translator: Callable, args: argparse.Namespace
+) -> None:
+    """`--document FILE` (paragraphs split into sentences, written back as paragraphs) and `--input-format jsonl`
+    (a `text` field per line, written back with `translation`, and `score` with --scores: the mean of its
+    sentences' scores); every sentence translated in length-sorted token batches, the output written in order."""
+    from .documents import check_language, grouped, join_document, read_jsonl, split_document
+    from .translating import trained_source_length, translate_in_order, warn_long_sources
+
+    source = args.document if args.document and args.document != "-" else "stdin"
+    if source == "stdin":
+        text = "\n".join(_stdin_lines())
+    else:
+        try:
+            text = Path(source).read_bytes().decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise UsageError(f"{source} is not UTF-8 text (byte {error.start})") from None
+    language = check_language(args.document_language or model.config.source_language) if args.document else None
+    jsonl = args.input_format == "jsonl"
+    records = read_jsonl(text.splitlines(), source) if jsonl else None
+    if records is None:  # the document's lines, each the sentences of a paragraph or none (a blank line)
+        layouts = [[sentences] for sentences in split_document(text, language)]
+    else:  # each record's text as a document, or as one sentence; a blank line as nothing
+        layouts = [[] if r is None else split_document(r["text"], language) if language else [[r["text"]]]
+                   for r in records]  # fmt: skip
+    sentences = [sentence for layout in layouts for line in layout for sentence in line]
+    counts = [sum(len(line) for line in layout) for layout in layouts]
+    lengths, translate = _hypotheses_function(model, translator, sentences, args)
+    warn_long_sources(lengths, trained_source_length(args.model))
+    progress = sys.stderr.isatty()  # a bar on a terminal, not in a log file
+    written = 0
+    try:  # each paragraph (record) is written as soon as its sentences are translated
+        with terminate_as_interrupt():
+            batches = translate_in_order(translate, lengths, args.batch_tokens, args.batch_size, progress)
+            found = grouped(counts, (row[0] for batch in batches for row in batch))
+            for index, (layout, hypotheses) in enumerate(zip(layouts, found, strict=True)):
+                translation = join_document(layout, [hypothesis.text for hypothesis in hypotheses])
+                if records is None:
+                    sys.stdout.write(f"{translation}\n")
+                elif records[index] is None:
+                    sys.stdout.write("\n")
+                else:
+                    record = {**records[index], "translation": translation}
+                    if args.scores:
+                        scores = [hypothesis.score for hypothesis in hypotheses]
+                        record["score"] = round(sum(scores) / len(scores), 4) if scores else 0.0
+                    sys.stdout.write(json.dumps(record, ensure_ascii=False) + "\n")
+                sys.stdout.flush()
+                written += 1
+    except KeyboardInterrupt:
+        unit = "lines" if jsonl else "paragraph lines"
+        raise KeyboardInterrupt(f"interrupted: wrote {written} of {len(layouts)} {unit}") from None
+
+
 def run_translate(args: argparse.Namespace) -> None:
     from .translating import hypothesis_lines, trained_source_length, translate_in_order, warn_long_sources
 
@@ -562,6 +631,9 @@ def run_translate(args: argparse.Namespace) -> None:
         raise UsageError("--heatmap-layer, --heatmap-head and --heatmap-all need --heatmap FILE.png")
     if args.heatmap_all and (args.heatmap_layer or args.heatmap_head):
         raise UsageError("--heatmap-all draws every layer and head: leave out --heatmap-layer and --heatmap-head")
+    if args.document or args.input_format == "jsonl":
+        _translate_documents(model, translator, args)
+        return
     n_best = bool(args.n_best)
     trained = trained_source_length(args.model)  # a source longer than any seen in training: one warning
     if not args.text and sys.stdin.isatty():
@@ -649,6 +721,8 @@ examples:
   hf-bahdanau translate --model runs/quick-de-en < sentences.de > sentences.en   # one line out per line in
   hf-bahdanau translate --model runs/quick-de-en                                 # a prompt; q quits
   hf-bahdanau translate --model runs/quick-de-en "Ein Hund rennt." --heatmap attention.png
+  hf-bahdanau translate --model runs/quick-de-en --document letter.de.txt > letter.en.txt  # paragraphs kept
+  hf-bahdanau translate --model runs/quick-de-en --input-format jsonl --scores < in.jsonl > out.jsonl
 """
 EXPORT_EPILOG = """\
 examples:
@@ -744,6 +818,27 @@ def build_parser() -> argparse.ArgumentParser:
         type=positive_int,
         help="Batches hold at most N padded source tokens (and at most --batch-size sentences); sources are "
         "sorted by length (within windows of 2,000 lines) and written back in input order.",
+    )
+    translate.add_argument(
+        "--document",
+        metavar="FILE",
+        help="Translate a document (- for stdin): paragraphs (split at blank lines, their lines joined) are split "
+        "into sentences (sentencex), and each paragraph's translation is written on one line, its sentences joined "
+        "by a space; blank lines are kept. With --input-format jsonl, each record's text is such a document.",
+    )
+    translate.add_argument(
+        "--document-language",
+        "--document_language",
+        metavar="CODE",
+        help="The language the sentence splitter splits --document by (default: the model's source language).",
+    )
+    translate.add_argument(
+        "--input-format",
+        "--input_format",
+        choices=("text", "jsonl"),
+        default="text",
+        help="jsonl: each input line is a JSON object with a 'text' field; each output line is that object with "
+        "'translation' added (and 'score' with --scores, a document's the mean of its sentences').",
     )
 
     publishing = command("publish", "write the model card and upload the model to the Hub", PUBLISH_EPILOG)

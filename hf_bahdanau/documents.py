@@ -1,0 +1,98 @@
+"""Documents and JSON lines for `translate --document` and `--input-format jsonl`.
+
+- A plain-text document is cut into paragraphs at blank lines; a paragraph's lines are joined by a space (wrapped
+  text) and split into sentences by `sentencex` (a maintained rule-based splitter of about 300 languages; a language
+  it has no rules of falls back to a related language's, at last to English's). The translation of a paragraph is
+  its sentences' translations joined by a space, on one line; blank lines stay where they were, as empty lines.
+- JSON lines: each line an object with a string `text` field; the output line is that object with `translation`
+  (and `score`) added. Blank lines stay blank lines.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Iterator, Sequence
+from typing import TypeVar
+
+T = TypeVar("T")
+LANGUAGE_CODE = re.compile(r"^[a-z]{2,3}(-[a-z0-9]{2,8})*$", re.IGNORECASE)  # ISO 639 codes, BCP 47 subtags
+
+
+def check_language(language: str | None) -> str:
+    """The sentence splitter's language code, checked: a ValueError names what is wrong (none, or not a code)."""
+    if not language:
+        raise ValueError(
+            "the sentence splitter needs the document's language and the model records no source language: pass "
+            "--document-language CODE (e.g. de, en, fr)"
+        )
+    if not LANGUAGE_CODE.match(language):
+        raise ValueError(
+            f"unknown language {language!r} for the sentence splitter (sentencex): give a language code such as "
+            "de, en or fr"
+        )
+    return language
+
+
+def split_sentences(text: str, language: str) -> list[str]:
+    """The sentences of `text` (one paragraph), stripped, empty ones left out."""
+    from sentencex import segment
+
+    return [sentence.strip() for sentence in segment(language, text) if sentence.strip()]
+
+
+def split_document(text: str, language: str) -> list[list[str]]:
+    """The lines the translated document will have, each as the sentences to translate: a paragraph (lines up to a
+    blank line, joined by a space) as its sentences, a blank line as none."""
+    lines: list[list[str]] = []
+    paragraph: list[str] = []
+    for line in [*text.splitlines(), ""]:  # a last blank line ends the last paragraph
+        if line.strip():
+            paragraph.append(line.strip())
+            continue
+        if paragraph:
+            lines.append(split_sentences(" ".join(paragraph), language))
+            paragraph = []
+        lines.append([])
+    return lines[:-1]  # less the blank line added above
+
+
+def join_document(lines: Sequence[Sequence[str]], translations: Sequence[str]) -> str:
+    """The translated document: `translations` (of the sentences of `lines`, in order) joined by a space within a
+    line, the lines by newlines."""
+    ahead = iter(translations)
+    return "\n".join(" ".join(next(ahead) for _ in line) for line in lines)
+
+
+def grouped(counts: Iterable[int], items: Iterable[T]) -> Iterator[list[T]]:
+    """`items` cut into consecutive groups of `counts` items (lazily: each group as soon as its items came)."""
+    ahead = iter(items)
+    for count in counts:
+        yield [next(ahead) for _ in range(count)]
+
+
+def read_jsonl(lines: Iterable[str], source: str = "stdin") -> list[dict | None]:
+    """The objects of JSON lines (None for a blank line); a ValueError names the line (from 1) of invalid JSON, a
+    line that is not an object, or one without a string `text` field."""
+    records: list[dict | None] = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            records.append(None)
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise ValueError(f"{source} line {number}: invalid JSON ({error.msg} at column {error.colno})") from None
+        if not isinstance(record, dict):
+            raise ValueError(f"{source} line {number}: expected a JSON object with a 'text' field")
+        if "text" not in record:
+            fields = ", ".join(map(repr, record)) or "none"
+            raise ValueError(f"{source} line {number}: no 'text' field (it has {fields})")
+        if not isinstance(record["text"], str):
+            kind = type(record["text"]).__name__
+            raise ValueError(f"{source} line {number}: the 'text' field is {kind}, not a string")
+        records.append(record)
+    return records
+
+
+__all__ = ["check_language", "grouped", "join_document", "read_jsonl", "split_document", "split_sentences"]
