@@ -389,7 +389,8 @@ def _check_output_file(output: Path, model_dir: Path, inputs: Sequence[str | Non
 
 
 def run_evaluate(args: argparse.Namespace) -> None:
-    from .data import corpus_id, load_parallel_corpus, named_corpus_path, read_data_settings
+    from .corpus_cache import named_corpus_path
+    from .data import corpus_id, load_parallel_corpus, read_data_settings
     from .hub import record_evaluation
     from .metrics import count_repeating, load_metric
 

@@ -1,9 +1,10 @@
 """Parallel corpora as `datasets.DatasetDict` in the Hub translation format, and their tokenization.
 
 `load_parallel_corpus` reads a Multi30k-style folder, a Tatoeba-style TSV, JSON lines / CSV files, a named
-corpus (`multi30k`, `tatoeba-fra-eng`) or a Hub dataset, and returns train/validation/test splits whose
-rows look like `{"translation": {"en": "...", "fr": "..."}}`. `tokenize_corpus` turns such splits into
-`input_ids`/`attention_mask`/`labels` for a seq2seq model and reports how many pairs were truncated.
+corpus (`multi30k`, `tatoeba-fra-eng`: found or downloaded by `corpus_cache`) or a Hub dataset, and returns
+train/validation/test splits whose rows look like `{"translation": {"en": "...", "fr": "..."}}`.
+`tokenize_corpus` turns such splits into `input_ids`/`attention_mask`/`labels` for a seq2seq model and reports how
+many pairs were truncated.
 """
 
 from __future__ import annotations
@@ -19,9 +20,6 @@ import logging
 import os
 import random
 import re
-import shutil
-import urllib.request
-import zipfile
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,10 +31,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from transformers import PreTrainedTokenizerBase
 
+from .corpus_cache import NAMED_CORPORA, named_corpus_path
+
 logger = logging.getLogger(__name__)
 
-DATA_DIR_ENV = "HF_BAHDANAU_DATA_DIR"
-CACHE_DIR_ENV = "HF_BAHDANAU_CACHE"
 SPLITS = ("train", "validation", "test")
 _SPLIT_ALIASES = {
     "train": "train",
@@ -66,114 +64,6 @@ def normalize_d2l(text: str) -> str:
     """d2l's `preprocess_nmt` for one sentence: no-break spaces -> space, lowercase, space before `,.!?`."""
     text = text.replace("\u202f", " ").replace("\xa0", " ").lower()
     return _D2L_SPACE_BEFORE.sub(r" \1", text)
-
-
-# --------------------------------------------------------------------------------------------------------
-# Named corpora: shared data folder first, else a one-time download into a cache folder.
-# --------------------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _RemoteFile:
-    url: str
-    # sha256 of the downloaded file. None = not pinned yet: these were written on a machine without internet,
-    # so no checksum could be computed. The downloader verifies pinned sums and logs the sum it computed,
-    # so a maintainer can pin it here after a first trusted download.
-    sha256: str | None = None
-
-
-_MULTI30K_URL = "https://github.com/multi30k/dataset/raw/master/data/task1/raw/{name}"
-_NAMED_CORPORA: dict[str, dict[str, _RemoteFile]] = {
-    "multi30k": {
-        f"{split}.{lang}.gz": _RemoteFile(_MULTI30K_URL.format(name=f"{split}.{lang}.gz"))
-        for split in ("train", "val", "test_2016_flickr")
-        for lang in ("en", "de", "fr")
-    },
-    # d2l's copy of the manythings.org/Tatoeba English-French pairs; `fra-eng/fra.txt` inside the zip.
-    "tatoeba-fra-eng": {"fra-eng.zip": _RemoteFile("http://d2l-data.s3-accelerate.amazonaws.com/fra-eng.zip")},
-}
-_NAMED_CORPUS_FILE = {"tatoeba-fra-eng": "fra-eng.tsv"}  # corpora that are one file in their folder
-
-
-def _cache_root() -> Path:
-    return Path(os.environ.get(CACHE_DIR_ENV, Path.home() / ".cache" / "hf_bahdanau"))
-
-
-def _part_file(target: Path) -> Path:
-    """Where `target` is written until it is complete (then renamed), so a complete-looking file is complete."""
-    return target.with_name(target.name + ".part")
-
-
-def _download(url: str, target: Path) -> None:
-    """Fetch `url` into `target` (written atomically through a `.part` file)."""
-    part = _part_file(target)
-    with urllib.request.urlopen(url, timeout=60) as response, open(part, "wb") as out:
-        shutil.copyfileobj(response, out)
-    part.replace(target)
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def resolve_corpus(name: str) -> Path:
-    """Local folder of a named corpus: `$HF_BAHDANAU_DATA_DIR/<name>` if present, else a cached download."""
-    if name not in _NAMED_CORPORA:
-        raise ValueError(f"unknown corpus {name!r}; named corpora: {sorted(_NAMED_CORPORA)}")
-    data_dir = os.environ.get(DATA_DIR_ENV)
-    if data_dir and (Path(data_dir) / name).exists():
-        return Path(data_dir) / name
-    folder = _cache_root() / name
-    created = [path for path in (folder, *folder.parents) if not path.exists()]  # deepest first
-    folder.mkdir(parents=True, exist_ok=True)
-    target = folder
-    try:
-        for file_name, remote in _NAMED_CORPORA[name].items():
-            target = folder / file_name
-            if not target.exists():
-                _fetch(name, remote, target)
-        target = folder / _NAMED_CORPUS_FILE.get(name, "")
-        if name == "tatoeba-fra-eng" and not target.exists():
-            with zipfile.ZipFile(folder / "fra-eng.zip") as archive:
-                _part_file(target).write_bytes(archive.read("fra-eng/fra.txt"))
-            _part_file(target).replace(target)
-    except BaseException:  # also Ctrl-C: leave no partial file, and no empty folder made here
-        _part_file(target).unlink(missing_ok=True)
-        for path in created:
-            if path.is_dir() and not any(path.iterdir()):
-                path.rmdir()
-        raise
-    return folder
-
-
-def _fetch(name: str, remote: _RemoteFile, target: Path) -> None:
-    """Download one file of corpus `name` to `target` and check its sha256 (when pinned)."""
-    logger.info("downloading %s to %s", remote.url, target)
-    try:
-        _download(remote.url, target)
-    except OSError as err:
-        raise ConnectionError(
-            f"could not download corpus {name!r} from {remote.url} ({err}). On an offline machine, "
-            f"put the corpus in a folder <DIR>/{name} and set {DATA_DIR_ENV}=<DIR>."
-        ) from err
-    digest = _sha256(target)
-    if remote.sha256 is not None and digest != remote.sha256:
-        target.unlink()
-        raise ValueError(f"checksum mismatch for {remote.url}: got {digest}, expected {remote.sha256}")
-    logger.info("sha256 of %s: %s", target, digest)
-
-
-def named_corpus_path(source: str | os.PathLike[str]) -> str | None:
-    """The absolute file or folder a named corpus is read from (resolving, so maybe downloading, it now); None
-    for a source that is no corpus name (an existing path of that name takes precedence over the name)."""
-    name = str(source)
-    if name not in _NAMED_CORPORA or Path(source).exists():
-        return None
-    return str((resolve_corpus(name) / _NAMED_CORPUS_FILE.get(name, "")).resolve())
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -457,10 +347,10 @@ def _read_hub(name: str, src_lang: str, tgt_lang: str, hub_config: str | None) -
     try:
         loaded = datasets.load_dataset(name, hub_config)
     except (ConnectionError, FileNotFoundError) as err:  # offline, unreachable, or no such dataset
-        close = difflib.get_close_matches(name, _NAMED_CORPORA, n=1)
+        close = difflib.get_close_matches(name, NAMED_CORPORA, n=1)
         offline = " (offline mode is on: HF_HUB_OFFLINE)" if datasets.config.HF_HUB_OFFLINE else ""
         message = (
-            f"{name!r} is not a file, folder or named corpus (named corpora: {', '.join(sorted(_NAMED_CORPORA))}"
+            f"{name!r} is not a file, folder or named corpus (named corpora: {', '.join(sorted(NAMED_CORPORA))}"
             f"{f'; did you mean {close[0]!r}?' if close else ''}), and loading it from the Hub failed{offline}: {err}"
         )
         raise (ConnectionError if isinstance(err, ConnectionError) else FileNotFoundError)(message) from err

@@ -25,7 +25,8 @@ import datasets.distributed
 import torch
 from transformers import PreTrainedTokenizerBase, TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
-from .data import folder_files, named_corpus_path, pair_cleaner, pair_encoder
+from .corpus_cache import named_corpus_path
+from .data import folder_files, pair_cleaner, pair_encoder
 
 logger = logging.getLogger(__name__)
 

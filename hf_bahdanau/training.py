@@ -45,10 +45,10 @@ from transformers.trainer_pt_utils import LengthGroupedSampler
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from . import hub
+from .corpus_cache import named_corpus_path
 from .data import (
     corpus_id,
     load_parallel_corpus,
-    named_corpus_path,
     tokenize_corpus,
 )
 from .metrics import make_compute_metrics

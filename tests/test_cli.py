@@ -22,7 +22,7 @@ from sacrebleu.metrics import BLEU
 from safetensors.torch import load_file
 from transformers import AutoConfig, AutoModelForSeq2SeqLM, AutoTokenizer, pipeline
 
-from hf_bahdanau import TASK, TranslationPipeline, cli, data, hub, quantization, run_folder
+from hf_bahdanau import TASK, TranslationPipeline, cli, corpus_cache, data, hub, quantization, run_folder
 from hf_bahdanau.cli import UsageError, main, parse_train_args
 from hf_bahdanau.metrics import count_repeating
 from hf_bahdanau.models import get_model_type
@@ -482,9 +482,10 @@ def test_evaluate_finds_a_named_corpus_where_training_read_it(tatoeba_tsv, tmp_p
     assert settings["data"] == "tatoeba-fra-eng" and settings["data_path"] == str(tatoeba_tsv.resolve())
 
     # A new shell: no HF_BAHDANAU_DATA_DIR, and no network.
-    monkeypatch.delenv(data.DATA_DIR_ENV)
-    monkeypatch.setenv(data.CACHE_DIR_ENV, str(tmp_path / "cache"))
-    monkeypatch.setattr(data, "_download", lambda url, target: (_ for _ in ()).throw(OSError("network is off")))
+    monkeypatch.delenv(corpus_cache.DATA_DIR_ENV)
+    monkeypatch.setenv(corpus_cache.CACHE_DIR_ENV, str(tmp_path / "cache"))
+    offline = lambda url, target: (_ for _ in ()).throw(OSError("network is off"))  # noqa: E731
+    monkeypatch.setattr(corpus_cache, "_download", offline)
     evaluate = ["evaluate", "--model", str(output), "--max-samples", "3", "--num-beams", "1"]
     assert main(evaluate) == 0 and "3 test sentences" in capsys.readouterr().out
     assert main([*evaluate, "--data", "tatoeba-fra-eng"]) == 0  # the same corpus, named: the same place

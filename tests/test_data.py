@@ -9,7 +9,7 @@ import json
 import datasets
 import pytest
 
-from hf_bahdanau import data
+from hf_bahdanau import corpus_cache
 from hf_bahdanau.data import load_parallel_corpus, normalize_d2l, tokenize_corpus
 from hf_bahdanau.tokenization import train_tokenizer
 
@@ -39,8 +39,8 @@ def test_multi30k_folder_splits_and_alignment(multi30k_dir):
 
 
 def test_named_corpus_reads_data_dir(multi30k_dir, monkeypatch):
-    monkeypatch.setenv(data.DATA_DIR_ENV, str(multi30k_dir.parent))
-    monkeypatch.setattr(data, "_download", _no_network)
+    monkeypatch.setenv(corpus_cache.DATA_DIR_ENV, str(multi30k_dir.parent))
+    monkeypatch.setattr(corpus_cache, "_download", _no_network)
     by_name = load_parallel_corpus("multi30k", "en", "fr", max_pairs=5)
     by_path = load_parallel_corpus(multi30k_dir, "en", "fr", max_pairs=5)
     assert by_name["validation"]["translation"] == by_path["validation"]["translation"]
@@ -51,9 +51,9 @@ def _no_network(url, target):
 
 
 def test_named_corpus_offline_error(tmp_path, monkeypatch):
-    monkeypatch.setenv(data.DATA_DIR_ENV, str(tmp_path / "empty"))
-    monkeypatch.setenv(data.CACHE_DIR_ENV, str(tmp_path / "cache"))
-    monkeypatch.setattr(data, "_download", _no_network)
+    monkeypatch.setenv(corpus_cache.DATA_DIR_ENV, str(tmp_path / "empty"))
+    monkeypatch.setenv(corpus_cache.CACHE_DIR_ENV, str(tmp_path / "cache"))
+    monkeypatch.setattr(corpus_cache, "_download", _no_network)
     with pytest.raises(ConnectionError, match="HF_BAHDANAU_DATA_DIR") as err:
         load_parallel_corpus("tatoeba-fra-eng", "en", "fr")
     assert isinstance(err.value, OSError)  # the CLI reports OSErrors without a traceback
@@ -62,18 +62,18 @@ def test_named_corpus_offline_error(tmp_path, monkeypatch):
 
 def test_failed_download_leaves_no_partial_file_or_empty_folder(tmp_path, monkeypatch):
     cache = tmp_path / "cache"
-    monkeypatch.setenv(data.DATA_DIR_ENV, str(tmp_path / "empty"))
-    monkeypatch.setenv(data.CACHE_DIR_ENV, str(cache))
+    monkeypatch.setenv(corpus_cache.DATA_DIR_ENV, str(tmp_path / "empty"))
+    monkeypatch.setenv(corpus_cache.CACHE_DIR_ENV, str(cache))
     fetched = []
 
     def cut_off_after_one_file(url, target):
         if fetched:  # the connection drops after the first bytes of the second file
-            data._part_file(target).write_bytes(b"\x1f\x8b")
+            corpus_cache._part_file(target).write_bytes(b"\x1f\x8b")
             raise OSError("connection reset")
         fetched.append(target.name)
         target.write_bytes(b"complete")
 
-    monkeypatch.setattr(data, "_download", cut_off_after_one_file)
+    monkeypatch.setattr(corpus_cache, "_download", cut_off_after_one_file)
     with pytest.raises(ConnectionError, match="connection reset"):
         load_parallel_corpus("multi30k", "de", "en")
     assert sorted(path.name for path in (cache / "multi30k").iterdir()) == fetched  # complete files stay, no .part
@@ -85,7 +85,7 @@ def test_failed_download_leaves_no_partial_file_or_empty_folder(tmp_path, monkey
     with pytest.raises(ConnectionError):
         load_parallel_corpus("multi30k", "de", "en")
     assert not list((cache / "multi30k").iterdir())  # an existing folder is left, emptied of partial files
-    monkeypatch.setenv(data.CACHE_DIR_ENV, str(tmp_path / "new" / "cache"))
+    monkeypatch.setenv(corpus_cache.CACHE_DIR_ENV, str(tmp_path / "new" / "cache"))
     with pytest.raises(ConnectionError):
         load_parallel_corpus("multi30k", "de", "en")
     assert not (tmp_path / "new").exists()  # nor the cache folders made for the failed download
@@ -93,15 +93,15 @@ def test_failed_download_leaves_no_partial_file_or_empty_folder(tmp_path, monkey
 
 def test_download_verifies_pinned_checksum(tmp_path, monkeypatch):
     payload = b"train\n"
-    good = data._RemoteFile("https://example.invalid/a", hashlib.sha256(payload).hexdigest())
-    bad = data._RemoteFile("https://example.invalid/b", "0" * 64)
-    monkeypatch.setenv(data.CACHE_DIR_ENV, str(tmp_path))
-    monkeypatch.setattr(data, "_download", lambda url, target: target.write_bytes(payload))
-    monkeypatch.setitem(data._NAMED_CORPORA, "fake", {"a.txt": good})
-    assert (data.resolve_corpus("fake") / "a.txt").read_bytes() == payload
-    monkeypatch.setitem(data._NAMED_CORPORA, "fake", {"b.txt": bad})
+    good = corpus_cache._RemoteFile("https://example.invalid/a", hashlib.sha256(payload).hexdigest())
+    bad = corpus_cache._RemoteFile("https://example.invalid/b", "0" * 64)
+    monkeypatch.setenv(corpus_cache.CACHE_DIR_ENV, str(tmp_path))
+    monkeypatch.setattr(corpus_cache, "_download", lambda url, target: target.write_bytes(payload))
+    monkeypatch.setitem(corpus_cache.NAMED_CORPORA, "fake", {"a.txt": good})
+    assert (corpus_cache.resolve_corpus("fake") / "a.txt").read_bytes() == payload
+    monkeypatch.setitem(corpus_cache.NAMED_CORPORA, "fake", {"b.txt": bad})
     with pytest.raises(ValueError, match="checksum mismatch"):
-        data.resolve_corpus("fake")
+        corpus_cache.resolve_corpus("fake")
     assert not (tmp_path / "fake" / "b.txt").exists()
 
 
