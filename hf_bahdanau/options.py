@@ -7,6 +7,7 @@ one-line ValueError for settings that would fail mid-run, before any file is rea
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import sys
 import typing
@@ -16,7 +17,7 @@ from typing import Any
 import torch
 from transformers import Seq2SeqTrainingArguments, Trainer, TrainingArguments
 
-from .configuration_translation import TranslationConfig
+from .configuration_translation import NOT_ARCHITECTURE, TranslationConfig
 from .models import MODEL_TYPE_NAMES, get_model_type
 
 
@@ -39,9 +40,9 @@ class TokenizerArguments:
     )
 
 
-# Config fields that are not model options: the tokenizer, the corpus and the Trainer decide them.
-_NOT_MODEL_OPTIONS = {"vocab_size", "label_smoothing", "source_language", "target_language", "use_cache"}
-_NOT_MODEL_OPTIONS |= {"is_encoder_decoder", "pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id"}
+# Config fields that are not model options: those that are not architecture, the tokenizer's vocabulary size and the
+# Trainer's label smoothing (--label_smoothing_factor).
+_NOT_MODEL_OPTIONS = {*NOT_ARCHITECTURE, "vocab_size", "label_smoothing"}
 
 
 def _documented_fields(config_class: type) -> dict[str, str]:
@@ -181,6 +182,8 @@ TRAINING_DEFAULTS = dict(
 
 # What `make_compute_metrics` reports besides the loss: the names --metric_for_best_model may take.
 METRIC_NAMES = ("loss", "bleu", "chrf", "gen_len")
+# The --report_to trackers tested here, and the package each needs (the Trainer fails on a missing one with a trace).
+REPORT_PACKAGES = {"tensorboard": "tensorboard", "trackio": "trackio"}
 
 
 def check_training_arguments(training_args: Seq2SeqTrainingArguments) -> None:
@@ -194,6 +197,10 @@ def check_training_arguments(training_args: Seq2SeqTrainingArguments) -> None:
     for name in ("per_device_train_batch_size", "per_device_eval_batch_size", "gradient_accumulation_steps"):
         if getattr(training_args, name) < 1:
             raise ValueError(f"--{name} must be a positive integer, got {getattr(training_args, name)}")
+    for tracker in training_args.report_to or ():
+        package = REPORT_PACKAGES.get(tracker)
+        if package is not None and importlib.util.find_spec(package) is None:
+            raise ValueError(f"--report_to {tracker} needs the {package} package: pip install {package}")
     metric = training_args.metric_for_best_model
     if metric is not None and metric.removeprefix("eval_") not in METRIC_NAMES:
         raise ValueError(f"--metric_for_best_model {metric!r} is not reported; choose one of {', '.join(METRIC_NAMES)}")

@@ -33,3 +33,13 @@ def greedy_config(**kwargs) -> GenerationConfig:
 
 def random_ids(*shape, seed=0, vocab=VOCAB):
     return torch.randint(3, vocab, shape, generator=torch.Generator().manual_seed(seed))
+
+
+def tiny_train_argv(data, output, *extra: str) -> list[str]:
+    """`main()` arguments of a tiny `train` on the Tatoeba en-fr file `data`: an RNN 16 wide, 6 steps of 32 pairs,
+    logged every 2 steps, evaluated and saved at step 6 (about 10 s), then `extra`."""
+    return ["train", "--data", str(data), "--output-dir", str(output), "--src-lang", "en", "--tgt-lang", "fr",
+            "--max_train_samples", "200", "--max_eval_samples", "8", "--vocab_size", "300", "--embedding_size", "16",
+            "--hidden_size", "16", "--per_device_train_batch_size", "32", "--max_steps", "6", "--logging_steps", "2",
+            "--eval_steps", "6", "--save_steps", "6", "--generation_max_length", "10", "--generation_num_beams", "1",
+            *extra]  # fmt: skip

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 import torch
-from helpers import MODEL_TYPES, make_model
+from helpers import MODEL_TYPES, make_model, tiny_train_argv
 
 from hf_bahdanau.cli import main
 from hf_bahdanau.pipelines import save_for_pipeline
@@ -305,12 +305,7 @@ def test_train_reports_to_tensorboard_and_records_its_longest_source(tatoeba_tsv
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     output = tmp_path / "model"
-    assert main(["train", "--data", str(tatoeba_tsv), "--output-dir", str(output), "--src-lang", "en",
-                 "--tgt-lang", "fr", "--max_train_samples", "200", "--max_eval_samples", "8", "--vocab_size", "300",
-                 "--embedding_size", "16", "--hidden_size", "16", "--per_device_train_batch_size", "32",
-                 "--max_steps", "6", "--logging_steps", "2", "--eval_steps", "6", "--save_steps", "6",
-                 "--generation_max_length", "10", "--generation_num_beams", "1", "--max_source_length", "24",
-                 "--report_to", "tensorboard"]) == 0  # fmt: skip
+    assert main(tiny_train_argv(tatoeba_tsv, output, "--max_source_length", "24", "--report_to", "tensorboard")) == 0
     assert json.loads((output / "translation_data.json").read_text())["max_source_length"] == 24
     (events,) = output.glob("runs/*/events.out.tfevents.*")
     accumulator = EventAccumulator(str(events.parent))
