@@ -20,6 +20,8 @@ from dataclasses import MISSING, field, fields, make_dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, get_args, get_type_hints
 
+from .choices import DEFAULT_LICENSE, EXPORT_QUANTIZATIONS
+from .choices import QUANTIZATIONS as QUANTIZE_CHOICES
 from .redaction import REDACTED, is_secret_option, redact_message
 
 if TYPE_CHECKING:
@@ -31,10 +33,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("hf_bahdanau")
 
-# Copies of values that live beside torch-importing code, so that parsing imports no torch (tests keep them equal).
-DEFAULT_LICENSE = "apache-2.0"  # of a published model's card: `hub.DEFAULT_LICENSE`
-QUANTIZE_CHOICES = ("int8",)  # `quantization.QUANTIZATIONS`
-EXPORT_QUANTIZATIONS = ("float32", "int8", "int8_float32", "float16")  # `export.QUANTIZATIONS`
 ENGINES = ("torch", "ctranslate2")
 # The Trainer options most runs set, shown by `train --help`; `train --help-all` lists every one.
 COMMON_TRAINING_OPTIONS = (

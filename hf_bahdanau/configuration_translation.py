@@ -13,6 +13,8 @@ from huggingface_hub.dataclasses import strict
 from transformers import PretrainedConfig
 
 SPECIAL_IDS = ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id")
+# Fields the tokenizer, the corpus or transformers decide: neither architecture shown on a card nor `train` options.
+NOT_ARCHITECTURE = ("source_language", "target_language", "use_cache", "is_encoder_decoder", *SPECIAL_IDS)
 
 
 @strict

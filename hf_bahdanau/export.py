@@ -34,6 +34,7 @@ from typing import Any
 
 import torch
 
+from .choices import EXPORT_QUANTIZATIONS as QUANTIZATIONS  # what `export --quantization` offers
 from .pipelines import check_tokenizer_matches, encode, source_limit
 
 try:  # an optional extra: `pip install hf_bahdanau[ctranslate2]`
@@ -48,7 +49,6 @@ except ImportError:  # the classes below are then defined on `object` and refuse
 logger = logging.getLogger(__name__)
 
 INSTALL_HINT = "pip install hf_bahdanau[ctranslate2]"
-QUANTIZATIONS = ("float32", "int8", "int8_float32", "float16")  # what `export --quantization` offers
 EXPORT_INFO = "hf_bahdanau_export.json"
 # Files of the model folder copied beside the CTranslate2 model (its own config.json is CTranslate2's).
 COPIED_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "generation_config.json")

@@ -17,7 +17,7 @@ from typing import Any
 import torch
 from transformers import Seq2SeqTrainingArguments, Trainer, TrainingArguments
 
-from .configuration_translation import TranslationConfig
+from .configuration_translation import NOT_ARCHITECTURE, TranslationConfig
 from .models import MODEL_TYPE_NAMES, get_model_type
 
 
@@ -40,9 +40,9 @@ class TokenizerArguments:
     )
 
 
-# Config fields that are not model options: the tokenizer, the corpus and the Trainer decide them.
-_NOT_MODEL_OPTIONS = {"vocab_size", "label_smoothing", "source_language", "target_language", "use_cache"}
-_NOT_MODEL_OPTIONS |= {"is_encoder_decoder", "pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id"}
+# Config fields that are not model options: those that are not architecture, the tokenizer's vocabulary size and the
+# Trainer's label smoothing (--label_smoothing_factor).
+_NOT_MODEL_OPTIONS = {*NOT_ARCHITECTURE, "vocab_size", "label_smoothing"}
 
 
 def _documented_fields(config_class: type) -> dict[str, str]:

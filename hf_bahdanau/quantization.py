@@ -19,7 +19,7 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-QUANTIZATIONS = ("int8",)
+from .choices import QUANTIZATIONS
 
 
 def quantize_for_cpu(model: nn.Module) -> nn.Module:
