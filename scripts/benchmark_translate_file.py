@@ -13,6 +13,9 @@ alike; the table gives each way's total time, sentences/s and how many translati
 
     HF_BAHDANAU_DATA_DIR=../shared/data python scripts/benchmark_translate_file.py --model runs/quick-de-en \\
         --lines 10000 --threads 2 --num-beams 5 --batch-tokens 2048
+
+The table is logged (and written to `--output`); a warning names the first lines whose translations differ from the
+fixed way's.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import os
 import time
 from pathlib import Path
 
+import benchmark_speed as shared  # scripts/ is on sys.path when this file runs as a script
 import torch
 
 from hf_bahdanau import register
@@ -43,7 +47,7 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--batch-tokens", type=int, default=2048)
     parser.add_argument("--cap", action="store_true", help="Sorted batches also hold at most --batch-size sentences.")
-    parser.add_argument("--output", help="Append the table to this Markdown file.")
+    parser.add_argument("--output", type=Path, help="Write the table to this Markdown file.")
     parser.add_argument("--skip-unbounded", action="store_true", help="Leave out the 'sorted, unbounded' way.")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
@@ -79,7 +83,15 @@ def main() -> None:
             times[name] += time.perf_counter() - began
         differ = [sum(a != b for a, b in zip(outputs["fixed"], outputs[name], strict=True)) for name in times]
         logger.info("%d lines: %s s, %s differ", len(outputs["fixed"]), [round(t, 1) for t in times.values()], differ)
-    differ = {name: sum(a != b for a, b in zip(outputs["fixed"], outputs[name], strict=True)) for name in times}
+    unlike = {
+        name: [i + 1 for i, (a, b) in enumerate(zip(outputs["fixed"], outputs[name], strict=True)) if a != b]
+        for name in times
+    }  # the lines (from 1) each way translates otherwise than fixed
+    differ = {name: len(found) for name, found in unlike.items()}
+    for name, found in unlike.items():
+        if found:
+            shown = ", ".join(map(str, found[:10])) + (", ..." if len(found) > 10 else "")
+            logger.warning("%s: %d of %d translations unlike fixed (lines %s)", name, len(found), len(lines), shown)
     cap = f", at most {args.batch_size} sentences" if args.cap else ""
     ways = {
         "fixed": f"fixed: {args.batch_size} sentences a batch, input order (before)",
@@ -95,10 +107,7 @@ def main() -> None:
             f"| {way} | {times[name]:.1f} | {len(lines) / times[name]:.1f} | {times['fixed'] / times[name]:.2f}x | "
             f"{differ[name]} |\n"
         )
-    print(table)
-    if args.output:
-        with open(args.output, "a", encoding="utf-8") as file:
-            file.write(table)
+    shared.report(table.rstrip("\n"), args.output)
 
 
 if __name__ == "__main__":

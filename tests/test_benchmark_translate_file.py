@@ -1,0 +1,50 @@
+"""scripts/benchmark_translate_file.py on 50 lines: both ways run in one run, the outputs are compared, and the
+Markdown table is logged and written."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from helpers import make_model
+
+from hf_bahdanau.pipelines import save_for_pipeline
+from hf_bahdanau.tokenization import train_tokenizer
+
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "benchmark_translate_file.py"
+SENTENCES = ["Ein Mann fährt Fahrrad.", "Zwei Hunde spielen im Schnee.", "Eine Frau liest ein Buch im Park.",
+             "Kinder laufen am Strand entlang.", "Ein Junge springt ins Wasser."]  # fmt: skip
+
+
+def test_fifty_lines_give_the_table_of_both_ways_and_compare_their_output(multi30k_dir, tmp_path):
+    tokenizer = train_tokenizer(SENTENCES, 100, min_freq=1)
+    model = make_model("d2l_transformer", width=16, vocab_size=len(tokenizer), source_language="de")
+    model.generation_config.max_new_tokens = 10
+    folder = save_for_pipeline(model, tokenizer, tmp_path / "model")
+    output = tmp_path / "table.md"
+    argv = ["--model", str(folder), "--lines", "50", "--threads", "1", "--num-beams", "2", "--batch-tokens", "200"]
+    environment = {**os.environ, "HF_BAHDANAU_DATA_DIR": str(multi30k_dir.parent)}
+    result = subprocess.run(
+        [sys.executable, str(SCRIPT), *argv, "--output", str(output)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=environment,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    table = output.read_text()
+    assert table.rstrip("\n") in result.stderr  # logged as well
+    header, _, *rows = table.splitlines()
+    assert header.startswith("| 50 lines, beams 2, 1 threads | seconds | sentences/s | speed-up |")
+    assert len(rows) == 3 and rows[0].startswith("| fixed: 32 sentences a batch, input order (before) |")
+    fixed, unbounded, bounded = ([cell.strip(" |x") for cell in row.split(" | ")[1:]] for row in rows)
+    for seconds, per_second, speed_up, _ in (fixed, unbounded, bounded):
+        assert float(seconds) > 0 and float(per_second) > 0 and float(speed_up) > 0
+    assert fixed[2] == "1.00" and fixed[3] == "0"
+    assert unbounded[3] == "0"  # sorting by length and token batches alone change no translation
+    differ = int(bounded[3])  # the source bound may cut a random model's long output: named when it does
+    assert (f"sorted: {differ} of 50 translations unlike fixed (lines " in result.stderr) == (differ > 0)
+    assert re.search(r"\| sorted by length, at most 200 tokens a batch, bounded by the source \(now\) \|", table)
