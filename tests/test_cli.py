@@ -27,7 +27,6 @@ from hf_bahdanau.cli import UsageError, main, parse_train_args
 from hf_bahdanau.metrics import count_repeating
 from hf_bahdanau.models import get_model_type
 from hf_bahdanau.options import ModelArguments
-from hf_bahdanau.run_folder import last_complete_checkpoint
 from hf_bahdanau.training import build_model
 
 TINY_RUN = [
@@ -55,6 +54,14 @@ def run_cli(*args: str, stdin: str | None = None, env: dict | None = None) -> su
         timeout=600,
         env={**os.environ, **(env or {})},
     )
+
+
+def error_of(argv: list[str], caplog: pytest.LogCaptureFixture) -> str:
+    """`main(argv)` run in this process: it returns 1 having logged one line at ERROR last; that line."""
+    assert main(argv) == 1
+    record = caplog.records[-1]
+    assert record.levelname == "ERROR" and "\n" not in record.getMessage(), record.getMessage()
+    return record.getMessage()
 
 
 @pytest.fixture(scope="module", params=list(TINY_MODEL))
@@ -210,36 +217,6 @@ def test_pipeline_from_trained_folder_with_remote_code(trained, tmp_path):
     assert "'translation_text': ''" in result.stdout.splitlines()[-1]
 
 
-def test_resume_continues_from_the_saved_step(tatoeba_tsv, tmp_path):
-    output = tmp_path / "interrupted"
-    args = ["train", "--data", str(tatoeba_tsv), "--output-dir", str(output), *TINY,
-            "--eval_strategy", "no", "--load_best_model_at_end", "false", "--save_steps", "10"]  # fmt: skip
-    process = subprocess.Popen([sys.executable, "-m", "hf_bahdanau.cli", *args, "--max_steps", "2000"],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
-    deadline = time.time() + 300
-    while not (output / "checkpoint-10" / "trainer_state.json").is_file():
-        assert process.poll() is None and time.time() < deadline, "training ended before its first checkpoint"
-        time.sleep(0.05)
-    time.sleep(0.5)  # let the checkpoint finish writing
-    process.kill()
-    process.wait()
-    assert not (output / "model.safetensors").exists()  # it really was interrupted
-    # A fast machine may have saved more checkpoints before the kill (the last one maybe cut off): resume reads the
-    # last complete one.
-    saved = int(Path(last_complete_checkpoint(output)).name.removeprefix("checkpoint-"))
-    assert saved >= 10
-
-    result = run_cli(*args, "--max_steps", str(saved + 20), "--resume")
-    assert result.returncode == 0, result.stderr[-3000:]
-    started = [line for line in result.stderr.splitlines() if "training starts at step" in line]
-    assert started and int(started[0].split("training starts at step ")[1].split()[0]) == saved
-    assert json.loads((output / "trainer_state.json").read_text())["global_step"] == saved + 20
-    assert json.loads((output / "translation_data.json").read_text())["d2l_normalize"] is False
-
-    result = run_cli(*args, "--max_steps", str(saved + 30), "--resume", "--d2l_normalize", "true")
-    assert result.returncode != 0 and "other corpus settings" in result.stderr
-
-
 def test_output_dir_forms(tmp_path):
     *_, training_args, _ = parse_train_args(["--output_dir=somewhere", "--data", "multi30k"])
     assert training_args.output_dir == "somewhere"
@@ -310,50 +287,48 @@ def test_a_yaml_recipe_trains_a_transformer_with_inverse_square_root_warmup(tato
     assert all(math.isclose(rates[step], expected[step], rel_tol=1e-6) for step in rates), rates
 
 
-def test_bad_input_gives_clear_errors(trained, tatoeba_tsv, tmp_path):
-    result = run_cli("train", "--output-dir", str(tmp_path / "a"), "--src-lang", "en", "--tgt-lang", "fr")
-    assert result.returncode != 0 and "needs --data" in result.stderr
+def test_bad_input_gives_clear_errors(trained, tatoeba_tsv, tmp_path, caplog):
+    argv = ["train", "--output-dir", str(tmp_path / "a"), "--src-lang", "en", "--tgt-lang", "fr"]
+    assert "needs --data" in error_of(argv, caplog)
 
-    result = run_cli("train", "--data", "multi30k", "--src-lang", "xx", "--tgt-lang", "en",
-                     "--output-dir", str(tmp_path / "b"))  # fmt: skip
-    assert result.returncode != 0 and "xx" in result.stderr.splitlines()[-1]
+    argv = ["train", "--data", "multi30k", "--src-lang", "xx", "--tgt-lang", "en", "--output-dir", str(tmp_path / "b")]
+    assert "xx" in error_of(argv, caplog)
 
     no_tokenizer = tmp_path / "no_tokenizer"
     shutil.copytree(trained, no_tokenizer, ignore=shutil.ignore_patterns("tokenizer*", "special_tokens_map.json"))
-    result = run_cli("translate", "--model", str(no_tokenizer), "Go.")
-    assert result.returncode != 0 and "has no tokenizer" in result.stderr
+    assert "has no tokenizer" in error_of(["translate", "--model", str(no_tokenizer), "Go."], caplog)
 
     existing = tmp_path / "existing"
     existing.mkdir()
     (existing / "keep.txt").write_text("precious")
-    result = run_cli("train", "--data", str(tatoeba_tsv), "--output-dir", str(existing), *TINY, "--max_steps", "1")
-    assert result.returncode != 0 and "--overwrite" in result.stderr
+    argv = ["train", "--data", str(tatoeba_tsv), "--output-dir", str(existing), *TINY, "--max_steps", "1"]
+    assert "--overwrite" in error_of(argv, caplog)
     assert (existing / "keep.txt").read_text() == "precious"
 
 
-def test_output_dir_is_required_and_overwrite_keeps_the_old_run_until_ready(trained, tatoeba_tsv, tmp_path):
-    result = run_cli("train", "--data", "multi30k", "--src-lang", "de", "--tgt-lang", "en", "--max_steps", "1")
-    assert result.returncode != 0 and "needs --output-dir" in result.stderr
+def test_output_dir_is_required_and_overwrite_keeps_the_old_run_until_ready(trained, tatoeba_tsv, tmp_path, caplog):
+    argv = ["train", "--data", "multi30k", "--src-lang", "de", "--tgt-lang", "en", "--max_steps", "1"]
+    assert "needs --output-dir" in error_of(argv, caplog)
     assert not Path("trainer_output").exists()
 
     previous = tmp_path / "previous"
     shutil.copytree(trained, previous)
-    result = run_cli("train", "--data", str(tmp_path / "missing.tsv"), "--src-lang", "en", "--tgt-lang", "fr",
-                     "--output-dir", str(previous), "--overwrite")  # fmt: skip
-    assert result.returncode != 0 and "missing.tsv" in result.stderr
+    argv = ["train", "--data", str(tmp_path / "missing.tsv"), "--src-lang", "en", "--tgt-lang", "fr",
+            "--output-dir", str(previous), "--overwrite"]  # fmt: skip
+    assert "missing.tsv" in error_of(argv, caplog)
     assert (previous / "model.safetensors").is_file()  # a failed run destroyed nothing
 
-    result = run_cli("train", "--data", str(tatoeba_tsv), "--src-lang", "en", "--tgt-lang", "fr",
-                     "--model_name_or_path", str(previous), "--output-dir", str(previous), "--overwrite")  # fmt: skip
-    assert result.returncode != 0 and "which this run reads" in result.stderr
+    argv = ["train", "--data", str(tatoeba_tsv), "--src-lang", "en", "--tgt-lang", "fr",
+            "--model_name_or_path", str(previous), "--output-dir", str(previous), "--overwrite"]  # fmt: skip
+    assert "which this run reads" in error_of(argv, caplog)
     assert (previous / "model.safetensors").is_file()
 
     not_a_run = tmp_path / "documents"
     not_a_run.mkdir()
     (not_a_run / "thesis.tex").write_text("precious")
-    result = run_cli("train", "--data", "multi30k", "--src-lang", "de", "--tgt-lang", "en",
-                     "--output-dir", str(not_a_run), "--overwrite")  # fmt: skip
-    assert result.returncode != 0 and "does not hold a training run" in result.stderr
+    argv = ["train", "--data", "multi30k", "--src-lang", "de", "--tgt-lang", "en", "--output-dir", str(not_a_run),
+            "--overwrite"]  # fmt: skip
+    assert "does not hold a training run" in error_of(argv, caplog)
     assert (not_a_run / "thesis.tex").read_text() == "precious"
 
 
@@ -371,7 +346,7 @@ def test_a_loaded_model_takes_the_runs_label_smoothing_and_keeps_its_architectur
         run_option = ModelArguments(model_name_or_path=str(trained), teacher_forcing_ratio=0.8)
         assert build_model(run_option, tokenizer, "en", "fr").config.teacher_forcing_ratio == 0.8
     else:
-        with pytest.raises(ValueError, match="--teacher_forcing_ratio do\\(es\\) not apply to a d2l_transformer model"):
+        with pytest.raises(ValueError, match="--teacher_forcing_ratio is an option of bahdanau models, not of the"):
             build_model(
                 ModelArguments(model_name_or_path=str(trained), teacher_forcing_ratio=0.8), tokenizer, "en", "fr"
             )
@@ -383,7 +358,7 @@ def test_model_options_belong_to_the_model_type():
     model_args = parse_train_args(["--output-dir", "x", "--model_type", "transformer", "--d_model", "64"])[0]
     assert model_args.config_overrides() == {"d_model": 64}
     wrong = parse_train_args(["--output-dir", "x", "--model_type", "transformer", "--rnn_type", "lstm"])[0]
-    with pytest.raises(ValueError, match="--rnn_type do\\(es\\) not apply to a d2l_transformer model"):
+    with pytest.raises(ValueError, match="--rnn_type is an option of bahdanau models, not of a transformer model"):
         wrong.config_overrides()
     with pytest.raises(ValueError, match="unknown model type 'rnn'; choose one of bahdanau, transformer"):
         parse_train_args(["--output-dir", "x", "--model_type", "rnn"])[0].config_overrides()
@@ -412,16 +387,20 @@ def test_evaluate_reads_the_corpus_as_training_did(trained, tmp_path, monkeypatc
 
 
 def test_a_folder_without_weights_is_a_clear_error_not_a_traceback(trained, tmp_path):
+    """Through the installed console script: main's exit status and one logged error line, no traceback."""
     broken = tmp_path / "no_weights"
     shutil.copytree(trained, broken, ignore=shutil.ignore_patterns("*.safetensors", "checkpoint-*"))
-    result = run_cli("translate", "--model", str(broken), "Go.")
+    script = shutil.which("hf-bahdanau")
+    assert script, "the hf-bahdanau console script is not on PATH (pip install -e . installs it)"
+    result = subprocess.run([script, "translate", "--model", str(broken), "Go."], capture_output=True, text=True,
+                            timeout=600)  # fmt: skip
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert "ERROR" in result.stderr
 
 
-def test_evaluate_rejects_a_missing_split(trained, tatoeba_tsv):
-    result = run_cli("evaluate", "--model", str(trained), "--data", str(tatoeba_tsv), "--split", "dev")
-    assert result.returncode != 0 and "no 'dev' split" in result.stderr
+def test_evaluate_rejects_a_missing_split(trained, tatoeba_tsv, caplog):
+    argv = ["evaluate", "--model", str(trained), "--data", str(tatoeba_tsv), "--split", "dev"]
+    assert "no 'dev' split" in error_of(argv, caplog)
 
 
 def weights_digest(model: torch.nn.Module) -> str:
@@ -646,11 +625,14 @@ def wait_for(condition, process: subprocess.Popen, what: str) -> None:
         time.sleep(0.05)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model_type", ["bahdanau"])  # the Trainer's side, the same for both (a minute each)
 def test_an_interrupted_run_resumes_to_the_weights_of_an_uninterrupted_one(model_type, tatoeba_tsv, tmp_path, caplog):
     """Ctrl-C saves a checkpoint and ends with one line; a second run into the folder meanwhile is refused; a
-    checkpoint cut off while being written is skipped; --resume needs no size options; the final weights are those
-    of a run that was never interrupted."""
+    checkpoint cut off while being written (a run killed then) is skipped; --resume needs no size options, starts at
+    the step of the checkpoint it reads and refuses other corpus settings; the final weights are those of a run that
+    was never interrupted."""
+    caplog.set_level(logging.INFO)
     common = ["train", "--data", str(tatoeba_tsv), *TINY_RUN, "--seed", "3", "--lr_scheduler_type", "constant",
               "--eval_strategy", "no", "--load_best_model_at_end", "false", "--save_steps", "5"]  # fmt: skip
     sizes = TINY_MODEL[model_type]
@@ -672,6 +654,7 @@ def test_an_interrupted_run_resumes_to_the_weights_of_an_uninterrupted_one(model
     assert process.returncode == 130 and "Traceback" not in stderr
     last = stderr.strip().splitlines()[-1]
     assert "ERROR" in last and "interrupted at step" in last and "continue with --resume" in last
+    assert not (interrupted / "model.safetensors").exists()  # it really was interrupted
     checkpoints = sorted(interrupted.glob("checkpoint-*"), key=lambda path: int(path.name.split("-")[1]))
     assert len(checkpoints) == 2 and all(run_folder.is_complete_checkpoint(path) for path in checkpoints)
 
@@ -680,10 +663,20 @@ def test_an_interrupted_run_resumes_to_the_weights_of_an_uninterrupted_one(model
     # a fast machine may be well past checkpoint-10 when Ctrl-C lands: end 10 steps after the newest checkpoint
     # (with a constant learning rate the weights at a step do not depend on max_steps)
     steps = str(max(30, int(checkpoints[-1].name.removeprefix("checkpoint-")) + 10))
-    result = run_cli(*common, "--output-dir", str(interrupted), "--max_steps", steps, "--resume")  # no size options
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert f"skipping {checkpoints[-1]}: it is incomplete" in result.stderr
-    assert f"resuming from {checkpoints[0]}" in result.stderr
+    caplog.clear()
+    resume = [*common, "--output-dir", str(interrupted), "--resume"]  # no size options
+    assert main([*resume, "--max_steps", steps]) == 0
+    messages = [record.getMessage() for record in caplog.records]
+    assert any(m.startswith(f"skipping {checkpoints[-1]}: it is incomplete") for m in messages), messages
+    assert f"resuming from {checkpoints[0]}" in messages
+    saved = int(checkpoints[0].name.removeprefix("checkpoint-"))
+    assert f"training starts at step {saved} of {steps}" in messages
+    assert json.loads((interrupted / "trainer_state.json").read_text())["global_step"] == int(steps)
+    assert json.loads((interrupted / "translation_data.json").read_text())["d2l_normalize"] is False
+    weights = (interrupted / "model.safetensors").read_bytes()
+    argv = [*resume, "--max_steps", str(int(steps) + 10), "--d2l_normalize", "true"]
+    assert "other corpus settings" in error_of(argv, caplog)
+    assert (interrupted / "model.safetensors").read_bytes() == weights  # the refused run changed nothing
     assert main([*common, *sizes, "--output-dir", str(uninterrupted), "--max_steps", steps]) == 0
     expected, resumed = load_file(uninterrupted / "model.safetensors"), load_file(interrupted / "model.safetensors")
     for name, tensor in expected.items():
