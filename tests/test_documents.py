@@ -150,3 +150,18 @@ def test_a_document_that_is_not_utf8_is_named(folder, tmp_path, caplog):
     path.write_bytes("Müller.\n".encode("latin-1"))
     assert main(["translate", "--model", str(folder), "--document", str(path)]) == 1
     assert f"{path} is not UTF-8 text (byte 1)" in caplog.text
+
+
+def test_odd_paragraphs_stay_bounded_and_blank_lines_stay_blank(folder, tokenizer, tmp_path, capsys):
+    from hf_bahdanau.translating import length_bound
+
+    odd = ["-", "...", "😀😀", "12345 678", "https://example.com/a?b=1&c=2", "- - -"]
+    path = tmp_path / "odd.txt"
+    path.write_text("\n\n".join(odd) + "\n\n", encoding="utf-8")  # a blank line after each
+    assert main(["translate", "--model", str(folder), "--document", str(path), "--document-language", "en"]) == 0
+    lines = capsys.readouterr().out.split("\n")[:-1]
+    assert lines[1::2] == [""] * len(odd) and len(lines) == 2 * len(odd)  # each blank line kept, the last too
+    for source, translation in zip(odd, lines[::2], strict=True):
+        sentences = split_document(source, "en")[0]
+        bound = sum(length_bound(len(tokenizer(sentence)["input_ids"])) for sentence in sentences)
+        assert len(tokenizer(translation, add_special_tokens=False)["input_ids"]) <= bound, (source, translation)
