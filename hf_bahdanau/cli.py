@@ -685,6 +685,30 @@ def run_export(args: argparse.Namespace) -> None:
 
 
 def run_publish(args: argparse.Namespace) -> None:
+    if not args.model and not args.space:
+        raise UsageError("publish needs --model (or --space for the demo Space of a model already published)")
+    if args.model:
+        _publish_model(args)
+    if args.space:
+        _publish_space(args)
+
+
+def _publish_space(args: argparse.Namespace) -> None:
+    """`publish --space`: the demo Space of the model `--repo-id`; a dry run shows its files."""
+    from .demo import publish_space
+
+    done = publish_space(args.space, args.repo_id, private=args.private, dry_run=args.dry_run,
+                         commit_message=args.commit_message, license=args.license)  # fmt: skip
+    if not args.dry_run:
+        sys.stdout.write(f"{done.url}\n")
+        return
+    for name, text in done.texts.items():
+        sys.stdout.write(f"==> {name} <==\n{text.rstrip()}\n\n")
+    sys.stdout.write(f"dry run: would upload to the Space {done.space_id}:\n" + "".join(f"  {n}\n" for n in done.texts))
+    sys.stdout.write(f"  and {len(done.package)} files of the package (hf_bahdanau/*.py), which app.py imports\n")
+
+
+def _publish_model(args: argparse.Namespace) -> None:
     from .hub import publish
 
     if args.with_ctranslate2:
@@ -703,6 +727,26 @@ def run_publish(args: argparse.Namespace) -> None:
         sys.stdout.write(f"model card: {done.card} is kept (not made by hf-bahdanau; --overwrite-card replaces it)\n")
     else:
         sys.stdout.write(f"model card: would be written to {done.card} (shown above; nothing written)\n")
+
+
+# ---- demo -------------------------------------------------------------------------------------------------
+
+
+def true_or_false(text: str) -> bool:
+    """argparse type: `true` or `false` (any case)."""
+    if text.lower() not in ("true", "false"):
+        raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+    return text.lower() == "true"
+
+
+def run_demo(args: argparse.Namespace) -> None:
+    try:
+        import gradio  # noqa: F401
+    except ImportError:
+        raise UsageError("the demo needs Gradio: pip install 'hf_bahdanau[demo]'") from None
+    from .demo import build_demo, launch
+
+    launch(build_demo(args.model), port=args.port, share=args.share)
 
 
 # ---- entry point ------------------------------------------------------------------------------------------
@@ -734,8 +778,20 @@ PUBLISH_EPILOG = """\
 examples:
   hf-bahdanau publish --model runs/de-en --repo-id OWNER/bahdanau-de-en --dry-run
   hf-bahdanau publish --model runs/de-en --repo-id OWNER/bahdanau-de-en --private
+  hf-bahdanau publish --repo-id OWNER/bahdanau-de-en --space OWNER/bahdanau-de-en-demo --dry-run  # the demo Space
 The token is HF_TOKEN or the one saved by `hf auth login`. A README.md you wrote is kept (--overwrite-card replaces
 it); the card publish wrote earlier is refreshed.
+"""
+
+DEMO_EPILOG = """\
+examples:
+  hf-bahdanau demo --model runs/quick-de-en                 # then open http://127.0.0.1:7860
+  hf-bahdanau demo --model OWNER/bahdanau-de-en --port 8080
+The page (Gradio, pip install hf_bahdanau[demo]) has a text box, the decoding (greedy, beam search with its beam size,
+sampling with its number of samples), the translation, the n-best list with each translation's score (its mean token
+log-probability), and the attention figure `translate --heatmap` draws of the translation chosen in that list (for
+the Transformer, of the layer and head chosen). Gradio's analytics are off; nothing leaves 127.0.0.1 unless
+--share true. Ctrl-C stops it.
 """
 
 
@@ -841,7 +897,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     publishing = command("publish", "write the model card and upload the model to the Hub", PUBLISH_EPILOG)
-    publishing.add_argument("--model", required=True, help="A saved model folder (from `train`).")
+    publishing.add_argument(
+        "--model", help="A saved model folder (from `train`); leave it out with --space for a model already published."
+    )
     publishing.add_argument("--repo-id", "--repo_id", required=True, help="OWNER/NAME on the Hub.")
     publishing.add_argument("--private", action="store_true", help="Create the repo private.")
     publishing.add_argument("--revision", help="Upload to this branch (created if needed; default: main).")
@@ -861,6 +919,23 @@ def build_parser() -> argparse.ArgumentParser:
         "--with_ctranslate2",
         action="store_true",
         help="Also upload the model's CTranslate2 export (float32) in the repo's ctranslate2/ folder.",
+    )
+    publishing.add_argument(
+        "--space",
+        metavar="OWNER/NAME",
+        help="Also write and upload a Gradio Space that serves `hf-bahdanau demo` for the model --repo-id (app.py, "
+        "requirements.txt, its README.md, and a copy of this package); with --dry-run, show those files.",
+    )
+
+    demo = command("demo", "serve a web page to try a model: translations, n-best lists, attention", DEMO_EPILOG)
+    demo.add_argument("--model", required=True, help="A saved model folder, or the Hub repo id of a published model.")
+    demo.add_argument("--port", type=positive_int, default=7860, help="The port on 127.0.0.1.")
+    demo.add_argument(
+        "--share",
+        type=true_or_false,
+        default=False,
+        metavar="{true,false}",
+        help="Also ask Gradio for a public share link (which goes through Gradio's servers).",
     )
 
     exporting = command("export", "export a Transformer for a faster inference engine (CTranslate2)", EXPORT_EPILOG)
@@ -905,7 +980,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if rest:
             raise UsageError(f"unrecognized arguments: {_option_names(rest)}")
         _prepare_libraries()
-        commands = {"evaluate": run_evaluate, "export": run_export, "publish": run_publish, "translate": run_translate}
+        commands = {"evaluate": run_evaluate, "export": run_export, "publish": run_publish, "translate": run_translate,
+                    "demo": run_demo}  # fmt: skip
         commands[args.command](args)
     except (UsageError, ValueError, OSError) as error:  # the user's input; anything else is a bug: traceback
         logger.error("%s", redact_message(str(error)))  # a message may quote an option's value

@@ -413,18 +413,23 @@ def _upload(
     revision: str | None,
     commit_message: str,
     token: str | None,
+    repo_type: str = "model",
 ) -> str:
-    """Create the repo (and branch) if needed and upload exactly `files`; the repo URL."""
+    """Create the repo (and branch) if needed and upload exactly `files`; the repo URL. A `repo_type="space"` is
+    created as a Gradio Space."""
     token = token or get_token()
     if not token:
         raise ValueError("no Hugging Face token: set HF_TOKEN or run `hf auth login`")
     api = HfApi(token=token)
     try:
-        url = api.create_repo(repo_id, private=private, exist_ok=True)
+        kind = {} if repo_type == "model" else {"repo_type": repo_type}  # the Hub's default: a model
+        sdk = {"space_sdk": "gradio"} if repo_type == "space" else {}
+        url = api.create_repo(repo_id, private=private, exist_ok=True, **kind, **sdk)
         if revision:
-            api.create_branch(repo_id, branch=revision, exist_ok=True)
+            api.create_branch(repo_id, branch=revision, exist_ok=True, **kind)
         api.upload_folder(
             repo_id=repo_id,
+            **kind,
             folder_path=folder,
             allow_patterns=files,  # relative paths (root files, ctranslate2/*): each matches that one file
             revision=revision,

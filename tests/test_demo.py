@@ -3,11 +3,27 @@ computes, and the Space that `publish --space` writes (never uploaded: `HfApi` p
 
 from __future__ import annotations
 
+import importlib.metadata
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from unittest.mock import patch
+
+import huggingface_hub
 import pytest
 import torch
+import yaml
+from conftest import load_script
 from helpers import MODEL_TYPES, make_model
+from huggingface_hub import HfApi, RepoUrl
 
+from hf_bahdanau import demo as demo_module
 from hf_bahdanau.attention_maps import attention_maps
+from hf_bahdanau.cli import main
 from hf_bahdanau.pipelines import save_for_pipeline
 from hf_bahdanau.tokenization import train_tokenizer
 from hf_bahdanau.translating import length_bound, source_ids, translate_ids
@@ -75,3 +91,151 @@ def test_attention_maps_of_a_given_translation_are_those_of_the_generated_one(mo
         assert hypothesis.ids[-1] == model.generation_config.eos_token_id or len(hypothesis.ids) >= 8
         maps = attention_maps(model, tokenizer, SENTENCE, target_ids=hypothesis.ids)
         assert maps.translation == hypothesis.text and maps.cross.shape[2] == len(hypothesis.ids)
+
+
+def run_translate_command(folder, capsys, *options: str) -> str:
+    """What `hf-bahdanau translate` prints for SENTENCE."""
+    capsys.readouterr()
+    assert main(["translate", "--model", str(folder), *options, SENTENCE]) == 0
+    return capsys.readouterr().out.rstrip("\n")
+
+
+def test_the_page_translates_as_the_translate_command_does(model, tokenizer, folder, capsys):
+    model, tokenizer, _ = demo_module.load_demo_model(str(folder))
+    beam = demo_module.translate(model, tokenizer, SENTENCE, "beam", 3)
+    assert len(beam) == 3 and beam[0].text == run_translate_command(folder, capsys)
+    assert [hypothesis.score for hypothesis in beam] == sorted((h.score for h in beam), reverse=True)
+    greedy = demo_module.translate(model, tokenizer, SENTENCE, "greedy", 5)
+    assert len(greedy) == 1 and greedy[0].text == run_translate_command(folder, capsys, "--num-beams", "1")
+    torch.manual_seed(0)
+    samples = demo_module.translate(model, tokenizer, SENTENCE, "sampling", 4)
+    assert len(samples) == 4 and all(hypothesis.score <= 0 for hypothesis in samples)
+    image = demo_module.attention_image(attention_maps(model, tokenizer, SENTENCE, target_ids=beam[1].ids), SENTENCE)
+    assert image.width > 100 and image.height > 100
+
+
+def test_bad_input_gets_a_one_line_message(tokenizer):
+    check = demo_module.check_text
+    assert check("Ein Hund.", tokenizer, 64) is None
+    assert check("   \n", tokenizer, 64) == "Nothing to translate: type a sentence first."
+    assert check("a" * 1001, tokenizer, 10_000) == (
+        "The text has 1,001 characters: the demo translates at most 1,000 at once."
+    )
+    tokens = len(tokenizer("Ein Mann fährt Fahrrad. " * 4)["input_ids"])
+    assert check("Ein Mann fährt Fahrrad. " * 4, tokenizer, 8) == (
+        f"The text is {tokens} tokens long: the model reads at most 8."
+    )
+    with pytest.raises(ValueError, match="decoding 'top-k': choose one of greedy, beam, sampling"):
+        demo_module.decoding_options("top-k", 3)
+    assert demo_module.decoding_options("greedy", 5) == ({"num_beams": 1, "do_sample": False}, 1)
+    assert demo_module.decoding_options("sampling", 5) == ({"num_beams": 1, "do_sample": True}, 5)
+
+
+def test_the_demo_command_serves_on_127_0_0_1_and_says_what_is_wrong(folder, monkeypatch, caplog):
+    launched = []
+    monkeypatch.setattr(demo_module, "launch", lambda demo, **options: launched.append((demo, options)))
+    assert main(["demo", "--model", str(folder), "--port", "7999"]) == 0
+    ((demo, options),) = launched
+    assert options == {"port": 7999, "share": False} and demo.analytics_enabled is False
+    assert main(["demo", "--model", str(folder / "missing")]) == 1
+    assert "is not a saved model folder" in caplog.text
+    with pytest.raises(SystemExit):
+        main(["demo", "--model", str(folder), "--share", "maybe"])
+
+
+# ---- in a browser -----------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def transformer_folder(tokenizer, tmp_path_factory):
+    model = make_model("d2l_transformer", width=32, vocab_size=len(tokenizer))
+    model.generation_config.num_beams = 3
+    model.config.source_language, model.config.target_language = "de", "en"
+    return save_for_pipeline(model, tokenizer, tmp_path_factory.mktemp("tiny") / "transformer")
+
+
+@pytest.mark.slow
+def test_a_browser_translates_on_the_page_and_sees_the_attention(transformer_folder, tmp_path, capsys):
+    browser = load_script("demo_screenshot")
+    if importlib.util.find_spec("playwright") is None:
+        pytest.skip("playwright is not installed (pip install -e '.[demo]'): the browser test cannot run")
+    if not Path(browser.CHROMIUM).is_file():
+        pytest.skip(f"no chromium at {browser.CHROMIUM} (apt-get install chromium): the browser test cannot run")
+    expected = run_translate_command(transformer_folder, capsys)
+    outside = []
+    start = time.perf_counter()
+    with browser.served(str(transformer_folder)) as url, browser.page_of(url, outside) as page:
+        shown = browser.translate_on_page(page, SENTENCE)
+        page.screenshot(path=tmp_path / "demo.png", full_page=True)
+        if os.environ.get("HF_BAHDANAU_DEMO_SCREENSHOT"):
+            page.screenshot(path=os.environ["HF_BAHDANAU_DEMO_SCREENSHOT"], full_page=True)
+        layer_and_head = [page.locator(f"#{name}").is_visible() for name in ("layer", "head")]
+        empty = browser.translate_on_page(page, "")
+    print(f"browser test: {time.perf_counter() - start:.1f} s")
+    assert shown["translation"] == expected and shown["message"] == ""
+    assert [row[0] for row in shown["rows"]] == ["1", "2", "3"] and shown["rows"][0][2] == expected
+    assert all(float(row[1]) <= 0 for row in shown["rows"])
+    assert min(shown["image_size"]) > 100  # the attention figure, drawn
+    assert layer_and_head == [True, True]  # a Transformer: its layer and head can be chosen
+    assert empty["translation"] == "" and empty["message"] == "⚠️ Nothing to translate: type a sentence first."
+    assert (tmp_path / "demo.png").stat().st_size > 10_000
+    assert outside == []  # nothing but the demo's own server was asked for anything
+
+
+# ---- a Space ----------------------------------------------------------------------------------------------
+
+MODEL_REPO, SPACE = "someone/tiny-de-en", "someone/tiny-de-en-demo"
+
+
+def test_publish_space_dry_run_shows_the_files_and_uploads_nothing(capsys, monkeypatch):
+    monkeypatch.setattr(HfApi, "create_repo", lambda *args, **kwargs: pytest.fail("a dry run reached the Hub"))
+    assert main(["publish", "--repo-id", MODEL_REPO, "--space", SPACE, "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    app = out.split("==> app.py <==\n")[1].split("\n==> ")[0]
+    assert f"build_demo({MODEL_REPO!r})" in app and "from hf_bahdanau.demo import" in app
+    compile(app, "app.py", "exec")
+    readme = out.split("==> README.md <==\n")[1]
+    header = yaml.safe_load(readme.split("---\n")[1])
+    assert header["sdk"] == "gradio" and header["app_file"] == "app.py" and header["models"] == [MODEL_REPO]
+    assert header["sdk_version"] == importlib.metadata.version("gradio")
+    requirements = out.split("==> requirements.txt <==\n")[1].split("\n\n")[0].splitlines()
+    assert {line.split(">")[0].split("<")[0] for line in requirements} >= {"torch", "transformers", "matplotlib"}
+    assert f"dry run: would upload to the Space {SPACE}:" in out and "files of the package (hf_bahdanau/*.py)" in out
+    assert main(["publish", "--repo-id", MODEL_REPO]) == 1  # neither --model nor --space
+
+
+@pytest.mark.slow
+def test_publish_space_uploads_a_space_whose_app_loads_the_model_by_repo_id(
+    transformer_folder, tmp_path, monkeypatch, capsys
+):
+    folder = transformer_folder
+    uploaded = tmp_path / "space"
+
+    def upload_folder(**kwargs):
+        shutil.copytree(kwargs["folder_path"], uploaded)
+        assert sorted(kwargs["allow_patterns"]) == sorted(
+            path.relative_to(uploaded).as_posix() for path in uploaded.rglob("*") if path.is_file()
+        )
+        upload_folder.kwargs = kwargs
+
+    monkeypatch.setenv("HF_TOKEN", "hf_TestTokenThatMustNeverLeak0123456789")
+    with (
+        patch.object(HfApi, "create_repo", return_value=RepoUrl(f"https://huggingface.co/spaces/{SPACE}")) as create,
+        patch.object(HfApi, "upload_folder", side_effect=upload_folder),
+    ):
+        assert main(["publish", "--repo-id", MODEL_REPO, "--space", SPACE]) == 0
+    create.assert_called_once_with(SPACE, private=False, exist_ok=True, repo_type="space", space_sdk="gradio")
+    assert upload_folder.kwargs["repo_type"] == "space" and capsys.readouterr().out.strip().endswith(SPACE)
+    assert {"app.py", "README.md", "requirements.txt"} <= {path.name for path in uploaded.iterdir()}
+    assert (uploaded / "hf_bahdanau" / "demo.py").read_text() == Path(demo_module.__file__).read_text()
+    # the Space imports its own copy of the package ...
+    command = [sys.executable, "-c", "import hf_bahdanau.demo as d; print(d.__file__)"]
+    env = {**os.environ, "PYTHONPATH": ""}
+    found = subprocess.run(command, cwd=uploaded, capture_output=True, text=True, env=env, check=True)
+    assert Path(found.stdout.strip()).resolve() == (uploaded / "hf_bahdanau" / "demo.py").resolve()
+    # ... and its app.py builds the page of the model downloaded by repo id (here: the Hub cache is `folder`)
+    asked = []
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", lambda repo, **kwargs: asked.append(repo) or folder)
+    namespace = {"__name__": "space_app"}
+    exec(compile((uploaded / "app.py").read_text(), "app.py", "exec"), namespace)
+    assert asked == [MODEL_REPO] and type(namespace["demo"]).__name__ == "Blocks"

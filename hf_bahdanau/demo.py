@@ -1,0 +1,342 @@
+"""`hf-bahdanau demo`: a web page (Gradio) to try a translation model, and the Hugging Face Space that serves it.
+
+The page translates a text greedily, by beam search or by sampling; shows the n-best list (or the samples) with each
+translation's score, its mean token log-probability (`translating.translate_ids`); and draws the attention of the
+translation chosen in that list with the figure `translate --heatmap` draws (`attention_maps.plot_word_attention`:
+the cross-attention between words of the last layer, heads averaged, or of the layer and head chosen on the page).
+Bad input (an empty text, a text too long) gets a message on the page.
+
+Gradio reaches no network from here: analytics off (`GRADIO_ANALYTICS_ENABLED`), no share link unless asked, no
+server-side rendering, and the page's scripts, styles and the theme's fonts come from the local server.
+
+`publish_space` writes a Space (`app.py`, `requirements.txt`, a `README.md` with the `sdk: gradio` header, and a copy of
+this package, which `app.py` imports) that serves this page for a model published on the Hub, and uploads it.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import logging
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")  # read when gradio is imported
+
+if TYPE_CHECKING:
+    import gradio as gr
+    from PIL.Image import Image
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+    from .attention_maps import AttentionMaps
+    from .translating import Hypothesis
+
+logger = logging.getLogger(__name__)
+
+MAX_CHARACTERS = 1000  # the most characters the page translates at once: a few sentences
+MAX_BEAMS = 10  # the beam size (or number of samples) slider's top
+DECODINGS = ("greedy", "beam", "sampling")
+AVERAGE = "average"  # the head choice that averages the heads
+GRADIO_REQUIREMENT = "gradio>=6,<7"  # as the `demo` extra pins it
+SPACE_SDK_VERSION = "6.31.0"  # a Space's gradio where none is installed here (else the installed one)
+
+
+# ---- what the page computes -------------------------------------------------------------------------------
+
+
+def load_demo_model(model: str) -> tuple[PreTrainedModel, PreTrainedTokenizerBase, Path]:
+    """The model, tokenizer and folder of a saved model folder or of a published model (a Hub repo id, downloaded
+    into the Hub cache), loaded as `translate` loads them: the package's classes, safetensors only, no repo code."""
+    from .cli import load_translation_model
+
+    folder = Path(model)
+    if not folder.exists() and model.count("/") == 1:
+        from huggingface_hub import snapshot_download
+
+        folder = Path(snapshot_download(model, ignore_patterns=["ctranslate2/*", "*.png"]))
+    return (*load_translation_model(str(folder)), folder)
+
+
+def check_text(text: str, tokenizer: PreTrainedTokenizerBase, limit: int) -> str | None:
+    """Why `text` cannot be translated here (one line), or None: empty, over `MAX_CHARACTERS` or `limit` tokens."""
+    if not text.strip():
+        return "Nothing to translate: type a sentence first."
+    if len(text) > MAX_CHARACTERS:
+        return f"The text has {len(text):,} characters: the demo translates at most {MAX_CHARACTERS:,} at once."
+    tokens = len(tokenizer(text, verbose=False)["input_ids"])
+    if tokens > limit:
+        return f"The text is {tokens:,} tokens long: the model reads at most {limit:,}."
+    return None
+
+
+def decoding_options(decoding: str, beams: int) -> tuple[dict[str, Any], int]:
+    """`generate` options of a decoding choice, and the hypotheses to return: `beams` is the beam size of beam
+    search, the number of samples of sampling (greedy: one translation)."""
+    if decoding not in DECODINGS:
+        raise ValueError(f"decoding {decoding!r}: choose one of {', '.join(DECODINGS)}")
+    if decoding == "beam":
+        return {"num_beams": beams, "do_sample": False}, beams
+    return {"num_beams": 1, "do_sample": decoding == "sampling"}, 1 if decoding == "greedy" else beams
+
+
+def translate(
+    model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, text: str, decoding: str, beams: int
+) -> list[Hypothesis]:
+    """The hypotheses of `text` with their scores (best first; samples ranked by score); ValueError with the
+    page's message for bad input."""
+    from .pipelines import source_limit
+    from .translating import source_ids, translate_ids
+
+    limit = source_limit(model, tokenizer)
+    message = check_text(text, tokenizer, limit)
+    if message:
+        raise ValueError(message)
+    options, n_best = decoding_options(decoding, beams)
+    hypotheses = translate_ids(model, tokenizer, source_ids(tokenizer, [text], limit), n_best, True, **options)[0]
+    return sorted(hypotheses, key=lambda hypothesis: -hypothesis.score)
+
+
+def attention_image(maps: AttentionMaps, text: str, layer: int | None = None, head: int | None = None) -> Image:
+    """`translate --heatmap`'s figure of `maps` (`plot_word_attention`) as an image."""
+    from PIL import Image as Images
+
+    from .attention_maps import plot_word_attention
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = plot_word_attention(maps, text, Path(folder) / "attention.png", layer=layer, head=head)
+        with Images.open(path) as image:
+            return image.copy()
+
+
+# ---- the page ---------------------------------------------------------------------------------------------
+
+
+def build_demo(
+    model_dir: str,
+    model: PreTrainedModel | None = None,
+    tokenizer: PreTrainedTokenizerBase | None = None,
+) -> gr.Blocks:
+    """The page for the model of `model_dir` (a model folder or a Hub repo id; or the `model` and `tokenizer`
+    given). Serve it with `launch`."""
+    import gradio as gr
+
+    from .attention_maps import attention_maps
+    from .translating import trained_source_length, warn_long_sources
+
+    trained = None
+    if model is None or tokenizer is None:
+        model, tokenizer, folder = load_demo_model(model_dir)
+        trained = trained_source_length(str(folder))
+    source, target = model.config.source_language or "source", model.config.target_language or "target"
+    name = Path(model_dir).resolve().name if Path(model_dir).exists() else model_dir  # a folder, or a repo id
+    beams = model.generation_config.num_beams or 1
+
+    def draw(state: dict, chosen: int, layer: int | None, head: int | str | None) -> tuple[Image | None, str]:
+        """The figure of hypothesis `chosen` (from 1) of the last translation, and a message (or "")."""
+        hypotheses = state.get("hypotheses") or []
+        if not 1 <= chosen <= len(hypotheses):
+            return None, ""
+        hypothesis = hypotheses[chosen - 1]
+        maps = attention_maps(model, tokenizer, state["text"], target_ids=hypothesis.ids)
+        if not maps.target_words:
+            return None, "The translation is empty: there is no attention to draw."
+        return attention_image(maps, state["text"], layer, None if head in (None, AVERAGE) else int(head)), ""
+
+    def on_translate(text: str, decoding: str, size: float, progress: gr.Progress = gr.Progress()) -> tuple:  # noqa: B008
+        # outputs: message, translation, n-best list, chosen, layer, head, figure, state
+        progress(0.1, desc="translating")
+        try:
+            hypotheses = translate(model, tokenizer, text, decoding, int(size))
+        except ValueError as error:
+            gr.Warning(str(error))
+            hidden = gr.update(visible=False)
+            return f"⚠️ {error}", "", [], gr.update(choices=[], value=None), hidden, hidden, None, {}
+        lengths = [len(tokenizer(text, verbose=False)["input_ids"])]
+        message = ""
+        if warn_long_sources(lengths, trained):
+            message = f"⚠️ The text is longer than any source the model saw in training ({trained} tokens)."
+            gr.Warning(message)
+        progress(0.6, desc="drawing the attention")
+        state = {"text": text, "hypotheses": hypotheses}
+        layers, heads = attention_maps(model, tokenizer, text, target_ids=hypotheses[0].ids).cross.shape[:2]
+        selectable = layers > 1 or heads > 1
+        image, said = draw(state, 1, None, None)
+        rows = [[rank, round(hypothesis.score, 4), hypothesis.text] for rank, hypothesis in enumerate(hypotheses, 1)]
+        return (
+            " ".join(filter(None, (message, said))),
+            hypotheses[0].text,
+            rows,
+            gr.update(choices=[(f"{rank}: {shown[:60]}", rank) for rank, _, shown in rows], value=1),
+            gr.update(choices=list(range(1, layers + 1)), value=layers, visible=selectable),
+            gr.update(choices=[AVERAGE, *range(1, heads + 1)], value=AVERAGE, visible=selectable),
+            image,
+            state,
+        )
+
+    with gr.Blocks(title=f"hf-bahdanau: {source}→{target}", analytics_enabled=False, delete_cache=(3600, 3600)) as demo:
+        gr.Markdown(
+            f"## Translate {source} → {target}\n`{name}`: a {model.config.model_type} model. The score of a "
+            "translation is its mean token log-probability (0 is certain); the figure is the attention between the "
+            "words of the source and of the chosen translation."
+        )
+        with gr.Row():
+            with gr.Column():
+                text = gr.Textbox(label=f"text ({source})", lines=3, elem_id="source")
+                decoding = gr.Radio(list(DECODINGS), value="beam" if beams > 1 else "greedy", label="decoding")
+                size = gr.Slider(1, MAX_BEAMS, value=beams, step=1, label="beam size (beam search), samples (sampling)")
+                button = gr.Button("Translate", variant="primary", elem_id="translate")
+            with gr.Column():
+                message = gr.Markdown(elem_id="message")
+                translation = gr.Textbox(label=f"translation ({target})", interactive=False, elem_id="translation")
+                nbest = gr.Dataframe(headers=["#", "score", "translation"], label="n-best list", interactive=False,
+                                     wrap=True, column_widths=["8%", "14%", "78%"], elem_id="nbest")  # fmt: skip
+        with gr.Row():
+            chosen = gr.Dropdown(choices=[], label="attention of translation", elem_id="chosen")
+            layer = gr.Dropdown(choices=[], label="layer", visible=False, elem_id="layer")
+            head = gr.Dropdown(choices=[], label="head", visible=False, elem_id="head")
+        figure = gr.Image(label="attention", type="pil", format="png", interactive=False, elem_id="attention")
+        state = gr.State({})
+        outputs = [message, translation, nbest, chosen, layer, head, figure, state]
+        for event in (button.click, text.submit):
+            event(on_translate, [text, decoding, size], outputs)
+        for selector in (chosen, layer, head):
+            selector.input(draw, [state, chosen, layer, head], [figure, message])
+    return demo
+
+
+def launch(
+    demo: gr.Blocks, host: str | None = "127.0.0.1", port: int | None = None, share: bool = False, block: bool = True
+) -> None:
+    """Serve `demo` on `host:port` (None: Gradio's defaults, or a Space's `GRADIO_SERVER_NAME`/`_PORT`); a public
+    share link only with `share`; `block=False` returns while the server runs in a thread (`demo.close()`)."""
+    import gradio as gr
+
+    demo.launch(server_name=host, server_port=port, share=share, prevent_thread_lock=not block, ssr_mode=False,
+                theme=gr.themes.Default(), mcp_server=False, pwa=False, quiet=not block)  # fmt: skip
+
+
+# ---- a Space ----------------------------------------------------------------------------------------------
+
+SPACE_APP = '''"""A demo of the translation model {model_repo} (written by `hf-bahdanau publish --space`).
+
+The hf_bahdanau/ folder beside this file is the package that serves the page; it loads the model by its repo id.
+"""
+
+from hf_bahdanau.demo import build_demo, launch
+
+demo = build_demo({model_repo!r})
+
+if __name__ == "__main__":
+    launch(demo, host=None)  # the Space's host and port
+'''
+SPACE_README = """# {title}
+
+A page to try the translation model [{model_repo}](https://huggingface.co/{model_repo}): a translation (greedy, beam
+search or sampling), the n-best list with each translation's score (its mean token log-probability) and the attention
+between the words of the source and of a chosen translation.
+
+Written by `hf-bahdanau publish --space`: `hf_bahdanau/` is a copy of the package that serves the page. A private
+model needs the Space's secret `HF_TOKEN`.
+"""
+
+
+@dataclass
+class Space:
+    """A Space's files: `texts` (`app.py`, `requirements.txt`, `README.md`) and the package's files copied beside
+    them (`package`: paths in the Space); `url` once uploaded."""
+
+    space_id: str
+    texts: dict[str, str]
+    package: list[str]
+    url: str | None = None
+
+    @property
+    def files(self) -> list[str]:
+        return sorted([*self.texts, *self.package])
+
+
+def _package_files() -> dict[str, Path]:
+    """This package's source files (Python, the card template) by their path in a Space, `hf_bahdanau/...`."""
+    root = Path(__file__).resolve().parent
+    found = [path for path in root.rglob("*") if path.suffix in (".py", ".md") and "__pycache__" not in path.parts]
+    return {f"hf_bahdanau/{path.relative_to(root).as_posix()}": path for path in sorted(found)}
+
+
+def space_texts(space_id: str, model_repo: str, license: str | None = None) -> dict[str, str]:
+    """`app.py`, `requirements.txt` (the package's dependencies) and `README.md` (the Space's YAML header) of a
+    Space `space_id` that serves the demo of the published model `model_repo`."""
+    import yaml
+
+    try:
+        sdk_version = importlib.metadata.version("gradio")
+    except importlib.metadata.PackageNotFoundError:
+        sdk_version = SPACE_SDK_VERSION
+    requires = importlib.metadata.requires("hf_bahdanau") or []
+    title = space_id.split("/")[-1]
+    header = {"title": title, "emoji": "🔤", "colorFrom": "indigo", "colorTo": "gray", "sdk": "gradio",
+              "sdk_version": sdk_version, "app_file": "app.py", "models": [model_repo], "pinned": False,
+              **({"license": license} if license else {})}  # fmt: skip
+    readme = f"---\n{yaml.safe_dump(header, sort_keys=False, allow_unicode=True)}---\n\n"
+    return {
+        "app.py": SPACE_APP.format(model_repo=model_repo),
+        "requirements.txt": "".join(f"{line}\n" for line in requires if "extra ==" not in line),
+        "README.md": readme + SPACE_README.format(title=title, model_repo=model_repo),
+    }
+
+
+def write_space(folder: str | Path, space: Space) -> list[str]:
+    """Write the Space's files into `folder`; their paths."""
+    folder = Path(folder)
+    for name, text in space.texts.items():
+        (folder / name).write_text(text, encoding="utf-8")
+    for name, path in _package_files().items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, folder / name)
+    return space.files
+
+
+def publish_space(
+    space_id: str,
+    model_repo: str,
+    *,
+    private: bool = False,
+    dry_run: bool = False,
+    token: str | None = None,
+    commit_message: str | None = None,
+    license: str | None = None,
+) -> Space:
+    """Write the Space that serves the demo of `model_repo` and upload it as the Space `space_id` (created with the
+    Gradio SDK if needed); a `dry_run` only says what it would upload. Errors as `hub.publish`'s."""
+    from .hub import _upload, check_repo_id
+
+    check_repo_id(space_id)
+    check_repo_id(model_repo)
+    space = Space(space_id, space_texts(space_id, model_repo, license), list(_package_files()))
+    if dry_run:
+        return space
+    message = commit_message or f"Demo of {model_repo} with hf-bahdanau publish --space"
+    with tempfile.TemporaryDirectory() as folder:
+        files = write_space(folder, space)
+        space.url = _upload(Path(folder), space_id, files, private, None, message, token, repo_type="space")
+    logger.info("uploaded the Space %s (%d files)", space.url, len(space.files))
+    return space
+
+
+__all__ = [
+    "DECODINGS",
+    "MAX_CHARACTERS",
+    "Space",
+    "attention_image",
+    "build_demo",
+    "check_text",
+    "decoding_options",
+    "launch",
+    "load_demo_model",
+    "publish_space",
+    "space_texts",
+    "translate",
+    "write_space",
+]
