@@ -290,15 +290,48 @@ def test_heatmap_needs_the_torch_engine(trained, tmp_path, caplog):
 def test_the_benchmark_script_runs_every_engine_and_ours_decodes_as_torch(tmp_path):
     script = Path(__file__).resolve().parents[1] / "scripts" / "benchmark_ctranslate2.py"
     output = tmp_path / "ct2.md"
-    args = [sys.executable, str(script), "--quick", "--threads", "1", "--output", str(output)]
+    args = [sys.executable, str(script), "--quick", "--threads", "1", "2", "--output", str(output)]
     result = subprocess.run(args, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "ours, CTranslate2 fp32: 4 of 4 sentences with torch fp32's greedy tokens" in result.stderr
-    rows = [line.split("|")[1:-1] for line in output.read_text().splitlines()[2:]]
+    # the same output layer on both sides: Marian's loader drops a row of the one more it is given
+    assert "ours in CTranslate2: 50 tokens" in result.stderr and "MarianMT in CTranslate2: 50 tokens" in result.stderr
+    lines = output.read_text().splitlines()
+    assert lines[0] == "| measure | implementation | 1 thread | 2 threads |"  # one column per thread count
+    rows = [line.split("|")[1:-1] for line in lines[2:]]
     names = {name.strip() for measure, name, *_ in rows if measure.strip() != "ratio"}
     assert names == {f"{model}, {engine}" for model, engine in [("ours", "torch fp32"), ("ours", "torch int8"),
                      ("ours", "CTranslate2 fp32"), ("ours", "CTranslate2 int8"), ("MarianMT", "CTranslate2 fp32"),
                      ("MarianMT", "CTranslate2 int8")]}  # fmt: skip
     assert len(rows) == 12 + 10 and all(
-        float(value.strip().rstrip("x").replace(",", "")) > 0 for _, _, value, _ in rows
+        float(value.strip().rstrip("x").replace(",", "")) > 0 for _, _, *values in rows for value in values
     )
+
+
+def test_the_benchmark_script_measures_exactness_on_a_trained_model(trained, tmp_path, monkeypatch):
+    scripts = Path(__file__).resolve().parents[1] / "scripts"
+    output = tmp_path / "exactness.md"
+    args = [sys.executable, str(scripts / "benchmark_ctranslate2.py"), "--exactness", str(trained), "--max-samples",
+            "24", "--beams", "3", "--output", str(output)]  # fmt: skip
+    before = sorted(path.name for path in trained.iterdir())
+    result = subprocess.run(args, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert sorted(path.name for path in trained.iterdir()) == before  # exported elsewhere, nothing recorded
+    lines = [line for line in output.read_text().splitlines() if line.startswith(("| greedy", "| beam"))]
+    rows = {tuple(cell.strip() for cell in line.split("|")[1:3]): line.split("|")[3:-1] for line in lines}
+    assert list(rows) == [(decoding, engine) for decoding in ("greedy", "beam 3")
+                          for engine in ("torch fp32", "CTranslate2 fp32", "CTranslate2 int8")]  # fmt: skip
+    same, bleu, change = (cell.strip() for cell in rows["greedy", "CTranslate2 fp32"])
+    assert same == "24 / 24" and change == "+0.00" and float(bleu) == float(rows["greedy", "torch fp32"][1])
+
+    # The search-or-weights check: lines of the same output score the same under our model and in CTranslate2
+    monkeypatch.syspath_prepend(str(scripts))
+    import benchmark_ctranslate2
+
+    model, tokenizer = cli.load_translation_model(str(trained))
+    translator = CTranslate2Translator(export_ctranslate2(trained, tmp_path / "ct2"), threads=1)
+    texts = benchmark_ctranslate2.test_corpus(trained, 6)[0]
+    why = benchmark_ctranslate2.explain_differences(model, tokenizer, translator, texts, list(range(6)), 1)
+    assert why.startswith("6 lines differ; under our model CTranslate2's hypothesis scores higher in 0 ")
+    assert "lower in 0 (" in why and "the same in 6;" in why
+    assert float(why.rsplit("at most ", 1)[1].split()[0]) < 1e-3  # CTranslate2's log-probabilities are ours
