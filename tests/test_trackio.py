@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import math
 import os
+import socket
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,11 @@ def test_train_reports_to_trackio_in_its_local_store(tatoeba_tsv, tmp_path, monk
     pytest.importorskip("trackio")
     for name in ("TRACKIO_SPACE_ID", "TRACKIO_SERVER_URL", "TRACKIO_BUCKET_ID"):  # else it would log to the Hub
         monkeypatch.delenv(name, raising=False)
+
+    def connect(sock: socket.socket, address: object) -> None:
+        raise AssertionError(f"training with trackio opened a connection to {address}")
+
+    monkeypatch.setattr(socket.socket, "connect", connect)  # nothing leaves the machine (nor reaches a local server)
     import trackio.utils
     from trackio.sqlite_storage import SQLiteStorage
 
