@@ -85,8 +85,8 @@ def decoding_options(decoding: str, beams: int) -> tuple[dict[str, Any], int]:
 def translate(
     model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, text: str, decoding: str, beams: int
 ) -> list[Hypothesis]:
-    """The hypotheses of `text` with their scores (best first; samples ranked by score); ValueError with the
-    page's message for bad input."""
+    """The hypotheses of `text` with their scores, in beam search's order (as `translate --n-best` writes them),
+    samples ranked by score; ValueError with the page's message for bad input."""
     from .pipelines import source_limit
     from .translating import source_ids, translate_ids
 
@@ -96,7 +96,7 @@ def translate(
         raise ValueError(message)
     options, n_best = decoding_options(decoding, beams)
     hypotheses = translate_ids(model, tokenizer, source_ids(tokenizer, [text], limit), n_best, True, **options)[0]
-    return sorted(hypotheses, key=lambda hypothesis: -hypothesis.score)
+    return sorted(hypotheses, key=lambda hypothesis: -hypothesis.score) if decoding == "sampling" else hypotheses
 
 
 def attention_image(maps: AttentionMaps, text: str, layer: int | None = None, head: int | None = None) -> Image:

@@ -104,12 +104,15 @@ def test_the_page_translates_as_the_translate_command_does(model, tokenizer, fol
     model, tokenizer, _ = demo_module.load_demo_model(str(folder))
     beam = demo_module.translate(model, tokenizer, SENTENCE, "beam", 3)
     assert len(beam) == 3 and beam[0].text == run_translate_command(folder, capsys)
-    assert [hypothesis.score for hypothesis in beam] == sorted((h.score for h in beam), reverse=True)
+    n_best = run_translate_command(folder, capsys, "--n-best", "3").splitlines()  # INDEX SCORE TRANSLATION
+    assert [(f"{hypothesis.score:.4f}", hypothesis.text) for hypothesis in beam] == [
+        tuple(line.split("\t")[1:]) for line in n_best
+    ]
     greedy = demo_module.translate(model, tokenizer, SENTENCE, "greedy", 5)
     assert len(greedy) == 1 and greedy[0].text == run_translate_command(folder, capsys, "--num-beams", "1")
     torch.manual_seed(0)
     samples = demo_module.translate(model, tokenizer, SENTENCE, "sampling", 4)
-    assert len(samples) == 4 and all(hypothesis.score <= 0 for hypothesis in samples)
+    assert len(samples) == 4 and [h.score for h in samples] == sorted((h.score for h in samples), reverse=True)
     image = demo_module.attention_image(attention_maps(model, tokenizer, SENTENCE, target_ids=beam[1].ids), SENTENCE)
     assert image.width > 100 and image.height > 100
 
