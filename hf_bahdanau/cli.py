@@ -393,6 +393,8 @@ def run_evaluate(args: argparse.Namespace) -> None:
     from .metrics import count_repeating, load_metric
 
     check_generation_length(args.model, args.max_new_tokens)
+    if args.compare:
+        _check_comparable(args)
     if args.output:
         _check_output_file(Path(args.output), Path(args.model))
     model, translator = load_translator(args)
@@ -440,6 +442,7 @@ def run_evaluate(args: argparse.Namespace) -> None:
         logger.info("scores of the %s engine not stored in %s (its card reports torch fp32)", engine, args.model)
     sys.stdout.write(
         f"BLEU = {scores['bleu']:.2f}  ({scores['bleu_signature']})\n"
+        f"BLEU lowercased = {scores['bleu_lowercase']:.2f}  ({scores['bleu_lowercase_signature']})\n"
         f"chrF = {scores['chrf']:.2f}  ({scores['chrf_signature']})\n"
         f"length ratio = {scores['sys_len'] / scores['ref_len']:.3f}  (hypotheses {scores['sys_len']} / "
         f"references {scores['ref_len']} tokens)\n"
@@ -447,6 +450,58 @@ def run_evaluate(args: argparse.Namespace) -> None:
         f"{count_repeating(hypotheses, times=3)} three times or more (a decoder caught in a loop)\n"
         f"{len(hypotheses)} {args.split} sentences, {src_lang}->{tgt_lang}, beams {beams}; hypotheses in {output}\n"
     )
+    if args.compare:
+        other = Path(args.compare) / output.name if args.output is None else output.with_suffix(".compare.txt")
+        _check_output_file(other, Path(args.compare), [data, named_corpus_path(data)])
+        _compare(args, sources, references, hypotheses, (src_lang, tgt_lang), other)
+
+
+def _check_comparable(args: argparse.Namespace) -> None:
+    """Refuse an `evaluate --compare` folder that is not a model or is the --model folder itself, before any work."""
+    check_generation_length(args.compare, args.max_new_tokens)
+    if not (Path(args.compare) / "config.json").is_file():
+        raise UsageError(f"--compare {args.compare} is not a saved model folder (no config.json)")
+    if Path(args.compare).resolve() == Path(args.model).resolve():
+        raise UsageError(f"--compare {args.compare} is the --model folder itself: compare another model")
+
+
+def _compare(
+    args: argparse.Namespace,
+    sources: Sequence[str],
+    references: Sequence[str],
+    hypotheses: Sequence[str],
+    languages: tuple[str, str],
+    output: Path,
+) -> None:
+    """Translate `sources` with the --compare model (the same decoding options), write its translations to `output`
+    and print sacreBLEU's paired bootstrap test of both models' BLEU and chrF (--model is the baseline)."""
+    from .metrics import BOOTSTRAP_SAMPLES, SIGNIFICANCE_LEVEL, paired_bootstrap
+
+    model, translator = load_translator(argparse.Namespace(**{**vars(args), "model": args.compare}))
+    recorded = (model.config.source_language, model.config.target_language)
+    if any(mine and mine != wanted for mine, wanted in zip(recorded, languages, strict=True)):
+        raise UsageError(
+            f"--compare {args.compare} translates {'->'.join(map(str, recorded))}, not {'->'.join(languages)}"
+        )
+    progress = sys.stderr.isatty()
+    others = translate_texts(translator, sources, args.batch_size, progress, **_generation_options(args))
+    output.write_text("".join(f"{line}\n" for line in others), encoding="utf-8")
+    lines = [
+        f"paired bootstrap resampling (sacreBLEU, {BOOTSTRAP_SAMPLES} resamples), {args.model} (baseline) against "
+        f"{args.compare}; its hypotheses in {output}\n"
+    ]
+    for result in paired_bootstrap(hypotheses, others, references):
+        (score, mean, ci), (other, other_mean, other_ci) = result.baseline, result.other
+        if result.identical:
+            verdict = "the two models translate every sentence alike: no difference"
+        else:
+            verdict = "significant" if result.significant else "not significant"
+            verdict = f"the difference of {other - score:+.2f} is {verdict} at {SIGNIFICANCE_LEVEL}"
+        lines.append(
+            f"{result.metric}: {score:.2f} (mean {mean:.2f} ± {ci:.2f}, 95% CI) against {other:.2f} (mean "
+            f"{other_mean:.2f} ± {other_ci:.2f}), p = {result.p_value:.4f}: {verdict}  ({result.signature})\n"
+        )
+    sys.stdout.write("".join(lines))
 
 
 # ---- translate --------------------------------------------------------------------------------------------
@@ -757,6 +812,7 @@ examples:
   hf-bahdanau evaluate --model runs/quick-de-en                      # the test split training held out
   hf-bahdanau evaluate --model runs/quick-de-en --num-beams 1 --max-samples 200
   hf-bahdanau evaluate --model runs/de-en --data my-corpus.tsv --split test --output hyp.txt
+  hf-bahdanau evaluate --model runs/de-en --compare runs/de-en-averaged   # paired bootstrap: significant or not?
 """
 TRANSLATE_EPILOG = """\
 examples:
@@ -824,6 +880,13 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--tgt-lang", "--tgt_lang", help="Target language code (default: the model's).")
     evaluate.add_argument("--max-samples", "--max_samples", type=positive_int, help="Score only the first N pairs.")
     evaluate.add_argument("--output", help="Hypotheses file (default: hypotheses.SPLIT.SRC-TGT.txt in --model).")
+    evaluate.add_argument(
+        "--compare",
+        metavar="OTHER_MODEL_DIR",
+        help="Also translate the split with this model (same decoding options; its hypotheses in its folder, or "
+        "OUTPUT.compare.txt with --output) and test the difference with sacreBLEU's paired bootstrap resampling "
+        "(1000 resamples): both models' BLEU and chrF with 95%% confidence intervals, the p-value, significant or not.",
+    )
 
     translate = command("translate", "translate arguments, stdin lines, or at a prompt", TRANSLATE_EPILOG)
     _add_generation_arguments(translate)

@@ -9,12 +9,15 @@ from __future__ import annotations
 import collections
 import math
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import evaluate
 import numpy as np
+from sacrebleu.metrics import BLEU, CHRF
+from sacrebleu.significance import PairedTest
 from transformers import EvalPrediction, PreTrainedTokenizerBase
 
 METRIC_MODULE = Path(__file__).resolve().parent / "metric_module" / "sacrebleu_chrf.py"
@@ -56,6 +59,65 @@ def repeats_a_phrase(text: str, longest: int = 4, times: int = 2) -> bool:
 def count_repeating(texts: Iterable[str], times: int = 2) -> int:
     """How many of `texts` repeat a phrase `times` times in a row (`repeats_a_phrase`)."""
     return sum(repeats_a_phrase(text, times=times) for text in texts)
+
+
+BOOTSTRAP_SAMPLES = 1000  # sacreBLEU's default for --paired-bs
+SIGNIFICANCE_LEVEL = 0.05
+
+
+@dataclass(frozen=True)
+class PairedComparison:
+    """One metric of a paired bootstrap test: each system's score, its bootstrap mean and 95% confidence half-width,
+    and the p-value of the difference (`baseline` is the first system)."""
+
+    metric: str  # "BLEU", "chrF2"
+    signature: str  # the metric's sacreBLEU signature with the test's: "nrefs:1|bs:1000|seed:12345|..."
+    baseline: tuple[float, float, float]  # (score, bootstrap mean, 95% CI half-width)
+    other: tuple[float, float, float]
+    p_value: float
+    identical: bool  # both systems translated every sentence the same
+
+    @property
+    def significant(self) -> bool:
+        return self.p_value < SIGNIFICANCE_LEVEL
+
+
+def paired_bootstrap(
+    baseline: Sequence[str], other: Sequence[str], references: Sequence[str], n_samples: int = BOOTSTRAP_SAMPLES
+) -> list[PairedComparison]:
+    """sacreBLEU's paired bootstrap resampling test (Koehn 2004; `sacrebleu -i BASELINE OTHER --paired-bs`) of BLEU and
+    chrF, `n_samples` resamples with sacreBLEU's seed (`$SACREBLEU_SEED`, 12345 unless set).
+
+    Identical systems get p = 1: sacreBLEU counts resampled differences strictly above the observed one, so for two
+    identical systems (every difference 0) it reports 1 / (n_samples + 1), as if they differed significantly.
+    """
+    if not len(baseline) == len(other) == len(references):
+        raise ValueError(
+            f"paired test needs one translation per reference: {len(baseline)} and {len(other)} translations, "
+            f"{len(references)} references"
+        )
+    if not references:
+        raise ValueError("paired test needs at least one sentence")
+    test = PairedTest(
+        [("baseline", list(baseline)), ("other", list(other))],
+        {"BLEU": BLEU(), "chrF": CHRF()},
+        [list(references)],
+        test_type="bs",
+        n_samples=n_samples,
+    )
+    signatures, scores = test()
+    identical = list(baseline) == list(other)
+    return [
+        PairedComparison(
+            metric=name,
+            signature=str(signatures[name]),
+            baseline=(float(first.score), float(first.mean), float(first.ci)),
+            other=(float(second.score), float(second.mean), float(second.ci)),
+            p_value=1.0 if identical else float(second.p_value),
+            identical=identical,
+        )
+        for name, (first, second) in ((name, scores[name]) for name in signatures)
+    ]
 
 
 def load_metric(cache_dir: str | Path | None = None, **kwargs: Any) -> evaluate.EvaluationModule:

@@ -135,10 +135,10 @@ def test_card_metadata_and_model_index_are_the_stored_figures(trained, card):
     decoding = {1: "greedy", 2: "beam 2"}
     stored = {}
     for result in read_evaluations(folder):
-        for metric, name in (("bleu", "BLEU"), ("chrf", "chrF")):
+        for metric, name in (("bleu", "BLEU"), ("bleu_lowercase", "BLEU lowercased"), ("chrf", "chrF")):
             label = f"{name} ({decoding[result['num_beams']]})"
             stored[result["split"], label] = (result[metric], result[f"{metric}_signature"])
-    assert indexed == stored and len(stored) == 6
+    assert indexed == stored and len(stored) == 9  # 3 results (test, validation, test greedy) x 3 scores
 
 
 def test_card_body_tells_architecture_training_and_results(trained, card):

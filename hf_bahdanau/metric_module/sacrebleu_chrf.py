@@ -31,10 +31,13 @@ Args:
         number of references.
     tokenize (str | None): sacreBLEU's BLEU tokenizer (default "13a"; "intl", "char", "none", ...).
     lowercase (bool): case-insensitive scores.
+    lowercase_bleu (bool): also `bleu_lowercase`, BLEU of lowercased text (default True), as Joey NMT reports it.
     char_order (int), word_order (int): chrF's character and word n-gram orders (word_order=2: chrF++).
 Returns:
     bleu, chrf (float, 0-100), bleu_signature, chrf_signature (str), counts, totals (n-gram matches and
-    n-grams per order), precisions (list[float], 0-100), bp (brevity penalty), sys_len, ref_len (int).
+    n-grams per order), precisions (list[float], 0-100), bp (brevity penalty), sys_len, ref_len (int);
+    bleu_lowercase (float), bleu_lowercase_signature (str): the same BLEU on lowercased text ("case:lc"), as Joey
+    NMT and much of the literature report it (with lowercase_bleu).
 Examples:
     >>> metric = evaluate.load("path/to/sacrebleu_chrf.py")
     >>> metric.compute(predictions=["a cat sat on the mat"], references=[["a cat sat on the mat"]])["bleu"]
@@ -72,6 +75,7 @@ class SacrebleuChrf(evaluate.Metric):
         lowercase: bool = False,
         char_order: int = CHRF.CHAR_ORDER,
         word_order: int = CHRF.WORD_ORDER,
+        lowercase_bleu: bool = True,
     ) -> dict:
         references = [[ref] if isinstance(ref, str) else list(ref) for ref in references]
         n_refs = {len(refs) for refs in references}
@@ -83,6 +87,13 @@ class SacrebleuChrf(evaluate.Metric):
         chrf = CHRF(char_order=char_order, word_order=word_order, lowercase=lowercase)
         bleu_score = bleu.corpus_score(predictions, streams)
         chrf_score = chrf.corpus_score(predictions, streams)
+        lowercased = {}
+        if lowercase_bleu:  # Joey NMT's `sacrebleu.corpus_bleu(..., lowercase=True, tokenize="13a")`
+            bleu_lc = BLEU(tokenize=tokenize, lowercase=True)
+            lowercased = {
+                "bleu_lowercase": bleu_lc.corpus_score(predictions, streams).score,
+                "bleu_lowercase_signature": str(bleu_lc.get_signature()),
+            }
         return {
             "bleu": bleu_score.score,
             "chrf": chrf_score.score,
@@ -94,4 +105,5 @@ class SacrebleuChrf(evaluate.Metric):
             "bp": bleu_score.bp,
             "sys_len": bleu_score.sys_len,
             "ref_len": bleu_score.ref_len,
+            **lowercased,
         }
