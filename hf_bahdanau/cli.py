@@ -386,6 +386,16 @@ def _check_output_file(output: Path, model_dir: Path, inputs: Sequence[str | Non
             raise UsageError(f"--output {output} would overwrite the corpus {path}, which it evaluates: choose another")
 
 
+def hypotheses_file_name(split: str, languages: tuple[str, str], beams: int, args: argparse.Namespace) -> str:
+    """`evaluate`'s default hypotheses file: one per split, direction and decoding (`greedy` or `beamN`, and any
+    length penalty, quantization or engine), so that evaluating another way never overwrites an earlier file."""
+    decoding = ["greedy" if beams == 1 else f"beam{beams}"]
+    if args.length_penalty is not None:
+        decoding.append(f"lp{args.length_penalty:g}")
+    decoding += [name for name in (args.quantize, args.engine) if name not in (None, "torch")]
+    return f"hypotheses.{split}.{'-'.join(languages)}.{'-'.join(decoding)}.txt"
+
+
 def run_evaluate(args: argparse.Namespace) -> None:
     from .corpus_cache import named_corpus_path
     from .data import corpus_id, load_parallel_corpus, read_data_settings
@@ -429,13 +439,15 @@ def run_evaluate(args: argparse.Namespace) -> None:
     references = [pair[tgt_lang] for pair in rows["translation"]]
     progress = sys.stderr.isatty()  # a bar on a terminal, not in a log file
     hypotheses = translate_texts(translator, sources, args.batch_size, progress, **_generation_options(args))
-    output = Path(args.output or Path(args.model) / f"hypotheses.{args.split}.{src_lang}-{tgt_lang}.txt")
+    beams = args.num_beams if args.num_beams is not None else model.generation_config.num_beams
+    # The test split of a folder by its file (test_2016_flickr): the name the results and the hypotheses file carry.
+    split = test_split if args.split == "test" and Path(named_corpus_path(data) or data).is_dir() else args.split
+    output = Path(args.output or Path(args.model) / hypotheses_file_name(split, (src_lang, tgt_lang), beams, args))
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text("".join(f"{line}\n" for line in hypotheses), encoding="utf-8")
     scores = load_metric().compute(predictions=hypotheses, references=[[ref] for ref in references])
-    beams = args.num_beams if args.num_beams is not None else model.generation_config.num_beams
     if args.quantize is None and args.engine == "torch":  # the folder's card reports its fp32 weights' scores only
-        record_evaluation(args.model, scores, data=data, split=args.split, languages=(src_lang, tgt_lang),
+        record_evaluation(args.model, scores, data=data, split=split, languages=(src_lang, tgt_lang),
                           num_beams=beams, samples=len(hypotheses))  # fmt: skip
     else:
         engine = f"{args.engine} {args.quantize or 'fp32'}"
@@ -879,7 +891,11 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--src-lang", "--src_lang", help="Source language code (default: the model's).")
     evaluate.add_argument("--tgt-lang", "--tgt_lang", help="Target language code (default: the model's).")
     evaluate.add_argument("--max-samples", "--max_samples", type=positive_int, help="Score only the first N pairs.")
-    evaluate.add_argument("--output", help="Hypotheses file (default: hypotheses.SPLIT.SRC-TGT.txt in --model).")
+    evaluate.add_argument(
+        "--output",
+        help="Hypotheses file (default: hypotheses.SPLIT.SRC-TGT.DECODING.txt in --model, e.g. "
+        "hypotheses.test_2016_flickr.de-en.beam5.txt; --num-beams 1: ...greedy.txt).",
+    )
     evaluate.add_argument(
         "--compare",
         metavar="OTHER_MODEL_DIR",

@@ -192,7 +192,7 @@ def build_demo(
                 message = gr.Markdown(elem_id="message")
                 translation = gr.Textbox(label=f"translation ({target})", interactive=False, elem_id="translation")
                 nbest = gr.Dataframe(headers=["#", "score", "translation"], label="n-best list", interactive=False,
-                                     wrap=True, column_widths=["8%", "14%", "78%"], elem_id="nbest")  # fmt: skip
+                                     wrap=True, column_widths=["7%", "17%", "76%"], elem_id="nbest")  # fmt: skip
         with gr.Row():
             chosen = gr.Dropdown(choices=[], label="attention of translation", elem_id="chosen")
             layer = gr.Dropdown(choices=[], label="layer", visible=False, elem_id="layer")

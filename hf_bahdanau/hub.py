@@ -303,6 +303,11 @@ def _recorded_command(folder: Path) -> tuple[str | None, dict[str, str] | None]:
     return command, config_file
 
 
+def _read_from_folder(settings: dict[str, Any]) -> bool:
+    """Whether training read a corpus folder (whose test split is a file): a folder given, or a named corpus's."""
+    return any(settings.get(key) and Path(settings[key]).is_dir() for key in ("data_path", "data"))
+
+
 def make_card(folder: str | Path, repo_id: str, license: str = DEFAULT_LICENSE, ctranslate2: bool = False) -> ModelCard:
     """The model card of a trained folder, to be published as `repo_id` (`ctranslate2`: with its CTranslate2
     export in the repo's `ctranslate2/` folder, and how to use it)."""
@@ -333,7 +338,7 @@ def make_card(folder: str | Path, repo_id: str, license: str = DEFAULT_LICENSE, 
         src_name=LANGUAGE_NAMES.get(src, src),
         tgt_name=LANGUAGE_NAMES.get(tgt, tgt),
         dataset=dataset_label(settings["data"]) if settings.get("data") else None,
-        test_split=settings.get("test_split") if settings.get("data") and Path(settings["data"]).is_dir() else None,
+        test_split=settings.get("test_split") if _read_from_folder(settings) else None,
         d2l_normalize=settings.get("d2l_normalize", False),
         training=_training_summary(_read_json(folder / "trainer_state.json")),
         command=command,
@@ -346,7 +351,7 @@ def make_card(folder: str | Path, repo_id: str, license: str = DEFAULT_LICENSE, 
         lowercased=any("bleu_lowercase" in result for result in evaluations),
         figures=_figures(folder),
         task=TASK if TASK in pipelines else next(iter(pipelines), None),
-        example=example,
+        example=json.dumps(example, ensure_ascii=False),  # a Python literal in the sentence's own letters
         num_beams=generation.get("num_beams", 1),
         ctranslate2="ctranslate2" if ctranslate2 else None,  # `export.PUBLISHED_FOLDER`
     )

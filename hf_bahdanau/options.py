@@ -90,14 +90,27 @@ MODEL_TYPE_NAMES_AND_CLASSES = {name: get_model_type(name) for name in MODEL_TYP
 
 
 def _config_overrides(self: Any, config_class: type[TranslationConfig] | None = None) -> dict[str, Any]:
-    """The model options given (not None), checked to belong to `config_class` (default: `model_type`'s)."""
+    """The model options given (not None), checked to belong to `config_class` (a saved model's; default:
+    `model_type`'s): a one-line ValueError names the options of another model type, and that type."""
+    saved = config_class is not None
     config_class = config_class or get_model_type(self.model_type).config_class
     given = {f.name: getattr(self, f.name) for f in fields(self)[2:] if getattr(self, f.name) is not None}
     foreign = sorted(set(given) - set(config_class.__dataclass_fields__))
     if foreign:
+        owners = [
+            name
+            for name, (other, _) in MODEL_TYPE_NAMES_AND_CLASSES.items()
+            if set(foreign) <= set(other.__dataclass_fields__)
+        ]
+        short = {model_type: name for name, model_type in MODEL_TYPE_NAMES.items()}.get(config_class.model_type)
+        one = len(foreign) == 1
+        hint = f"leave {'it' if one else 'them'} out"
+        if owners and not saved:
+            hint += f" or pass --model_type {owners[0]}"
         raise ValueError(
-            f"--{', --'.join(foreign)} do(es) not apply to a {config_class.model_type} model "
-            f"(its options: see hf-bahdanau train --help)"
+            f"{', '.join(f'--{name}' for name in foreign)} {'is an option' if one else 'are options'} of "
+            f"{' and '.join(owners) + ' models' if owners else 'other model types'}, not of "
+            f"{'the saved' if saved else 'a'} {short or config_class.model_type} model: {hint}"
         )
     return given
 

@@ -446,7 +446,10 @@ def train(
     """
     get_model_type(model_args.model_type)  # an unknown type fails before anything is read
     if model_args.model_name_or_path:  # a saved model of a type we have: no code from its folder runs
-        check_saved_model_type(model_args.model_name_or_path)
+        saved = check_saved_model_type(model_args.model_name_or_path)
+        model_args.config_overrides(saved.config_class)  # options of another model type fail before any reading
+    elif not run_args.resume:  # (a resumed run's type is its checkpoint's: checked once that is found)
+        model_args.config_overrides()
     if not data_args.data or not data_args.src_lang or not data_args.tgt_lang:
         raise ValueError("training needs --data, --src-lang and --tgt-lang")
     if data_args.src_lang == data_args.tgt_lang:

@@ -162,7 +162,8 @@ def plot_training_curves(
 ) -> Figure:
     """Plot a `transformers` Trainer's `state.log_history`: train/eval loss vs step, `metric` beside it.
 
-    The metric panel is drawn only when some entry logs `metric`.
+    The metric panel is drawn only when at least two entries log `metric`: one evaluation is a dot, not a curve (its
+    score is in the log and `trainer_state.json`).
     """
     losses = {key: _series(log_history, key) for key in ("loss", "eval_loss")}
     losses = {key: series for key, series in losses.items() if series[0]}
@@ -170,9 +171,10 @@ def plot_training_curves(
         raise ValueError("log_history has no 'loss' or 'eval_loss' entries")
     metric_steps, metric_values = _series(log_history, metric)
     fig = Figure(figsize=figsize)
-    axes = fig.subplots(1, 2 if metric_values else 1, squeeze=False)[0]
+    curve = len(metric_values) >= 2
+    axes = fig.subplots(1, 2 if curve else 1, squeeze=False)[0]
     _draw(axes[0], losses, "step", "loss")
-    if metric_values:
+    if curve:
         _draw(axes[1], {metric: (metric_steps, metric_values)}, "step", metric)
     fig.tight_layout()
     if path is not None:
