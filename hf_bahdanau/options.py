@@ -166,6 +166,13 @@ class RunArguments:
     early_stopping_patience: int = field(
         default=5, metadata={"help": "Stop after this many evaluations without a better BLEU (0: never)."}
     )
+    average_checkpoints: int = field(
+        default=0,
+        metadata={
+            "help": "Save the mean of the weights of the last N checkpoints as the final model (fairseq's checkpoint "
+            "averaging; 0: off); keeps at least N checkpoints."
+        },
+    )
 
 
 TRAINING_DEFAULTS = dict(

@@ -45,6 +45,7 @@ from transformers.trainer_pt_utils import LengthGroupedSampler
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from . import hub
+from .averaging import average_last_checkpoints, check_averaging
 from .corpus_cache import named_corpus_path
 from .data import (
     corpus_id,
@@ -456,6 +457,7 @@ def train(
         raise ValueError(f"--src-lang and --tgt-lang are both {data_args.src_lang!r}: choose two languages")
     check_training_arguments(training_args)
     check_streaming_arguments(data_args, training_args)
+    check_averaging(run_args.average_checkpoints, training_args)
     if not run_args.resume and model_args.model_name_or_path is None:  # else known once the model is loaded
         check_position_lengths(new_model_table(model_args), data_args, training_args)
     given = Path(training_args.output_dir)
@@ -524,6 +526,8 @@ def _train_in(
         raise KeyboardInterrupt(
             f"interrupted at step {trainer.state.global_step}: checkpoint saved in {work_dir}; continue with --resume"
         )
+    if run_args.average_checkpoints:
+        average_last_checkpoints(trainer, run_args.average_checkpoints)
     save_run(trainer, tokenizer, output_dir, push)
     return trainer
 
