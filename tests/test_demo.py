@@ -7,6 +7,7 @@ import importlib.metadata
 import importlib.util
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -158,14 +159,23 @@ def transformer_folder(tokenizer, tmp_path_factory):
 
 
 @pytest.mark.slow
-def test_a_browser_translates_on_the_page_and_sees_the_attention(transformer_folder, tmp_path, capsys):
+def test_a_browser_translates_on_the_page_and_sees_the_attention(transformer_folder, tmp_path, capsys, monkeypatch):
     browser = load_script("demo_screenshot")
     if importlib.util.find_spec("playwright") is None:
         pytest.skip("playwright is not installed (pip install -e '.[demo]'): the browser test cannot run")
     if not Path(browser.CHROMIUM).is_file():
         pytest.skip(f"no chromium at {browser.CHROMIUM} (apt-get install chromium): the browser test cannot run")
     expected = run_translate_command(transformer_folder, capsys)
-    outside = []
+    outside, refused = [], []  # what the browser, and this process (the server), asked for beyond 127.0.0.1
+    connect = socket.socket.connect
+
+    def local_only(self, address):
+        if self.family in (socket.AF_INET, socket.AF_INET6) and address[0] not in ("127.0.0.1", "::1", "localhost"):
+            refused.append(address)
+            raise ConnectionRefusedError(f"the test refuses {address}")
+        return connect(self, address)
+
+    monkeypatch.setattr(socket.socket, "connect", local_only)
     start = time.perf_counter()
     with browser.served(str(transformer_folder)) as url, browser.page_of(url, outside) as page:
         shown = browser.translate_on_page(page, SENTENCE)
@@ -182,7 +192,7 @@ def test_a_browser_translates_on_the_page_and_sees_the_attention(transformer_fol
     assert layer_and_head == [True, True]  # a Transformer: its layer and head can be chosen
     assert empty["translation"] == "" and empty["message"] == "⚠️ Nothing to translate: type a sentence first."
     assert (tmp_path / "demo.png").stat().st_size > 10_000
-    assert outside == []  # nothing but the demo's own server was asked for anything
+    assert outside == [] and refused == []  # nothing but the demo's own server was asked for anything
 
 
 # ---- a Space ----------------------------------------------------------------------------------------------
