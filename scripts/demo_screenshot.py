@@ -98,6 +98,16 @@ def translate_on_page(page: Any, text: str) -> dict[str, Any]:
             "message": page.locator("#message").inner_text()}  # fmt: skip
 
 
+def choose(page: Any, dropdown: str, option: str) -> str:
+    """Choose `option` in the dropdown of id `dropdown` (e.g. "head", "1") and wait for the attention image to be
+    redrawn; the new image's address."""
+    before = page.locator("#attention img").get_attribute("src")
+    page.locator(f"#{dropdown} input").click()
+    page.get_by_role("option", name=option, exact=True).click()
+    page.wait_for_function("(before) => document.querySelector('#attention img')?.src !== before", arg=before)
+    return page.locator("#attention img").get_attribute("src")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", required=True, help="A model folder or a Hub repo id.")

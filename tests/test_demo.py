@@ -183,13 +183,15 @@ def test_a_browser_translates_on_the_page_and_sees_the_attention(transformer_fol
         if os.environ.get("HF_BAHDANAU_DEMO_SCREENSHOT"):
             page.screenshot(path=os.environ["HF_BAHDANAU_DEMO_SCREENSHOT"], full_page=True)
         layer_and_head = [page.locator(f"#{name}").is_visible() for name in ("layer", "head")]
+        redrawn = [browser.choose(page, "head", "2"), browser.choose(page, "layer", "1")]  # a head, a layer
         empty = browser.translate_on_page(page, "")
     print(f"browser test: {time.perf_counter() - start:.1f} s")
     assert shown["translation"] == expected and shown["message"] == ""
     assert [row[0] for row in shown["rows"]] == ["1", "2", "3"] and shown["rows"][0][2] == expected
     assert all(float(row[1]) <= 0 for row in shown["rows"])
     assert min(shown["image_size"]) > 100  # the attention figure, drawn
-    assert layer_and_head == [True, True]  # a Transformer: its layer and head can be chosen
+    assert layer_and_head == [True, True]  # a Transformer: its layer and head can be chosen, each redraws
+    assert len(set(redrawn)) == 2 and all("/gradio_api/file=" in src for src in redrawn)
     assert empty["translation"] == "" and empty["message"] == "⚠️ Nothing to translate: type a sentence first."
     assert (tmp_path / "demo.png").stat().st_size > 10_000
     assert outside == [] and refused == []  # nothing but the demo's own server was asked for anything
