@@ -134,16 +134,21 @@ def build_demo(
     name = Path(model_dir).resolve().name if Path(model_dir).exists() else model_dir  # a folder, or a repo id
     beams = model.generation_config.num_beams or 1
 
+    def figure_of(
+        maps: AttentionMaps, text: str, layer: int | None, head: int | str | None
+    ) -> tuple[Image | None, str]:
+        """The figure of `maps` (of `layer`, `head`: their choices on the page), and a message (or "")."""
+        if not maps.target_words:
+            return None, "The translation is empty: there is no attention to draw."
+        return attention_image(maps, text, layer, None if head in (None, AVERAGE) else int(head)), ""
+
     def draw(state: dict, chosen: int, layer: int | None, head: int | str | None) -> tuple[Image | None, str]:
         """The figure of hypothesis `chosen` (from 1) of the last translation, and a message (or "")."""
         hypotheses = state.get("hypotheses") or []
         if not 1 <= chosen <= len(hypotheses):
             return None, ""
-        hypothesis = hypotheses[chosen - 1]
-        maps = attention_maps(model, tokenizer, state["text"], target_ids=hypothesis.ids)
-        if not maps.target_words:
-            return None, "The translation is empty: there is no attention to draw."
-        return attention_image(maps, state["text"], layer, None if head in (None, AVERAGE) else int(head)), ""
+        maps = attention_maps(model, tokenizer, state["text"], target_ids=hypotheses[chosen - 1].ids)
+        return figure_of(maps, state["text"], layer, head)
 
     def on_translate(text: str, decoding: str, size: float, progress: gr.Progress = gr.Progress()) -> tuple:  # noqa: B008
         # outputs: message, translation, n-best list, chosen, layer, head, figure, state
@@ -161,9 +166,10 @@ def build_demo(
             gr.Warning(message)
         progress(0.6, desc="drawing the attention")
         state = {"text": text, "hypotheses": hypotheses}
-        layers, heads = attention_maps(model, tokenizer, text, target_ids=hypotheses[0].ids).cross.shape[:2]
+        maps = attention_maps(model, tokenizer, text, target_ids=hypotheses[0].ids)
+        layers, heads = maps.cross.shape[:2]
         selectable = layers > 1 or heads > 1
-        image, said = draw(state, 1, None, None)
+        image, said = figure_of(maps, text, None, None)
         rows = [[rank, round(hypothesis.score, 4), hypothesis.text] for rank, hypothesis in enumerate(hypotheses, 1)]
         return (
             " ".join(filter(None, (message, said))),
