@@ -38,6 +38,13 @@ class TokenizerArguments:
             "to 1,000,000 pairs, a sample of 1,000,000 above)."
         },
     )
+    bpe_dropout: float = field(
+        default=0.0,
+        metadata={
+            "help": "BPE-dropout while training (tokenizers' BPE(dropout=...)): each merge skipped with this "
+            "probability, the train pairs segmented anew each epoch; the saved tokenizer has none (0: off)."
+        },
+    )
 
 
 # Config fields that are not model options: those that are not architecture, the tokenizer's vocabulary size and the

@@ -21,7 +21,9 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Iterable, Iterator, Sequence
+from copy import deepcopy
 from pathlib import Path
+from typing import Any
 
 import datasets
 import numpy as np
@@ -153,6 +155,64 @@ def _build(model: str, vocab_size: int | None, min_freq: int, lowercase: bool) -
     )
     tokenizer.decoder = decoders.Metaspace(prepend_scheme="always")
     return tokenizer, trainer
+
+
+def with_bpe_dropout(tokenizer: PreTrainedTokenizerFast, dropout: float) -> PreTrainedTokenizerFast:
+    """A copy of a BPE `tokenizer` that skips each merge with probability `dropout` (BPE-dropout, Provilkov et al.
+    2020: `tokenizers`' `BPE(dropout=...)`), so a word is split differently from call to call. For training only: the
+    tokenizer itself is unchanged, and the one saved with a model has no dropout (translation is deterministic)."""
+    if not 0 < dropout < 1:
+        raise ValueError(f"BPE-dropout must be a probability between 0 and 1 (exclusive), got {dropout}")
+    model = getattr(tokenizer, "backend_tokenizer", None) and tokenizer.backend_tokenizer.model
+    if not isinstance(model, models.BPE):
+        kind = type(model).__name__ if model is not None else type(tokenizer).__name__
+        raise ValueError(f"BPE-dropout needs a BPE tokenizer (--tokenizer_type bpe), not a {kind} one")
+    copy = deepcopy(tokenizer)
+    copy.backend_tokenizer.model.dropout = dropout
+    return copy
+
+
+def check_bpe_dropout(dropout: float, streaming: bool = False) -> None:
+    """Refuse a `train --bpe_dropout` outside [0, 1), or with --streaming (whose stream is encoded on the fly without
+    it), before any work."""
+    if not 0 <= dropout < 1:
+        raise ValueError(f"--bpe_dropout must be a probability in [0, 1), got {dropout}")
+    if dropout and streaming:
+        raise ValueError("--bpe_dropout works on a map-style corpus, not with --streaming")
+
+
+class BpeDropoutEncoder:
+    """A `datasets` transform (`Dataset.with_transform`) that re-encodes tokenized pairs (`input_ids`, `labels`) with
+    BPE-dropout each time they are read: the ids are decoded with `tokenizer` and encoded again with a dropout copy
+    of it, cut to the lengths as `tokenize_corpus` cuts them (keeping `</s>`)."""
+
+    def __init__(
+        self, tokenizer: PreTrainedTokenizerFast, dropout: float, max_source_length: int, max_target_length: int
+    ) -> None:
+        self.tokenizer = tokenizer
+        self.dropout_tokenizer = with_bpe_dropout(tokenizer, dropout)
+        self.lengths = (max_source_length, max_target_length)
+
+    def __call__(self, batch: dict[str, list[Any]]) -> dict[str, list[Any]]:
+        from .data import pair_encoder
+
+        sources = self.tokenizer.batch_decode(batch["input_ids"], skip_special_tokens=True)
+        targets = self.tokenizer.batch_decode(batch["labels"], skip_special_tokens=True)
+        encode = pair_encoder(self.dropout_tokenizer, "src", "tgt", *self.lengths)
+        encoded = encode({"translation": [{"src": s, "tgt": t} for s, t in zip(sources, targets, strict=True)]})
+        return {name: encoded[name] for name in ("input_ids", "attention_mask", "labels")}
+
+
+def bpe_dropout_view(
+    dataset: datasets.Dataset,
+    tokenizer: PreTrainedTokenizerFast,
+    dropout: float,
+    max_source_length: int,
+    max_target_length: int,
+) -> datasets.Dataset:
+    """`dataset` (tokenized pairs) read through `BpeDropoutEncoder`: every read, hence every epoch, segments the
+    words anew. Its Arrow data (the lengths that length grouping reads) stays the deterministic encoding."""
+    return dataset.with_transform(BpeDropoutEncoder(tokenizer, dropout, max_source_length, max_target_length))
 
 
 def train_tokenizer(

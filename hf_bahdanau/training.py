@@ -83,7 +83,13 @@ from .streaming import (
     stream_train_pairs,
     tokenized_stream,
 )
-from .tokenization import DEFAULT_TRAIN_SAMPLES, check_tokenizer_location, train_tokenizer
+from .tokenization import (
+    DEFAULT_TRAIN_SAMPLES,
+    bpe_dropout_view,
+    check_bpe_dropout,
+    check_tokenizer_location,
+    train_tokenizer,
+)
 from .visualization import plot_training_curves
 
 logger = logging.getLogger(__name__)
@@ -458,6 +464,7 @@ def train(
     check_training_arguments(training_args)
     check_streaming_arguments(data_args, training_args)
     check_averaging(run_args.average_checkpoints, training_args)
+    check_bpe_dropout(tokenizer_args.bpe_dropout, data_args.streaming)
     if not run_args.resume and model_args.model_name_or_path is None:  # else known once the model is loaded
         check_position_lengths(new_model_table(model_args), data_args, training_args)
     given = Path(training_args.output_dir)
@@ -505,6 +512,9 @@ def _train_in(
         )
         if data_args.streaming:
             tokenized["train"] = _train_stream(data_args, training_args, tokenizer)
+        elif tokenizer_args.bpe_dropout:  # the train pairs re-encoded with dropout each read; the tokenizer as is
+            lengths = (data_args.max_source_length, data_args.max_target_length)
+            tokenized["train"] = bpe_dropout_view(tokenized["train"], tokenizer, tokenizer_args.bpe_dropout, *lengths)
         apply_generation_settings(model, training_args)
         training_args.output_dir = str(work_dir)
         trainer = build_trainer(model, tokenizer, tokenized, training_args, run_args)
