@@ -1,8 +1,9 @@
 """hf_bahdanau: d2l's attention translation models as first-class Hugging Face models.
 
-Importing the package registers both model types (`bahdanau`, `d2l_transformer`) with `AutoConfig` and
-`AutoModelForSeq2SeqLM`, and the translation pipeline (see `hf_bahdanau.pipelines`); the `hf-bahdanau` command
-registers them once its arguments are parsed. Public names are imported on first use.
+Importing the package registers both model types (`bahdanau`, `d2l_transformer`) with `AutoConfig`,
+`AutoModelForSeq2SeqLM` and `AutoModel` (the base model), and the translation pipeline (see
+`hf_bahdanau.pipelines`); the `hf-bahdanau` command registers them once its arguments are parsed. Public names are
+imported on first use.
 """
 
 import importlib
@@ -25,9 +26,10 @@ _EXPORTS = {
     "export": ("CTranslate2Translator", "export_ctranslate2"),
     "kernel_regression": ("AveragePooling", "NonParametricPooling", "NWKernelRegression"),
     "metrics": ("bleu", "load_metric", "make_compute_metrics"),
-    "modeling_bahdanau": ("BahdanauForConditionalGeneration", "BahdanauPreTrainedModel"),
-    "modeling_transformer": ("TransformerForConditionalGeneration", "TransformerPreTrainedModel"),
-    "modeling_translation": ("GENERATION_DEFAULTS", "TranslationPreTrainedModel"),
+    "modeling_bahdanau": ("BahdanauForConditionalGeneration", "BahdanauModel", "BahdanauPreTrainedModel"),
+    "modeling_transformer": ("TransformerForConditionalGeneration", "TransformerModel", "TransformerPreTrainedModel"),
+    "modeling_translation": ("GENERATION_DEFAULTS", "TranslationForConditionalGeneration", "TranslationModel",
+                             "TranslationPreTrainedModel"),
     "quantization": ("QUANTIZATIONS", "quantize_for_cpu"),
     "models": ("MODEL_TYPES", "get_model_type", "register_auto_classes"),
     "pipelines": ("TASK", "TranslationPipeline", "register_pipeline", "save_for_pipeline"),
@@ -69,6 +71,7 @@ __all__ = [
     "AveragePooling",
     "BahdanauConfig",
     "BahdanauForConditionalGeneration",
+    "BahdanauModel",
     "BahdanauPreTrainedModel",
     "BilinearAttention",
     "CTranslate2Translator",
@@ -83,8 +86,11 @@ __all__ = [
     "TASK",
     "TransformerConfig",
     "TransformerForConditionalGeneration",
+    "TransformerModel",
     "TransformerPreTrainedModel",
     "TranslationConfig",
+    "TranslationForConditionalGeneration",
+    "TranslationModel",
     "TranslationPipeline",
     "TranslationPreTrainedModel",
     "attention_maps",

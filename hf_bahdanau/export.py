@@ -98,12 +98,13 @@ class D2LTransformerLoader(ModelLoader):
             pre_norm=config.norm_first,
             activation=activation,
         )
-        self.set_stack(spec.encoder, model.encoder, spec.encoder.embeddings[0])
-        self.set_stack(spec.decoder, model.decoder, spec.decoder.embeddings)
-        for layer_spec, layer in zip(spec.encoder.layer, model.encoder.layers, strict=True):
+        encoder, decoder = model.get_encoder(), model.get_decoder()
+        self.set_stack(spec.encoder, encoder, spec.encoder.embeddings[0])
+        self.set_stack(spec.decoder, decoder, spec.decoder.embeddings)
+        for layer_spec, layer in zip(spec.encoder.layer, encoder.layers, strict=True):
             self.set_attention(layer_spec.self_attention, layer.self_attn, layer.self_attn_norm, self_attention=True)
             self.set_ffn(layer_spec.ffn, layer)
-        for layer_spec, layer in zip(spec.decoder.layer, model.decoder.layers, strict=True):
+        for layer_spec, layer in zip(spec.decoder.layer, decoder.layers, strict=True):
             self.set_attention(layer_spec.self_attention, layer.self_attn, layer.self_attn_norm, self_attention=True)
             self.set_attention(layer_spec.attention, layer.cross_attn, layer.cross_attn_norm, self_attention=False)
             self.set_ffn(layer_spec.ffn, layer)
@@ -156,7 +157,7 @@ class D2LTransformerLoader(ModelLoader):
         config.unk_token = tokenizer.unk_token or config.unk_token
         config.decoder_start_token = tokenizer.convert_ids_to_tokens(ids.decoder_start_token_id)
         config.add_source_eos = False  # the tokenizer appended it
-        config.layer_norm_epsilon = model.decoder.layers[0].ffn_norm.norm.eps
+        config.layer_norm_epsilon = model.get_decoder().layers[0].ffn_norm.norm.eps
 
 
 class D2LTransformerConverter(Converter):

@@ -3,22 +3,30 @@
 Encoder: embedding -> (bi)GRU/LSTM over the unpadded tokens -> outputs (the attention keys and values) and the
 decoder's initial state (through a learned bridge when bidirectional). Decoder, at each step: the previous
 top-layer state is the query, attention over the encoder outputs (padding masked) gives a context, and
-`[context; embedding]` is the RNN input; a linear layer maps the RNN outputs to logits.
+`[context; embedding]` is the RNN input. `BahdanauModel` is the encoder-decoder; `BahdanauForConditionalGeneration`
+adds a linear layer that maps the RNN outputs to logits.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import nn
 from transformers import GenerationMixin
 from transformers import initialization as init
-from transformers.modeling_outputs import BaseModelOutputWithPastAndCrossAttentions, ModelOutput
+from transformers.modeling_outputs import BaseModelOutputWithPastAndCrossAttentions, ModelOutput, Seq2SeqModelOutput
 
 from .attention import AdditiveAttention, BilinearAttention, DotProductAttention, ScoredAttention
 from .configuration_bahdanau import BahdanauConfig
-from .modeling_translation import TranslationPreTrainedModel, check_beams_keep_their_source, check_source
+from .modeling_translation import (
+    TranslationForConditionalGeneration,
+    TranslationModel,
+    TranslationPreTrainedModel,
+    check_beams_keep_their_source,
+    check_source,
+)
 
 
 @dataclass
@@ -265,7 +273,6 @@ class BahdanauDecoder(nn.Module):
 class BahdanauPreTrainedModel(TranslationPreTrainedModel):
     config: BahdanauConfig
     config_class = BahdanauConfig
-    base_model_prefix = "bahdanau"
     _is_stateful = True  # the recurrent state cannot be cropped, so no assisted generation
 
     @torch.no_grad()
@@ -293,61 +300,70 @@ class BahdanauPreTrainedModel(TranslationPreTrainedModel):
         return False
 
 
-class BahdanauForConditionalGeneration(BahdanauPreTrainedModel, GenerationMixin):  # listed: see can_generate
-    """The Bahdanau attention seq2seq with a language-model head, ready for `generate()`."""
+class BahdanauModel(BahdanauPreTrainedModel, TranslationModel):
+    """The bare Bahdanau encoder-decoder: the decoder RNN's outputs for the target tokens, no head."""
 
     def __init__(self, config: BahdanauConfig) -> None:
         super().__init__(config)
         self.encoder = BahdanauEncoder(config)
         self.decoder = BahdanauDecoder(config)
-        self.lm_head = nn.Linear(config.hidden_size, config.vocab_size)
         self.post_init()
 
-    def _decode(
-        self,
-        decoder_input_ids: torch.LongTensor,  # (batch, tgt_len)
-        encoder_outputs: BahdanauEncoderOutput,
-        source_mask: torch.Tensor | None,  # (batch, src_len), bool; None: no padding
-        cache: BahdanauDecoderState | None,
-        **options: bool,
-    ) -> tuple[BaseModelOutputWithPastAndCrossAttentions, torch.Tensor]:
+
+class BahdanauForConditionalGeneration(
+    BahdanauPreTrainedModel, TranslationForConditionalGeneration, GenerationMixin
+):  # GenerationMixin listed: see can_generate
+    """The Bahdanau attention seq2seq: `BahdanauModel` (under `model`) with a language-model head, ready for
+    `generate()`."""
+
+    base_model_class = BahdanauModel
+
+    def _decode(self, decoder_input_ids: torch.LongTensor, **inputs: Any) -> tuple[Seq2SeqModelOutput, torch.Tensor]:
         """As the base class's, or with scheduled sampling in training (`teacher_forcing_ratio` < 1)."""
         if self.training and self.config.teacher_forcing_ratio < 1.0:
-            return self._decode_with_scheduled_sampling(
-                decoder_input_ids, encoder_outputs, source_mask, cache, **options
-            )
-        return super()._decode(decoder_input_ids, encoder_outputs, source_mask, cache, **options)
+            return self._decode_with_scheduled_sampling(decoder_input_ids, **inputs)
+        return super()._decode(decoder_input_ids, **inputs)
 
     def _decode_with_scheduled_sampling(
-        self,
-        decoder_input_ids: torch.LongTensor,  # (batch, tgt_len)
-        encoder_outputs: BahdanauEncoderOutput,
-        source_mask: torch.Tensor | None,  # (batch, src_len); None: no padding
-        state: BahdanauDecoderState | None,
-        **options: bool,
-    ) -> tuple[BaseModelOutputWithPastAndCrossAttentions, torch.Tensor]:
+        self, decoder_input_ids: torch.LongTensor, **inputs: Any
+    ) -> tuple[Seq2SeqModelOutput, torch.Tensor]:
         """Scheduled sampling: after the first step, each sequence is fed its gold previous token with probability
-        `teacher_forcing_ratio`, else the model's own greedy prediction."""
+        `teacher_forcing_ratio`, else the model's own greedy prediction; one base-model call per step."""
+        use_cache = inputs.pop("use_cache")
+        for name in ("output_attentions", "output_hidden_states"):  # None: the config's
+            inputs[name] = getattr(self.config, name) if inputs[name] is None else inputs[name]
+        inputs["encoder_outputs"] = self.model.encode(
+            inputs.pop("input_ids"),
+            inputs["attention_mask"],
+            inputs["encoder_outputs"],
+            inputs["output_attentions"],
+            inputs["output_hidden_states"],
+        )  # once for all steps
         steps, logits = [], []
         step_input = decoder_input_ids[:, :1]  # (batch, 1)
         for step in range(decoder_input_ids.shape[1]):
-            steps.append(self.decoder(step_input, encoder_outputs, source_mask, state, **options))
-            state = steps[-1].cache
-            logits.append(self.lm_head(steps[-1].last_hidden_state))  # (batch, 1, vocab)
+            outputs, step_logits = super()._decode(step_input, use_cache=True, **inputs)
+            steps.append(outputs)
+            logits.append(step_logits)  # (batch, 1, vocab)
+            inputs["cache"] = outputs.cache
             if step + 1 < decoder_input_ids.shape[1]:
                 gold = decoder_input_ids[:, step + 1 : step + 2]
                 use_gold = torch.rand(gold.shape, device=gold.device) < self.config.teacher_forcing_ratio
-                step_input = torch.where(use_gold, gold, logits[-1].argmax(-1))
+                step_input = torch.where(use_gold, gold, step_logits.argmax(-1))
 
         def joined(name: str, dim: int) -> tuple[torch.Tensor, ...] | None:
             parts = [getattr(output, name) for output in steps]
             return None if parts[0] is None else tuple(torch.cat(p, dim) for p in zip(*parts, strict=True))
 
-        outputs = BaseModelOutputWithPastAndCrossAttentions(
+        first = steps[0]
+        outputs = Seq2SeqModelOutput(
             last_hidden_state=torch.cat([output.last_hidden_state for output in steps], dim=1),
-            cache=state,
-            hidden_states=joined("hidden_states", 1),
+            cache=inputs["cache"] if use_cache else None,
+            decoder_hidden_states=joined("decoder_hidden_states", 1),
             cross_attentions=joined("cross_attentions", 2),
+            encoder_last_hidden_state=first.encoder_last_hidden_state,
+            encoder_hidden_states=first.encoder_hidden_states,
+            encoder_attentions=first.encoder_attentions,
         )
         return outputs, torch.cat(logits, dim=1)
 
@@ -356,5 +372,6 @@ __all__ = [
     "BahdanauDecoderState",
     "BahdanauEncoderOutput",
     "BahdanauForConditionalGeneration",
+    "BahdanauModel",
     "BahdanauPreTrainedModel",
 ]

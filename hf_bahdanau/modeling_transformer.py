@@ -3,7 +3,8 @@
 Encoder: embedding (x sqrt(d_model)) + sinusoidal positions -> blocks of [self-attention, AddNorm, position-wise
 FFN, AddNorm]. Decoder: the same with causal self-attention and encoder-decoder attention between them; a linear
 layer maps its outputs to logits. Positions count from each sentence's first real token, so left padding does
-not shift a sentence. Generation caches the decoder's self-attention keys/values (growing by one step each call)
+not shift a sentence. `TransformerModel` is the encoder-decoder; `TransformerForConditionalGeneration` adds the
+head. Generation caches the decoder's self-attention keys/values (growing by one step each call)
 and the cross-attention keys/values (projected once per source, one copy for all the beams of a sentence) in
 transformers' `EncoderDecoderCache`.
 """
@@ -25,7 +26,13 @@ from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
 from .attention import MultiHeadAttention, PositionalEncoding
 from .configuration_transformer import TransformerConfig
-from .modeling_translation import TranslationPreTrainedModel, check_beams_keep_their_source, check_source
+from .modeling_translation import (
+    TranslationForConditionalGeneration,
+    TranslationModel,
+    TranslationPreTrainedModel,
+    check_beams_keep_their_source,
+    check_source,
+)
 
 Attended = tuple[torch.Tensor, torch.Tensor | None]  # (output, attention weights or None)
 
@@ -305,7 +312,6 @@ class TransformerDecoder(TransformerStack):
 class TransformerPreTrainedModel(TranslationPreTrainedModel):
     config: TransformerConfig
     config_class = TransformerConfig
-    base_model_prefix = "transformer"
     _supports_sdpa = True
     supports_gradient_checkpointing = True  # the encoder and decoder layers are GradientCheckpointingLayers
 
@@ -326,15 +332,22 @@ class TransformerPreTrainedModel(TranslationPreTrainedModel):
             init.copy_(module.P, PositionalEncoding.table(*module.P.shape[1:]))
 
 
-class TransformerForConditionalGeneration(TransformerPreTrainedModel, GenerationMixin):  # listed: see can_generate
-    """d2l's Transformer with a language-model head, ready for `generate()`."""
+class TransformerModel(TransformerPreTrainedModel, TranslationModel):
+    """The bare d2l Transformer encoder-decoder: the decoder's outputs for the target tokens, no head."""
 
     def __init__(self, config: TransformerConfig) -> None:
         super().__init__(config)
         self.encoder = TransformerEncoder(config)
         self.decoder = TransformerDecoder(config)
-        self.lm_head = nn.Linear(config.d_model, config.vocab_size)
         self.post_init()
 
 
-__all__ = ["TransformerForConditionalGeneration", "TransformerPreTrainedModel"]
+class TransformerForConditionalGeneration(
+    TransformerPreTrainedModel, TranslationForConditionalGeneration, GenerationMixin
+):  # GenerationMixin listed: see can_generate
+    """d2l's Transformer: `TransformerModel` (under `model`) with a language-model head, ready for `generate()`."""
+
+    base_model_class = TransformerModel
+
+
+__all__ = ["TransformerForConditionalGeneration", "TransformerModel", "TransformerPreTrainedModel"]

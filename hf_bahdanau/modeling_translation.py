@@ -1,11 +1,17 @@
-"""What both translation models share: the `PreTrainedModel` + `GenerationMixin` base of an encoder, a decoder and
-a language-model head.
+"""What both translation models share, split as transformers' `MarianModel` / `MarianMTModel`:
 
-A model defines `encoder` (called as `encoder(input_ids, attention_mask, output_attentions=,
-output_hidden_states=)`, returning a batch-first `ModelOutput`), `decoder` (see `TranslationPreTrainedModel._decode`)
-and `lm_head`; the base does the rest: input checks, labels -> decoder inputs, the loss, outputs as transformers
-expects them, embedding access with tying, generation defaults and clear loading errors. This file is copied into
-saved model folders (`trust_remote_code`), so it imports nothing but torch, safetensors and transformers.
+- `TranslationPreTrainedModel`: loading and saving with clear errors, tied embeddings, resizing;
+- `TranslationModel`: the bare encoder-decoder (no head). A model type's subclass sets `encoder` (called as
+  `encoder(input_ids, attention_mask, output_attentions=, output_hidden_states=)`, returning a batch-first
+  `ModelOutput`) and `decoder` (called as `decoder(decoder_input_ids, encoder_outputs, source_mask, cache, **options)`,
+  see `TranslationModel.forward`); it returns a `Seq2SeqModelOutput`;
+- `TranslationForConditionalGeneration`: the base model under `model` (`base_model_prefix`) and an `lm_head`, with
+  labels -> decoder inputs, the loss and `generate()`.
+
+Folders saved before the split hold `encoder.*`, `decoder.*`, `lm_head.*`: transformers' loading adds the
+`base_model_prefix` ("model.") to a checkpoint key that exists only under it, and a state dict loaded with
+`load_state_dict` (e.g. the Trainer's resume) is renamed by `rename_unprefixed_keys`. This file is copied into saved
+model folders (`trust_remote_code`), so it imports nothing but torch, safetensors and transformers.
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ from safetensors import SafetensorError
 from torch import nn
 from torch.nn import functional as F
 from transformers import GenerationConfig, GenerationMixin, PreTrainedModel
-from transformers.modeling_outputs import BaseModelOutputWithPastAndCrossAttentions, ModelOutput, Seq2SeqLMOutput
+from transformers.modeling_outputs import ModelOutput, Seq2SeqLMOutput, Seq2SeqModelOutput
 from transformers.utils import logging as transformers_logging
 from transformers.utils.deprecation import deprecate_kwarg
 
@@ -127,27 +133,39 @@ def quantizer(quantize: str) -> Callable[[nn.Module], nn.Module]:
     )
 
 
-class TranslationPreTrainedModel(PreTrainedModel, GenerationMixin):
-    """Base of the translation models: an `encoder`, a `decoder` and an `lm_head` over one joint vocabulary."""
+class TranslationPreTrainedModel(PreTrainedModel):
+    """Base of the translation models (encoder-decoder over one joint vocabulary, with or without `lm_head`)."""
 
     config: TranslationConfig
     config_class = TranslationConfig
+    base_model_prefix = "model"
     main_input_name = "input_ids"
     supports_gradient_checkpointing = False
-    _warned_length_bound = False  # see `_prepare_generated_length`
     quantization: str | None = None  # "int8" after `hf_bahdanau.quantization.quantize_for_cpu`
 
     def post_init(self) -> None:
-        """Declare the tied weights, initialise, and give a new model the translation generation defaults."""
-        self._tied_weights_keys = {"lm_head.weight": "decoder.embed_tokens.weight"}
-        if self.config.tie_encoder_decoder_embeddings:
-            self._tied_weights_keys["encoder.embed_tokens.weight"] = "decoder.embed_tokens.weight"
+        """Declare the tied weights, initialise, and give a new generating model the translation generation defaults."""
+        self._tied_weights_keys = self._tied_embeddings()
         super().post_init()
+        if not self.can_generate():
+            return
         defaults = dict(GENERATION_DEFAULTS)
         table = getattr(self.config, "max_position_embeddings", None)
         if table is not None:  # a Transformer's translations are no longer than its position table
             defaults["max_new_tokens"] = min(defaults["max_new_tokens"], table)
         self.generation_config.update(**defaults)
+
+    def _tied_embeddings(self) -> dict[str, str]:
+        """`_tied_weights_keys` of the encoder-decoder: `{tied weight: the decoder embedding it shares}` (transformers
+        ties them only when `config.tie_word_embeddings`)."""
+        if self.config.tie_encoder_decoder_embeddings:
+            return {"encoder.embed_tokens.weight": "decoder.embed_tokens.weight"}
+        return {}
+
+    def _load_from_state_dict(self, state_dict: dict[str, Any], prefix: str, *args: Any, **kwargs: Any) -> None:
+        """`nn.Module`'s, after `rename_unprefixed_keys` (a state dict saved before the base-model split)."""
+        rename_unprefixed_keys(self, state_dict, prefix)
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     @classmethod
     def from_pretrained(
@@ -204,8 +222,46 @@ class TranslationPreTrainedModel(PreTrainedModel, GenerationMixin):
             )
         super().save_pretrained(save_directory, *args, **kwargs)
 
+    def resize_token_embeddings(
+        self, new_num_tokens: int | None = None, pad_to_multiple_of: int | None = None, mean_resizing: bool = True
+    ) -> nn.Embedding:
+        """Resize the decoder (and untied encoder) embeddings and the output layer to a new vocabulary size."""
+        embeddings = super().resize_token_embeddings(new_num_tokens, pad_to_multiple_of, mean_resizing)
+        encoder = self.get_encoder()
+        if not self.config.tie_encoder_decoder_embeddings:  # the base class only resizes the decoder's
+            encoder.embed_tokens = self._get_resized_embeddings(
+                encoder.embed_tokens, embeddings.num_embeddings, mean_resizing=mean_resizing
+            )
+        return embeddings
+
+
+def rename_unprefixed_keys(model: TranslationPreTrainedModel, state_dict: dict[str, Any], prefix: str = "") -> None:
+    """Rename in place the keys of a head model's state dict saved before the base-model split (`encoder.*`,
+    `decoder.*`) to today's (`model.encoder.*`, ...), for `load_state_dict` (`from_pretrained` adds the prefix itself).
+    """
+    base = getattr(model, model.base_model_prefix, None)
+    if base is None or base is model:  # a base model: its keys never had a prefix
+        return
+    for key in [key for key in state_dict if key.startswith(prefix)]:
+        name = key[len(prefix) :]
+        if name.split(".", 1)[0] in ("encoder", "decoder"):
+            state_dict[f"{prefix}{model.base_model_prefix}.{name}"] = state_dict.pop(key)
+
+
+class TranslationModel(TranslationPreTrainedModel):
+    """The bare encoder-decoder, as transformers' `MarianModel`: `forward` returns the decoder's last hidden states
+    with the encoder's outputs (no head, no loss). A model type's subclass sets `encoder` and `decoder`."""
+
+    _keys_to_ignore_on_load_unexpected = [r"^lm_head\."]  # a head model's folder loads as its base model
+
+    encoder: nn.Module
+    decoder: nn.Module
+
     def get_encoder(self, modality: str | None = None) -> nn.Module:
         return self.encoder
+
+    def get_decoder(self) -> nn.Module:
+        return self.decoder
 
     def get_input_embeddings(self) -> nn.Embedding:
         return self.decoder.embed_tokens
@@ -215,22 +271,134 @@ class TranslationPreTrainedModel(PreTrainedModel, GenerationMixin):
         if self.config.tie_encoder_decoder_embeddings:
             self.encoder.embed_tokens = value
 
+    def encode(
+        self,
+        input_ids: torch.LongTensor | None,
+        attention_mask: torch.Tensor | None,
+        encoder_outputs: ModelOutput | tuple | None = None,
+        output_attentions: bool = False,
+        output_hidden_states: bool = False,
+    ) -> ModelOutput:
+        """The encoder's outputs for `input_ids` `(batch, src_len)`, or `encoder_outputs` as given (a tuple as the
+        encoder's output class)."""
+        if encoder_outputs is None:
+            if input_ids is None:
+                raise ValueError("pass input_ids or encoder_outputs")
+            return self.encoder(
+                input_ids,
+                attention_mask,
+                output_attentions=output_attentions,
+                output_hidden_states=output_hidden_states,
+            )
+        if not isinstance(encoder_outputs, ModelOutput):
+            return self.encoder.output_class(*encoder_outputs)
+        return encoder_outputs
+
+    @deprecate_kwarg("past_key_values", "6.0.0", new_name="cache", raise_if_both_names=True)  # before 5.24
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        decoder_input_ids: torch.LongTensor | None = None,
+        encoder_outputs: ModelOutput | tuple | None = None,
+        cache: Any = None,
+        use_cache: bool | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+        source_repeats: int = 1,
+        **kwargs: Any,  # generation and Trainer extras
+    ) -> Seq2SeqModelOutput | tuple:
+        """The decoder's last hidden states `(batch, tgt_len, hidden)` for `decoder_input_ids` `(batch, tgt_len)`
+        attending to the source `input_ids` `(batch, src_len)` (or its `encoder_outputs`), with the encoder's outputs.
+
+        With `cache` (the state returned by the previous call) only the new decoder tokens are read.
+        `source_repeats`: each source row is repeated this many times in a row (`generate` passes it at every step, for
+        the beams or returned sequences of a sentence); the decoder keeps one copy of each source for its rows.
+        """
+        output_attentions = output_attentions if output_attentions is not None else self.config.output_attentions
+        output_hidden_states = (
+            output_hidden_states if output_hidden_states is not None else self.config.output_hidden_states
+        )
+        return_dict = return_dict if return_dict is not None else self.config.return_dict
+        use_cache = use_cache if use_cache is not None else self.config.use_cache
+        if decoder_input_ids is None:
+            raise ValueError("pass decoder_input_ids")
+        if cache is None or cache.get_seq_length() == 0:  # later steps feed generated tokens
+            check_ids("decoder_input_ids", decoder_input_ids, self.config.vocab_size)
+        encoder_outputs = self.encode(
+            input_ids, attention_mask, encoder_outputs, output_attentions, output_hidden_states
+        )
+        source_mask = attention_mask.bool() if attention_mask is not None else None  # None: no padding
+        decoder_outputs = self.decoder(
+            decoder_input_ids,
+            encoder_outputs,
+            source_mask,
+            cache,
+            use_cache=use_cache,
+            output_attentions=output_attentions,
+            output_hidden_states=output_hidden_states,
+            source_repeats=source_repeats,
+        )
+        output = Seq2SeqModelOutput(
+            last_hidden_state=decoder_outputs.last_hidden_state,
+            cache=decoder_outputs.cache if use_cache else None,
+            decoder_hidden_states=decoder_outputs.hidden_states,
+            decoder_attentions=decoder_outputs.attentions,
+            cross_attentions=decoder_outputs.cross_attentions,
+            encoder_last_hidden_state=encoder_outputs.last_hidden_state,
+            encoder_hidden_states=encoder_outputs.hidden_states,
+            encoder_attentions=encoder_outputs.attentions,
+        )
+        return output if return_dict else output.to_tuple()
+
+
+class TranslationForConditionalGeneration(TranslationPreTrainedModel, GenerationMixin):
+    """The base model (`base_model_class`, under `model`) and an `lm_head` over the vocabulary, as transformers'
+    `MarianMTModel`: logits, the loss from `labels`, and `generate()`."""
+
+    base_model_class: type[TranslationModel]
+    _warned_length_bound = False  # see `_prepare_generated_length`
+
+    def __init__(self, config: TranslationConfig) -> None:
+        super().__init__(config)
+        self.model = self.base_model_class(config)
+        self.lm_head = nn.Linear(config.hidden_size, config.vocab_size)
+        self.post_init()
+
+    def _tied_embeddings(self) -> dict[str, str]:
+        prefix = self.base_model_prefix
+        tied = {f"{prefix}.{key}": f"{prefix}.{value}" for key, value in super()._tied_embeddings().items()}
+        return {"lm_head.weight": f"{prefix}.decoder.embed_tokens.weight", **tied}
+
+    def save_pretrained(self, save_directory: str | os.PathLike, *args: Any, **kwargs: Any) -> None:
+        """`TranslationPreTrainedModel.save_pretrained`; a folder with remote code (`register_for_auto_class`) maps
+        `AutoModel` to the base model too, in its config's `auto_map` (the file is the one copied for this class)."""
+        if self.is_remote_code():
+            base = self.base_model_class
+            self.config.auto_map = {
+                **(getattr(self.config, "auto_map", None) or {}),
+                "AutoModel": f"{base.__module__.rsplit('.', 1)[-1]}.{base.__name__}",
+            }
+        super().save_pretrained(save_directory, *args, **kwargs)
+
+    def get_encoder(self, modality: str | None = None) -> nn.Module:
+        return self.model.get_encoder()
+
+    def get_decoder(self) -> nn.Module:
+        return self.model.get_decoder()
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.model.get_input_embeddings()
+
+    def set_input_embeddings(self, value: nn.Embedding) -> None:
+        self.model.set_input_embeddings(value)
+
     def get_output_embeddings(self) -> nn.Linear:
         return self.lm_head
 
     def set_output_embeddings(self, new_embeddings: nn.Linear) -> None:
         self.lm_head = new_embeddings
-
-    def resize_token_embeddings(
-        self, new_num_tokens: int | None = None, pad_to_multiple_of: int | None = None, mean_resizing: bool = True
-    ) -> nn.Embedding:
-        """Resize the decoder (and untied encoder) embeddings and the output layer to a new vocabulary size."""
-        embeddings = super().resize_token_embeddings(new_num_tokens, pad_to_multiple_of, mean_resizing)
-        if not self.config.tie_encoder_decoder_embeddings:  # the base class only resizes the decoder's
-            self.encoder.embed_tokens = self._get_resized_embeddings(
-                self.encoder.embed_tokens, embeddings.num_embeddings, mean_resizing=mean_resizing
-            )
-        return embeddings
 
     def prepare_decoder_input_ids_from_labels(self, labels: torch.Tensor) -> torch.Tensor:
         return shift_tokens_right(labels, self.config.pad_token_id, self.config.decoder_start_token_id)
@@ -318,15 +486,9 @@ class TranslationPreTrainedModel(PreTrainedModel, GenerationMixin):
     ) -> Seq2SeqLMOutput | tuple:
         """Logits `(batch, tgt_len, vocab)`; `loss` when `labels` `(batch, tgt_len)` are given (-100 ignored).
 
-        With `cache` (the state returned by the previous call) only the new decoder tokens are read.
-        `num_items_in_batch` (from the Trainer) makes the loss a sum divided by it, for gradient accumulation.
-        `source_repeats`: each source row is repeated this many times in a row (`generate` passes it at every step, for
-        the beams or returned sequences of a sentence); the decoder keeps one copy of each source for its rows.
+        The other arguments are the base model's (`TranslationModel.forward`). `num_items_in_batch` (from the Trainer)
+        makes the loss a sum divided by it, for gradient accumulation.
         """
-        output_attentions = output_attentions if output_attentions is not None else self.config.output_attentions
-        output_hidden_states = (
-            output_hidden_states if output_hidden_states is not None else self.config.output_hidden_states
-        )
         return_dict = return_dict if return_dict is not None else self.config.return_dict
         if labels is not None:
             if self.training and self.quantization is not None:  # its int8 layers have no gradients
@@ -337,30 +499,14 @@ class TranslationPreTrainedModel(PreTrainedModel, GenerationMixin):
             use_cache = False
             if decoder_input_ids is None:
                 decoder_input_ids = self.prepare_decoder_input_ids_from_labels(labels)
-        use_cache = use_cache if use_cache is not None else self.config.use_cache
         if decoder_input_ids is None:
             raise ValueError("pass decoder_input_ids or labels")
-        if cache is None or cache.get_seq_length() == 0:  # later steps feed generated tokens
-            check_ids("decoder_input_ids", decoder_input_ids, self.config.vocab_size)
-
-        if encoder_outputs is None:
-            if input_ids is None:
-                raise ValueError("pass input_ids or encoder_outputs")
-            encoder_outputs = self.encoder(
-                input_ids,
-                attention_mask,
-                output_attentions=output_attentions,
-                output_hidden_states=output_hidden_states,
-            )
-        elif not isinstance(encoder_outputs, ModelOutput):
-            encoder_outputs = self.encoder.output_class(*encoder_outputs)
-        source = encoder_outputs.last_hidden_state  # (batch, src_len, d)
-        source_mask = attention_mask.bool() if attention_mask is not None else None  # None: no padding
-        decoder_outputs, logits = self._decode(
+        outputs, logits = self._decode(
             decoder_input_ids,
-            encoder_outputs,
-            source_mask,
-            cache,
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            encoder_outputs=encoder_outputs,
+            cache=cache,
             use_cache=use_cache,
             output_attentions=output_attentions,
             output_hidden_states=output_hidden_states,
@@ -369,26 +515,20 @@ class TranslationPreTrainedModel(PreTrainedModel, GenerationMixin):
         output = Seq2SeqLMOutput(
             loss=None if labels is None else self._loss(labels, num_items_in_batch, logits),
             logits=logits,
-            cache=decoder_outputs.cache if use_cache else None,
-            decoder_hidden_states=decoder_outputs.hidden_states,
-            decoder_attentions=decoder_outputs.attentions,
-            cross_attentions=decoder_outputs.cross_attentions,
-            encoder_last_hidden_state=source,
-            encoder_hidden_states=encoder_outputs.hidden_states,
-            encoder_attentions=encoder_outputs.attentions,
+            cache=outputs.cache,
+            decoder_hidden_states=outputs.decoder_hidden_states,
+            decoder_attentions=outputs.decoder_attentions,
+            cross_attentions=outputs.cross_attentions,
+            encoder_last_hidden_state=outputs.encoder_last_hidden_state,
+            encoder_hidden_states=outputs.encoder_hidden_states,
+            encoder_attentions=outputs.encoder_attentions,
         )
         return output if return_dict else output.to_tuple()
 
-    def _decode(
-        self,
-        decoder_input_ids: torch.LongTensor,  # (batch, tgt_len)
-        encoder_outputs: ModelOutput,
-        source_mask: torch.Tensor | None,  # (batch, src_len), bool; None: no padding
-        cache: Any,
-        **options: Any,  # use_cache, output_attentions, output_hidden_states, source_repeats
-    ) -> tuple[BaseModelOutputWithPastAndCrossAttentions, torch.Tensor]:
-        """The decoder's outputs and the logits `(batch, tgt_len, vocab)`."""
-        outputs = self.decoder(decoder_input_ids, encoder_outputs, source_mask, cache, **options)
+    def _decode(self, decoder_input_ids: torch.LongTensor, **inputs: Any) -> tuple[Seq2SeqModelOutput, torch.Tensor]:
+        """The base model's outputs for `decoder_input_ids` `(batch, tgt_len)` and the logits `(batch, tgt_len,
+        vocab)`; `inputs` are the base model's other arguments (`TranslationModel.forward`)."""
+        outputs = self.model(decoder_input_ids=decoder_input_ids, return_dict=True, **inputs)
         return outputs, self.lm_head(outputs.last_hidden_state)
 
     def _loss(
@@ -419,10 +559,13 @@ class TranslationPreTrainedModel(PreTrainedModel, GenerationMixin):
 
 __all__ = [
     "GENERATION_DEFAULTS",
+    "TranslationForConditionalGeneration",
+    "TranslationModel",
     "TranslationPreTrainedModel",
     "check_beams_keep_their_source",
     "check_ids",
     "check_source",
     "quantizer",
+    "rename_unprefixed_keys",
     "shift_tokens_right",
 ]

@@ -9,19 +9,19 @@ from __future__ import annotations
 import os
 from typing import NamedTuple
 
-from transformers import AutoConfig, AutoModelForSeq2SeqLM, PretrainedConfig
+from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM, PretrainedConfig
 
 from .configuration_bahdanau import BahdanauConfig
 from .configuration_transformer import TransformerConfig
 from .configuration_translation import TranslationConfig
 from .modeling_bahdanau import BahdanauForConditionalGeneration
 from .modeling_transformer import TransformerForConditionalGeneration
-from .modeling_translation import TranslationPreTrainedModel
+from .modeling_translation import TranslationForConditionalGeneration
 
 
 class ModelType(NamedTuple):
     config_class: type[TranslationConfig]
-    model_class: type[TranslationPreTrainedModel]
+    model_class: type[TranslationForConditionalGeneration]  # its base model: model_class.base_model_class
 
 
 MODEL_TYPES: dict[str, ModelType] = {
@@ -55,12 +55,15 @@ def check_saved_model_type(path: str | os.PathLike[str]) -> ModelType:
 
 
 def register_auto_classes() -> None:
-    """Register every model type with `AutoConfig` / `AutoModelForSeq2SeqLM`, in-process and as remote code."""
+    """Register every model type with `AutoConfig`, `AutoModelForSeq2SeqLM` (the model with its head) and `AutoModel`
+    (the base model), in-process and as remote code."""
     for config_class, model_class in MODEL_TYPES.values():
         AutoConfig.register(config_class.model_type, config_class, exist_ok=True)
         AutoModelForSeq2SeqLM.register(config_class, model_class, exist_ok=True)
+        AutoModel.register(config_class, model_class.base_model_class, exist_ok=True)
         config_class.register_for_auto_class()
         model_class.register_for_auto_class("AutoModelForSeq2SeqLM")
+        model_class.base_model_class.register_for_auto_class("AutoModel")
 
 
 __all__ = [

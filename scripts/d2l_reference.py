@@ -149,11 +149,11 @@ def d2l_model(vocab: int, embed: int, hidden: int, layers: int, dropout: float) 
 def copy_weights(ours: BahdanauForConditionalGeneration, net: EncoderDecoder) -> None:
     """Load our model's weights into the d2l model (same parameter names and layouts, module by module)."""
     pairs = [
-        (net.encoder.embedding, ours.encoder.embed_tokens),
-        (net.encoder.rnn, ours.encoder.rnn),
-        (net.decoder.attention, ours.decoder.attention),
-        (net.decoder.embedding, ours.decoder.embed_tokens),
-        (net.decoder.rnn, ours.decoder.rnn),
+        (net.encoder.embedding, ours.model.encoder.embed_tokens),
+        (net.encoder.rnn, ours.model.encoder.rnn),
+        (net.decoder.attention, ours.model.decoder.attention),
+        (net.decoder.embedding, ours.model.decoder.embed_tokens),
+        (net.decoder.rnn, ours.model.decoder.rnn),
         (net.decoder.dense, ours.lm_head),
     ]
     for theirs, mine in pairs:
@@ -396,15 +396,15 @@ def copy_transformer_weights(ours: TransformerForConditionalGeneration, net: Enc
         return [(getattr(theirs, name), getattr(mine, name)) for name in ("W_q", "W_k", "W_v", "W_o")]
 
     pairs = [
-        (net.encoder.embedding, ours.encoder.embed_tokens),
-        (net.decoder.embedding, ours.decoder.embed_tokens),
+        (net.encoder.embedding, ours.model.encoder.embed_tokens),
+        (net.decoder.embedding, ours.model.decoder.embed_tokens),
         (net.decoder.dense, ours.lm_head),
     ]
-    for theirs, mine in zip(net.encoder.blks, ours.encoder.layers, strict=True):
+    for theirs, mine in zip(net.encoder.blks, ours.model.encoder.layers, strict=True):
         pairs += attention(theirs.attention, mine.self_attn)
         pairs += [(theirs.addnorm1.ln, mine.self_attn_norm.norm), (theirs.ffn, mine.ffn)]
         pairs += [(theirs.addnorm2.ln, mine.ffn_norm.norm)]
-    for theirs, mine in zip(net.decoder.blks, ours.decoder.layers, strict=True):
+    for theirs, mine in zip(net.decoder.blks, ours.model.decoder.layers, strict=True):
         pairs += attention(theirs.attention1, mine.self_attn) + attention(theirs.attention2, mine.cross_attn)
         pairs += [(theirs.addnorm1.ln, mine.self_attn_norm.norm), (theirs.addnorm2.ln, mine.cross_attn_norm.norm)]
         pairs += [(theirs.ffn, mine.ffn), (theirs.addnorm3.ln, mine.ffn_norm.norm)]

@@ -118,9 +118,9 @@ def test_loading_the_best_checkpoint_of_a_tied_model_warns_of_nothing(tatoeba_ts
     assert state["best_model_checkpoint"]  # the Trainer loaded a best checkpoint at the end
     assert [record.getMessage() for record in warnings if "keys" in record.getMessage()] == []
     model = AutoModelForSeq2SeqLM.from_pretrained(output)
-    assert model.lm_head.weight is model.decoder.embed_tokens.weight
+    assert model.lm_head.weight is model.model.decoder.embed_tokens.weight
     best = load_file(Path(state["best_model_checkpoint"]) / "model.safetensors")
-    torch.testing.assert_close(model.decoder.embed_tokens.weight, best["decoder.embed_tokens.weight"])
+    torch.testing.assert_close(model.model.decoder.embed_tokens.weight, best["model.decoder.embed_tokens.weight"])
 
 
 def test_evaluate_prints_bleu_with_signature_and_writes_hypotheses(trained, tatoeba_tsv, tmp_path, capsys):

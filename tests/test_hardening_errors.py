@@ -82,7 +82,7 @@ def test_a_missing_weight_is_named_and_tied_weights_are_not_missing(rnn_folder, 
     assert status == 0
     assert "lm_head.weight" not in load_file(tied / "model.safetensors")  # stored once, as the embedding
     model = AutoModelForSeq2SeqLM.from_pretrained(tied)
-    assert model.lm_head.weight is model.decoder.embed_tokens.weight
+    assert model.lm_head.weight is model.model.decoder.embed_tokens.weight
 
 
 # ---- 2. the pipeline checks the tokenizer's fingerprint ---------------------------------------------------

@@ -63,20 +63,20 @@ def test_decoder_calls_its_rnn_and_embedding_when_they_are_hooked():
     model = make_model().eval()
     src, tgt = random_ids(4, 6), random_ids(4, 5, seed=3)
     plain = model(input_ids=src, decoder_input_ids=tgt).logits.detach()
-    model.decoder.embed_tokens.register_forward_hook(lambda module, args, output: output * 2)
+    model.model.decoder.embed_tokens.register_forward_hook(lambda module, args, output: output * 2)
     doubled = model(input_ids=src, decoder_input_ids=tgt).logits.detach()
     assert not torch.allclose(doubled, plain)
     with torch.no_grad():
         for _ in range(3):
             torch.testing.assert_close(model(input_ids=src, decoder_input_ids=tgt).logits, doubled)
     calls = []
-    model.decoder.rnn.register_forward_hook(lambda module, args, output: calls.append(args[0].shape))
+    model.model.decoder.rnn.register_forward_hook(lambda module, args, output: calls.append(args[0].shape))
     with torch.no_grad():
         torch.testing.assert_close(model(input_ids=src, decoder_input_ids=tgt).logits, doubled)
     assert calls == [(4, 1, 16 + 12)] * 5  # a step each, on [context; embedding]
     model = make_model().train()
     backward_calls = []
-    model.decoder.rnn.register_full_backward_hook(lambda module, grad_in, grad_out: backward_calls.append(1))
+    model.model.decoder.rnn.register_full_backward_hook(lambda module, grad_in, grad_out: backward_calls.append(1))
     model(input_ids=src, labels=tgt).loss.backward()
     assert len(backward_calls) == 5
 
@@ -102,7 +102,7 @@ def test_scheduled_sampling_feeds_own_predictions_in_training_only():
     mixed = make_model(teacher_forcing_ratio=0.5).train()
     loss = mixed(input_ids=src, labels=tgt).loss
     loss.backward()
-    assert mixed.encoder.embed_tokens.weight.grad.abs().sum() > 0
+    assert mixed.model.encoder.embed_tokens.weight.grad.abs().sum() > 0
 
 
 def test_assisted_generation_is_refused_for_the_recurrent_state():

@@ -166,8 +166,8 @@ def test_return_dict_false_gives_a_tuple_and_hidden_states_start_with_embeddings
     embeddings = model.get_input_embeddings()(tgt)
     first = out.decoder_hidden_states[0]
     if model_type == "d2l_transformer":  # scaled embeddings plus positions
-        first = first - model.decoder.positions.P[:, :3]
-        embeddings = embeddings * model.decoder.embed_scale
+        first = first - model.model.decoder.positions.P[:, :3]
+        embeddings = embeddings * model.model.decoder.embed_scale
     torch.testing.assert_close(first, embeddings)
     assert len(out.decoder_hidden_states) == len(out.encoder_hidden_states) or model_type == "bahdanau"
     model.config.return_dict = False
@@ -238,7 +238,7 @@ def test_greedy_generate_matches_manual_argmax_one_beam_and_no_cache(model_type,
     model = make_model(model_type)
     src = random_ids(1, 6)
     read = []  # decoder tokens read per step
-    model.decoder.register_forward_pre_hook(lambda module, args: read.append(args[0].shape[1]))
+    model.model.decoder.register_forward_pre_hook(lambda module, args: read.append(args[0].shape[1]))
     checked = []  # the inputs whose ids were checked against the vocabulary
     check_ids = modeling_translation.check_ids
     monkeypatch.setattr(modeling_translation, "check_ids", lambda name, *args: checked.append(name) or
@@ -558,12 +558,12 @@ def test_int8_for_cpu_stays_close_to_fp32_and_is_never_saved(model_type, variant
 
 def test_tied_embeddings_share_storage_and_stay_tied_after_resize(model_type):
     model = make_model(model_type, tie_word_embeddings=True, tie_encoder_decoder_embeddings=True)
-    assert model.lm_head.weight is model.decoder.embed_tokens.weight
-    assert model.encoder.embed_tokens.weight is model.decoder.embed_tokens.weight
+    assert model.lm_head.weight is model.model.decoder.embed_tokens.weight
+    assert model.model.encoder.embed_tokens.weight is model.model.decoder.embed_tokens.weight
     model.resize_token_embeddings(VOCAB + 5)
     assert model.config.vocab_size == VOCAB + 5
-    assert model.lm_head.weight is model.decoder.embed_tokens.weight
-    assert model.encoder.embed_tokens.weight is model.decoder.embed_tokens.weight
+    assert model.lm_head.weight is model.model.decoder.embed_tokens.weight
+    assert model.model.encoder.embed_tokens.weight is model.model.decoder.embed_tokens.weight
     assert model.lm_head.weight.shape == (VOCAB + 5, 16) and model.lm_head.bias.shape == (VOCAB + 5,)
     out = model(input_ids=torch.tensor([[VOCAB + 4, 3]]), decoder_input_ids=torch.tensor([[1, VOCAB + 3]]))
     assert out.logits.shape == (1, 2, VOCAB + 5)
@@ -572,9 +572,9 @@ def test_tied_embeddings_share_storage_and_stay_tied_after_resize(model_type):
 def test_untied_resize_resizes_encoder_too(model_type):
     model = make_model(model_type)
     model.resize_token_embeddings(VOCAB + 3)
-    assert model.encoder.embed_tokens.num_embeddings == VOCAB + 3
+    assert model.model.encoder.embed_tokens.num_embeddings == VOCAB + 3
     assert model.lm_head.out_features == VOCAB + 3
-    assert model.lm_head.weight is not model.decoder.embed_tokens.weight
+    assert model.lm_head.weight is not model.model.decoder.embed_tokens.weight
 
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.bfloat16])

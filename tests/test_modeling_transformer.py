@@ -158,8 +158,8 @@ def test_a_source_longer_than_the_position_table_is_a_clear_error():
 
 def test_pre_norm_adds_a_final_norm_and_changes_the_output():
     post, pre = make_model(), make_model(norm_first=True)
-    assert isinstance(pre.encoder.final_norm, torch.nn.LayerNorm) and isinstance(
-        post.encoder.final_norm, torch.nn.Identity
+    assert isinstance(pre.model.encoder.final_norm, torch.nn.LayerNorm) and isinstance(
+        post.model.encoder.final_norm, torch.nn.Identity
     )
     src, tgt = random_ids(2, 5), random_ids(2, 3)
     assert not torch.allclose(
