@@ -251,14 +251,18 @@ def beam_scores(model: torch.nn.Module, tokenizer, source: str, targets: list[li
     return scores
 
 
-def explain_differences(model, tokenizer, translator, sources: list[str], indices: list[int], beams: int) -> str:
+def explain_differences(
+    model, tokenizer, translator, sources: list[str], indices: list[int], beams: int, lines: tuple | None = None
+) -> str:
     """Why the beam search of `translator` (CTranslate2 fp32) and of torch differ on `indices`: each sentence's two
-    hypotheses scored by our model, and CTranslate2's score of its own hypothesis against ours (the weights)."""
+    hypotheses (decoded again alone, for their tokens) scored by our model, and CTranslate2's score of its own
+    hypothesis against ours (the weights). `lines`: (torch's, CTranslate2's) batch outputs, to count the sentences
+    that decode alone differently."""
     from hf_bahdanau.pipelines import encode, source_limit
 
     eos = model.config.eos_token_id
     higher = lower = tied = 0
-    weight_gap = 0.0
+    weight_gap, moved = 0.0, 0
     for i in indices:
         encoded = encode(tokenizer, sources[i], source_limit(model, tokenizer))
         with torch.inference_mode():
@@ -270,15 +274,17 @@ def explain_differences(model, tokenizer, translator, sources: list[str], indice
         (_, ours_score), (theirs_total, theirs_score) = beam_scores(model, tokenizer, sources[i], [ours, theirs])
         ct2_total = sum(translator.translator.score_batch([tokens], [result.hypotheses[0]])[0].log_probs)
         weight_gap = max(weight_gap, abs(ct2_total - theirs_total))
+        texts = (tokenizer.decode(ours, skip_special_tokens=True), tokenizer.decode(theirs, skip_special_tokens=True))
+        moved += lines is not None and texts != (lines[0][i], lines[1][i])
         gap = theirs_score - ours_score
         higher, lower, tied = higher + (gap > 1e-5), lower + (gap < -1e-5), tied + (abs(gap) <= 1e-5)
-        logger.info("line %d: torch %r (beam score %.4f), CTranslate2 %r (%.4f)", i + 1,
-                    tokenizer.decode(ours, skip_special_tokens=True), ours_score,
-                    tokenizer.decode(theirs, skip_special_tokens=True), theirs_score)  # fmt: skip
+        logger.info("line %d: torch %r (beam score %.4f), CTranslate2 %r (%.4f)", i + 1, texts[0], ours_score,
+                    texts[1], theirs_score)  # fmt: skip
     return (
         f"{len(indices)} lines differ; under our model CTranslate2's hypothesis scores higher in {higher} (torch's "
         f"search stopped before finding it), lower in {lower} (CTranslate2's stopped first), the same in {tied}; "
         f"CTranslate2's log-probability of its hypotheses against our model's: at most {weight_gap:.1e} apart"
+        + (f" ({moved} decoded alone otherwise than in their batch)" if moved else "")
     )
 
 
@@ -316,7 +322,9 @@ def exactness(args: argparse.Namespace) -> str:
             pairs = enumerate(zip(outputs["CTranslate2 fp32"], outputs["torch fp32"], strict=True))
             differing = [i for i, (a, b) in pairs if a != b]
             if differing:
-                why = explain_differences(model, tokenizer, engines["CTranslate2 fp32"], sources, differing, beams)
+                lines_pair = (outputs["torch fp32"], outputs["CTranslate2 fp32"])
+                why = explain_differences(model, tokenizer, engines["CTranslate2 fp32"], sources, differing, beams,
+                                          lines_pair)  # fmt: skip
                 notes.append(f"- {decoding}, CTranslate2 fp32: {why}.")
     header = (f"{args.exactness}, {len(sources):,} test sentences, one thread; ctranslate2 {ctranslate2.__version__}, "
               f"torch {torch.__version__}")  # fmt: skip

@@ -335,3 +335,7 @@ def test_the_benchmark_script_measures_exactness_on_a_trained_model(trained, tmp
     assert why.startswith("6 lines differ; under our model CTranslate2's hypothesis scores higher in 0 ")
     assert "lower in 0 (" in why and "the same in 6;" in why
     assert float(why.rsplit("at most ", 1)[1].split()[0]) < 1e-3  # CTranslate2's log-probabilities are ours
+    assert why.endswith(" apart")
+    other = (["?"] * 6, ["?"] * 6)  # batch outputs the lone decodes do not give back: said
+    why = benchmark_ctranslate2.explain_differences(model, tokenizer, translator, texts, [0, 1], 1, other)
+    assert why.endswith(" apart (2 decoded alone otherwise than in their batch)")
