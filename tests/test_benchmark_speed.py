@@ -5,6 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "benchmark_speed.py"
@@ -13,6 +14,7 @@ MEASURES = {"greedy (sentences/s)": DECODERS[:2] + DECODERS[3:4], "beam (sentenc
             "training (target tokens/s)": ("ours",)}  # fmt: skip
 
 
+@pytest.mark.slow
 def test_quick_run_lists_every_implementation_with_positive_figures(tmp_path):
     output = tmp_path / "speed.md"
     result = subprocess.run(

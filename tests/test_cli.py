@@ -100,6 +100,7 @@ def test_train_writes_a_loadable_model_and_the_loss_falls(trained):
     assert model.generate(**batch, max_new_tokens=5).shape[0] == 2
 
 
+@pytest.mark.slow
 def test_loading_the_best_checkpoint_of_a_tied_model_warns_of_nothing(tatoeba_tsv, tmp_path):
     output, warnings = tmp_path / "tied", []
     handler = logging.Handler(logging.WARNING)
@@ -180,6 +181,7 @@ def test_translate_evaluate_and_pipeline_with_int8_leave_the_fp32_folder(trained
         main(["translate", "--model", str(trained), "Go.", "--quantize", "int4"])
 
 
+@pytest.mark.slow
 def test_translate_prompts_when_stdin_is_a_terminal(trained):
     terminal, stdin = pty.openpty()  # stdin is a terminal: translate asks at a prompt, line by line, until q
     process = subprocess.Popen(
@@ -200,6 +202,7 @@ def test_translate_prompts_when_stdin_is_a_terminal(trained):
     assert all(answer.endswith("\n") for answer in prompts[1:3])  # one translation line after each sentence
 
 
+@pytest.mark.slow
 def test_pipeline_from_trained_folder_with_remote_code(trained, tmp_path):
     script = textwrap.dedent(
         f"""
@@ -264,6 +267,7 @@ def test_every_shipped_recipe_parses_into_a_valid_model(recipe):
         assert (config.d_model, config.encoder_layers, config.attention_heads) == (256, 3, 4)
 
 
+@pytest.mark.slow
 def test_a_yaml_recipe_trains_a_transformer_with_inverse_square_root_warmup(tatoeba_tsv, tmp_path):
     recipe, output = tmp_path / "tiny.yaml", tmp_path / "model"
     options = TINY_MODEL["d2l_transformer"]
@@ -408,6 +412,7 @@ def weights_digest(model: torch.nn.Module) -> str:
     return hashlib.sha256(b"".join(state[name].numpy().tobytes() for name in sorted(state))).hexdigest()
 
 
+@pytest.mark.slow
 def test_two_processes_train_one_model(tatoeba_tsv, tmp_path):
     """Data-parallel training (gloo on the CPU; NCCL on GPUs under `accelerate launch`): one run, saved once, the
     same weights on both ranks, and no warning about unused parameters or two length limits."""
@@ -452,6 +457,7 @@ def test_bf16_training_on_gpu(tatoeba_tsv, tmp_path):
     assert (output / "model.safetensors").is_file()
 
 
+@pytest.mark.slow
 def test_evaluate_finds_a_named_corpus_where_training_read_it(tatoeba_tsv, tmp_path, monkeypatch, capsys, caplog):
     output = tmp_path / "named"
     assert main(["train", "--data", "tatoeba-fra-eng", "--output-dir", str(output), *TINY, "--max_steps", "2",
@@ -599,6 +605,7 @@ def test_overwrite_checks_every_option_before_touching_the_old_run(option, value
     assert folder_bytes(previous) == before and sorted(os.listdir(tmp_path)) == ["previous"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model_type", list(TINY_MODEL))
 def test_the_seed_decides_the_weights_and_overwrite_swaps_in_the_new_run(model_type, tatoeba_tsv, tmp_path):
     def weights(folder: Path) -> dict:
@@ -754,6 +761,7 @@ def test_help_answers_without_importing_torch(tmp_path):
         assert result.stdout.splitlines()[-1] == "imported: []", args
 
 
+@pytest.mark.slow
 def test_a_log_file_gets_numbers_and_no_progress_bars(trained, tatoeba_tsv, tmp_path):
     result = run_cli("train", "--data", str(tatoeba_tsv), "--output-dir", str(tmp_path / "run"), *TINY,
                      "--max_steps", "4", "--logging_steps", "2", "--eval_steps", "4", "--save_steps", "4")  # fmt: skip

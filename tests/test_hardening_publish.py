@@ -195,6 +195,7 @@ def test_translate_refuses_an_unknown_model_type_whatever_stdin_answers(saved, t
     assert not marker.exists()
 
 
+@pytest.mark.slow
 def test_code_edited_in_a_folder_of_our_own_model_type_never_runs(saved, tmp_path):
     """A folder of a type we have, whose remote-code files were changed: the command line and the in-process
     pipeline use the package's classes, not the folder's files."""

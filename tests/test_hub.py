@@ -305,12 +305,14 @@ def folder_translations(folder, texts, **options):
     return [row["translation_text"] for row in translator(texts, **options)]
 
 
+@pytest.mark.slow
 def test_download_by_repo_id_without_the_package(trained, downloaded):
     *_, by_generate, by_pipeline = downloaded[1]
     expected = folder_translations(trained["folder"], TEXTS, num_beams=2, max_new_tokens=10)
     assert json.loads(by_generate) == expected and json.loads(by_pipeline) == expected
 
 
+@pytest.mark.slow
 def test_the_cards_usage_snippet_runs_from_the_hub_cache(trained, downloaded):
     snippet, output = downloaded
     assert f'repo_id = "{REPO_ID}"' in snippet
@@ -322,6 +324,7 @@ def test_the_cards_usage_snippet_runs_from_the_hub_cache(trained, downloaded):
     assert isinstance(decoded, list) and len(decoded) == 1 and isinstance(decoded[0], str)
 
 
+@pytest.mark.slow
 def test_fine_tune_a_downloaded_model_on_another_corpus(trained, hub_home, tatoeba_tsv, tmp_path):
     corpus = tmp_path / "more.tsv"  # another corpus: sentences from deep in Tatoeba, not among the first ones
     corpus.write_text("".join(tatoeba_tsv.read_text(encoding="utf-8").splitlines(keepends=True)[40000:40120]))

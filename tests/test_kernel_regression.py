@@ -125,6 +125,7 @@ def test_bad_shapes_raise():
         NonParametricPooling("triangle")
 
 
+@pytest.mark.slow
 def test_script_writes_figures(tmp_path):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")])}
     result = subprocess.run(

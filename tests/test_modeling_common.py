@@ -302,7 +302,13 @@ def sequence_log_prob(model, src, sequence):
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
-@pytest.mark.parametrize("length, beams", [(2, 6), (3, 36)], ids=["2-tokens-vocab-beams", "3-tokens-vocab^2-beams"])
+@pytest.mark.parametrize(
+    "length, beams",
+    [
+        pytest.param(2, 6, id="2-tokens-vocab-beams"),
+        pytest.param(3, 36, id="3-tokens-vocab^2-beams", marks=pytest.mark.slow),  # 36 beams: most of the test's time
+    ],
+)
 def test_beam_search_as_wide_as_the_vocabulary_finds_the_exhaustive_best(model_type, seed, length, beams):
     # With as many beams as there are prefixes one step before the end, beam search cannot drop the best sequence.
     vocab = 6
@@ -448,6 +454,7 @@ def test_generation_defaults_live_in_generation_config(model_type):
         assert name not in model.config.to_dict()
 
 
+@pytest.mark.slow
 def test_tiny_model_learns_to_copy(model_type):
     # d2l's N(0, 1) embeddings, scaled by sqrt(d_model), drown the positions: the Transformer learns with smaller ones.
     extra, lr = (

@@ -278,6 +278,7 @@ def test_a_translation_pipeline_of_transformers_stays_theirs(impl, monkeypatch):
     assert SUPPORTED_TASKS[TASK]["impl"] is TranslationPipeline
 
 
+@pytest.mark.slow
 def test_remote_code_pipeline_without_the_package(model, tokenizer, pipe, tmp_path):
     folder = save_for_pipeline(model, tokenizer, tmp_path / "saved")
     texts = [TEXTS[0], "", TEXTS[2], TEXTS[3]]

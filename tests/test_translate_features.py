@@ -187,6 +187,7 @@ def test_translate_in_order_gives_results_in_input_order_as_soon_as_they_can_be(
     assert [[row[0].text for row in chunk] for chunk in chunks] == [["t0", "t1"], ["t2", "t3"]]
 
 
+@pytest.mark.slow
 def test_a_file_translates_the_same_sorted_by_length_as_in_input_order(folder, model, tokenizer, monkeypatch, capsys):
     lines = [CORPUS[i % len(CORPUS)] for i in range(0, 40, 3)] + ["", "Ein Hund."]
     monkeypatch.setattr(sys, "stdin", io.StringIO("".join(f"{line}\n" for line in lines)))
