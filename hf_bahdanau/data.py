@@ -385,9 +385,17 @@ def _read_source(
         if suffixes and suffixes[-1] in (".jsonl", ".json"):
             return _read_json(path, src_lang, tgt_lang)
         return _read_tsv(path, src_lang, tgt_lang, columns)
-    if not isinstance(source, str) or re.match(r"[~./\\]", source) or path.suffix.lower() in _FILE_SUFFIXES:
-        raise FileNotFoundError(f"no such file or folder: {source}")  # a path, not a Hub name
+    check_local_source(source)  # a path, not a Hub name
     return _read_hub(str(source), src_lang, tgt_lang, hub_config)
+
+
+def check_local_source(source: str | os.PathLike[str]) -> None:
+    """Raise a one-line FileNotFoundError for a corpus written as a path (`./x`, `/x`, `~/x`, a file suffix) that does
+    not exist; a named corpus or a Hub dataset name passes (found or downloaded when read)."""
+    if Path(source).exists() or (isinstance(source, str) and source in NAMED_CORPORA):
+        return
+    if not isinstance(source, str) or re.match(r"[~./\\]", source) or Path(source).suffix.lower() in _FILE_SUFFIXES:
+        raise FileNotFoundError(f"no such file or folder: {source}")
 
 
 def _grouped_split(pairs: datasets.Dataset, ratios: Sequence[float], seed: int) -> dict[str, datasets.Dataset]:

@@ -48,6 +48,7 @@ from . import hub
 from .averaging import average_last_checkpoints, check_averaging
 from .corpus_cache import named_corpus_path
 from .data import (
+    check_local_source,
     corpus_id,
     load_parallel_corpus,
     tokenize_corpus,
@@ -461,6 +462,7 @@ def train(
         raise ValueError("training needs --data, --src-lang and --tgt-lang")
     if data_args.src_lang == data_args.tgt_lang:
         raise ValueError(f"--src-lang and --tgt-lang are both {data_args.src_lang!r}: choose two languages")
+    check_local_source(data_args.data)  # a mistyped corpus path fails before the output folder is locked
     check_training_arguments(training_args)
     check_streaming_arguments(data_args, training_args)
     check_averaging(run_args.average_checkpoints, training_args)

@@ -85,6 +85,15 @@ def test_a_saved_models_type_decides_which_options_apply(run, tmp_path, caplog):
     assert not output.exists() and not list(tmp_path.rglob("*.lock"))
 
 
+def test_a_mistyped_corpus_path_is_refused_before_the_folder_is_locked(tmp_path, caplog):
+    output = tmp_path / "runs" / "new"
+    argv = ["train", "--data", str(tmp_path / "pairs.tsv"), "--src-lang", "en", "--tgt-lang", "fr", "--output-dir",
+            str(output)]  # fmt: skip
+    assert main(argv) == 1
+    assert caplog.records[-1].getMessage() == f"no such file or folder: {tmp_path / 'pairs.tsv'}"
+    assert not (tmp_path / "runs").exists()  # neither the folder, nor its parent, nor a lock beside it
+
+
 def test_the_card_names_the_test_file_and_writes_the_example_in_its_own_letters(run):
     assert main(["evaluate", "--model", str(run), "--max-samples", "2", "--max-new-tokens", "8"]) == 0
     text = make_card(run, "someone/tiny-de-en").text
