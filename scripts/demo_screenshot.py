@@ -87,11 +87,14 @@ def translate_on_page(page: Any, text: str) -> dict[str, Any]:
     page.wait_for_function(f"() => !{busy}")
     translation = page.locator("#translation textarea").input_value()
     size = rows = None
-    if translation:
+    if not translation:  # then the page says why, once its markdown is rendered
+        page.wait_for_function("() => document.querySelector('#message').innerText.trim()")
+    else:
         image = page.locator("#attention img")
         expect(image).to_be_visible()
         page.wait_for_function("() => document.querySelector('#attention img').complete")
         size = image.evaluate("img => [img.naturalWidth, img.naturalHeight]")
+        expect(page.locator("#nbest [role=gridcell]").first).to_be_visible()
         rows = [row.locator("[role=gridcell]").all_inner_texts() for row in page.locator("#nbest [role=row]").all()]
         rows = [cells for cells in rows if cells]  # the header row has column headers, no cells
     return {"translation": translation, "rows": rows, "image_size": size,

@@ -36,6 +36,9 @@ CORPUS = [
     "A boy jumps into the water.", "Die Leute warten auf den Bus.", "People are waiting for the bus.",
 ]  # fmt: skip
 SENTENCE = "Zwei Hunde spielen im Schnee."
+pytestmark = pytest.mark.filterwarnings(  # gradio's own use of pandas options that pandas 3 deprecates
+    "ignore:'future.no_silent_downcasting' is deprecated", "ignore:The copy keyword is deprecated"
+)
 
 
 @pytest.fixture(scope="module")
