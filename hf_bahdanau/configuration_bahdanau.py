@@ -9,6 +9,7 @@ from huggingface_hub.dataclasses import strict
 from .configuration_translation import TranslationConfig
 
 RNN_TYPES = ("gru", "lstm")
+DECODER_TYPES = ("d2l", "cgru")
 ATTENTION_TYPES = ("additive", "dot", "general")
 
 
@@ -34,6 +35,10 @@ class BahdanauConfig(TranslationConfig):
             starts from the encoder's top layer.
         rnn_type (`str`, defaults to `"gru"`):
             `"gru"` or `"lstm"`.
+        decoder_type (`str`, defaults to `"d2l"`):
+            `"d2l"` (d2l's decoder: the previous state attends, one RNN reads `[context; embedding]`) or `"cgru"`
+            (the conditional GRU of Nematus and LIUM: a GRU reads the embedding, its new state attends, a second GRU
+            reads the context; needs `rnn_type="gru"`).
         bidirectional_encoder (`bool`, defaults to `False`):
             Run the encoder in both directions; its outputs are then `2 * hidden_size` wide and a learned bridge
             (`tanh(W [h_fwd; h_bwd])`) maps its final state to the decoder's initial state.
@@ -65,6 +70,7 @@ class BahdanauConfig(TranslationConfig):
     encoder_layers: int = 2
     decoder_layers: int = 2
     rnn_type: str = "gru"
+    decoder_type: str = "d2l"
     bidirectional_encoder: bool = False
     attention_type: str = "additive"
     attention_hidden_size: int | None = None
@@ -80,6 +86,10 @@ class BahdanauConfig(TranslationConfig):
         super().check()
         if self.rnn_type not in RNN_TYPES:
             raise ValueError(f"rnn_type must be one of {RNN_TYPES}, got {self.rnn_type!r}")
+        if self.decoder_type not in DECODER_TYPES:
+            raise ValueError(f"decoder_type must be one of {DECODER_TYPES}, got {self.decoder_type!r}")
+        if self.decoder_type == "cgru" and self.rnn_type != "gru":
+            raise ValueError(f"decoder_type='cgru' is a GRU decoder: it needs rnn_type='gru', got {self.rnn_type!r}")
         if self.attention_type not in ATTENTION_TYPES:
             raise ValueError(f"attention_type must be one of {ATTENTION_TYPES}, got {self.attention_type!r}")
         self._check_positive("embedding_size", "hidden_size", "encoder_layers", "decoder_layers")

@@ -3,7 +3,8 @@
 Encoder: embedding -> (bi)GRU/LSTM over the unpadded tokens -> outputs (the attention keys and values) and the
 decoder's initial state (through a learned bridge when bidirectional). Decoder, at each step: the previous
 top-layer state is the query, attention over the encoder outputs (padding masked) gives a context, and
-`[context; embedding]` is the RNN input. `BahdanauModel` is the encoder-decoder; `BahdanauForConditionalGeneration`
+`[context; embedding]` is the RNN input (`decoder_type="cgru"`: the conditional GRU of Nematus, attention between two
+GRU transitions). `BahdanauModel` is the encoder-decoder; `BahdanauForConditionalGeneration`
 adds a linear layer that maps the RNN outputs to logits.
 """
 
@@ -246,17 +247,9 @@ class BahdanauDecoder(nn.Module):
         rnn_state = state.rnn_state  # (decoder_layers, batch, hidden), and the cell for an LSTM
         outputs, weights = [], []
         for step in range(length):
-            top = (rnn_state if state.cell is None else rnn_state[0])[-1]  # (batch, hidden), the previous top layer
-            context, step_weights = self.attention(
-                top.reshape(batch // repeats, repeats, -1),  # the queries of each source
-                source,
-                source,
-                encoder_attention_mask,
-                projected_keys=state.projected_keys,
-                return_weights=True,
-            )  # (batch / repeats, repeats, encoder_output_size), (batch / repeats, repeats, src_len)
-            rnn_input = torch.cat([context.reshape(batch, -1), embeddings[:, step]], dim=-1)  # (batch, input)
-            output, rnn_state = self.rnn(rnn_input.unsqueeze(1), rnn_state)  # output (batch, 1, hidden)
+            output, rnn_state, step_weights = self._step(
+                embeddings[:, step], rnn_state, source, encoder_attention_mask, state.projected_keys, repeats
+            )  # output (batch, 1, hidden), step_weights (batch / repeats, repeats, src_len)
             outputs.append(output)
             if output_attentions:
                 weights.append(step_weights.reshape(batch, 1, -1))
@@ -268,6 +261,71 @@ class BahdanauDecoder(nn.Module):
             hidden_states=(embeddings, output) if output_hidden_states else None,
             cross_attentions=(torch.cat(weights, dim=1).unsqueeze(1),) if output_attentions else None,
         )
+
+    def _attend(
+        self,
+        query: torch.Tensor,  # (batch, hidden)
+        source: torch.Tensor,  # (batch / repeats, src_len, encoder_output_size)
+        mask: torch.Tensor | None,  # (batch / repeats, src_len)
+        projected_keys: torch.Tensor,
+        repeats: int,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The context `(batch, encoder_output_size)` of each query and the weights `(batch / repeats, repeats,
+        src_len)`; the `repeats` queries of a source attend to its one copy."""
+        batch = query.shape[0]
+        context, weights = self.attention(
+            query.reshape(batch // repeats, repeats, -1),  # the queries of each source
+            source,
+            source,
+            mask,
+            projected_keys=projected_keys,
+            return_weights=True,
+        )  # (batch / repeats, repeats, encoder_output_size), (batch / repeats, repeats, src_len)
+        return context.reshape(batch, -1), weights
+
+    def _step(
+        self,
+        embedding: torch.Tensor,  # (batch, embedding)
+        rnn_state: torch.Tensor | tuple[torch.Tensor, torch.Tensor],  # (decoder_layers, batch, hidden) [, cell]
+        source: torch.Tensor,
+        mask: torch.Tensor | None,
+        projected_keys: torch.Tensor,
+        repeats: int,
+    ) -> tuple[torch.Tensor, torch.Tensor | tuple[torch.Tensor, torch.Tensor], torch.Tensor]:
+        """One target token: the previous top-layer state attends, and the RNN reads `[context; embedding]`.
+        Returns the output `(batch, 1, hidden)`, the new state and the attention weights."""
+        top = (rnn_state if isinstance(rnn_state, torch.Tensor) else rnn_state[0])[-1]  # (batch, hidden)
+        context, weights = self._attend(top, source, mask, projected_keys, repeats)
+        rnn_input = torch.cat([context, embedding], dim=-1)  # (batch, encoder_output_size + embedding)
+        output, rnn_state = self.rnn(rnn_input.unsqueeze(1), rnn_state)  # output (batch, 1, hidden)
+        return output, rnn_state, weights
+
+
+class ConditionalGRUDecoder(BahdanauDecoder):
+    """The conditional GRU decoder of Nematus (Sennrich et al. 2017) and LIUM's nmtpy (`decoder_type="cgru"`):
+    attention between two GRU transitions. Per target token: `s' = GRU1(embedding, s)` (`self.rnn`, all
+    `decoder_layers` layers), the new top state `s'` is the query, `c = attention(s', source)`, and the top state
+    becomes `GRU2(c, s')` (`self.rnn2`), which is the output. d2l's decoder attends with the previous state instead
+    and reads `[context; embedding]` in one GRU."""
+
+    def __init__(self, config: BahdanauConfig) -> None:
+        super().__init__(config)
+        self.rnn = _rnn(config, config.embedding_size, config.decoder_layers)
+        self.rnn2 = _rnn(config, config.encoder_output_size, 1)
+
+    def _step(
+        self,
+        embedding: torch.Tensor,  # (batch, embedding)
+        rnn_state: torch.Tensor,  # (decoder_layers, batch, hidden)
+        source: torch.Tensor,
+        mask: torch.Tensor | None,
+        projected_keys: torch.Tensor,
+        repeats: int,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        _, first = self.rnn(embedding.unsqueeze(1), rnn_state)  # (decoder_layers, batch, hidden): s'
+        context, weights = self._attend(first[-1], source, mask, projected_keys, repeats)
+        output, top = self.rnn2(context.unsqueeze(1), first[-1:].contiguous())  # (batch, 1, hidden), (1, batch, hidden)
+        return output, torch.cat([first[:-1], top], dim=0), weights
 
 
 class BahdanauPreTrainedModel(TranslationPreTrainedModel):
@@ -306,7 +364,7 @@ class BahdanauModel(BahdanauPreTrainedModel, TranslationModel):
     def __init__(self, config: BahdanauConfig) -> None:
         super().__init__(config)
         self.encoder = BahdanauEncoder(config)
-        self.decoder = BahdanauDecoder(config)
+        self.decoder = (ConditionalGRUDecoder if config.decoder_type == "cgru" else BahdanauDecoder)(config)
         self.post_init()
 
 
@@ -370,6 +428,7 @@ class BahdanauForConditionalGeneration(
 
 __all__ = [
     "BahdanauDecoderState",
+    "ConditionalGRUDecoder",
     "BahdanauEncoderOutput",
     "BahdanauForConditionalGeneration",
     "BahdanauModel",
