@@ -148,6 +148,9 @@ def test_the_demo_command_serves_on_127_0_0_1_and_says_what_is_wrong(folder, mon
     assert "is not a saved model folder" in caplog.text
     with pytest.raises(SystemExit):
         main(["demo", "--model", str(folder), "--share", "maybe"])
+    monkeypatch.setitem(sys.modules, "gradio", None)  # not installed
+    assert main(["demo", "--model", str(folder)]) == 1
+    assert "the demo needs Gradio: pip install 'hf_bahdanau[demo]'" in caplog.text
 
 
 # ---- in a browser -----------------------------------------------------------------------------------------
