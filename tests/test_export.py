@@ -192,7 +192,7 @@ def test_evaluate_with_ctranslate2_prints_the_same_scores(trained, tatoeba_tsv, 
     stored = (trained / "eval_results.json").read_bytes()
     assert main([*common, "--output", str(tmp_path / "ct2.txt"), "--engine", "ctranslate2"]) == 0
     ct2_out = capsys.readouterr().out.splitlines()
-    assert ct2_out[:4] == torch_out[:4] and torch_out[0].startswith("BLEU = ")  # BLEU, chrF, length, repeats
+    assert ct2_out[:5] == torch_out[:5] and torch_out[0].startswith("BLEU = ")  # BLEU, BLEU lc, chrF, length, repeats
     assert (tmp_path / "ct2.txt").read_text() == (tmp_path / "torch.txt").read_text()
     assert (trained / "eval_results.json").read_bytes() == stored  # the card reports torch's own scores
 
