@@ -390,16 +390,24 @@ def test_evaluate_reads_the_corpus_as_training_did(trained, tmp_path, monkeypatc
     assert capsys.readouterr().out.count("BLEU = ") == 3
 
 
-def test_a_folder_without_weights_is_a_clear_error_not_a_traceback(trained, tmp_path):
-    """Through the installed console script: main's exit status and one logged error line, no traceback."""
+def test_a_folder_without_weights_is_a_clear_error_not_a_traceback(trained, tmp_path, caplog):
     broken = tmp_path / "no_weights"
     shutil.copytree(trained, broken, ignore=shutil.ignore_patterns("*.safetensors", "checkpoint-*"))
+    assert error_of(["translate", "--model", str(broken), "Go."], caplog)
+
+
+def test_the_installed_console_script_exits_with_mains_status(tmp_path):
+    """`hf-bahdanau` as pip installs it: 0 after its help; 1 after one logged error line, without a traceback."""
     script = shutil.which("hf-bahdanau")
     assert script, "the hf-bahdanau console script is not on PATH (pip install -e . installs it)"
-    result = subprocess.run([script, "translate", "--model", str(broken), "Go."], capture_output=True, text=True,
+    result = subprocess.run([script, "--help"], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0 and result.stdout.startswith("usage: hf-bahdanau"), result.stderr[-2000:]
+    missing = tmp_path / "missing"
+    result = subprocess.run([script, "translate", "--model", str(missing), "Go."], capture_output=True, text=True,
                             timeout=600)  # fmt: skip
-    assert result.returncode == 1 and "Traceback" not in result.stderr
-    assert "ERROR" in result.stderr
+    assert result.returncode == 1 and "Traceback" not in result.stderr and result.stdout == ""
+    last = result.stderr.strip().splitlines()[-1]
+    assert "ERROR" in last and f"{missing} is not a saved model folder" in last
 
 
 def test_evaluate_rejects_a_missing_split(trained, tatoeba_tsv, caplog):
