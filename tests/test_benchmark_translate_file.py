@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from helpers import make_model
 
 from hf_bahdanau.pipelines import save_for_pipeline
@@ -19,6 +20,7 @@ SENTENCES = ["Ein Mann fährt Fahrrad.", "Zwei Hunde spielen im Schnee.", "Eine 
              "Kinder laufen am Strand entlang.", "Ein Junge springt ins Wasser."]  # fmt: skip
 
 
+@pytest.mark.slow  # the script in its own process
 def test_fifty_lines_give_the_table_of_both_ways_and_compare_their_output(multi30k_dir, tmp_path):
     tokenizer = train_tokenizer(SENTENCES, 100, min_freq=1)
     model = make_model("d2l_transformer", width=16, vocab_size=len(tokenizer), source_language="de")
