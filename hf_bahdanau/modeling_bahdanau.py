@@ -361,8 +361,8 @@ class BahdanauPreTrainedModel(TranslationPreTrainedModel):
 class BahdanauModel(BahdanauPreTrainedModel, TranslationModel):
     """The bare Bahdanau encoder-decoder: the decoder RNN's outputs for the target tokens, no head."""
 
-    def __init__(self, config: BahdanauConfig) -> None:
-        super().__init__(config)
+    def __init__(self, config: BahdanauConfig, initialize: bool = True) -> None:
+        super().__init__(config, initialize)
         self.encoder = BahdanauEncoder(config)
         self.decoder = (ConditionalGRUDecoder if config.decoder_type == "cgru" else BahdanauDecoder)(config)
         self.post_init()

@@ -335,8 +335,8 @@ class TransformerPreTrainedModel(TranslationPreTrainedModel):
 class TransformerModel(TransformerPreTrainedModel, TranslationModel):
     """The bare d2l Transformer encoder-decoder: the decoder's outputs for the target tokens, no head."""
 
-    def __init__(self, config: TransformerConfig) -> None:
-        super().__init__(config)
+    def __init__(self, config: TransformerConfig, initialize: bool = True) -> None:
+        super().__init__(config, initialize)
         self.encoder = TransformerEncoder(config)
         self.decoder = TransformerDecoder(config)
         self.post_init()

@@ -257,6 +257,17 @@ class TranslationModel(TranslationPreTrainedModel):
     encoder: nn.Module
     decoder: nn.Module
 
+    def __init__(self, config: TranslationConfig, initialize: bool = True) -> None:
+        """`initialize=False` leaves the weights as torch made them: the model with a head that holds this one
+        initialises them with its own, module by module, so that a seed gives the weights it gave before the split."""
+        super().__init__(config)
+        self._initialize = initialize
+
+    def init_weights(self) -> None:
+        """transformers' (initialise and tie), unless `initialize=False`."""
+        if self._initialize:
+            super().init_weights()
+
     def get_encoder(self, modality: str | None = None) -> nn.Module:
         return self.encoder
 
@@ -362,7 +373,7 @@ class TranslationForConditionalGeneration(TranslationPreTrainedModel, Generation
 
     def __init__(self, config: TranslationConfig) -> None:
         super().__init__(config)
-        self.model = self.base_model_class(config)
+        self.model = self.base_model_class(config, initialize=False)  # initialised below, with lm_head
         self.lm_head = nn.Linear(config.hidden_size, config.vocab_size)
         self.post_init()
 

@@ -187,6 +187,26 @@ def test_a_folder_saved_before_the_split_loads_with_the_same_logits(model_type, 
     assert all(key.startswith(("model.", "lm_head.")) for key in load_file(tmp_path / "new" / "model.safetensors"))
 
 
+# make_model(model_type, seed=0) before the split (commit 11210a3): the sum of |weights| and lm_head.weight[0, :3]
+WEIGHTS_BEFORE_THE_SPLIT = {
+    "bahdanau": (2274.130452922731, [-0.013815484941005707, 0.15710985660552979, -0.12940619885921478]),
+    "d2l_transformer": (3335.407869534076, [-0.18987806141376495, 0.1422567516565323, -0.27320119738578796]),
+}
+
+
+@pytest.mark.parametrize("model_type", MODEL_TYPES)
+def test_a_seed_gives_the_weights_it_gave_before_the_split(model_type):
+    """The model with a head initialises its base model's weights with its own, in the order of before (the base
+    model alone does it in its own `post_init`): seeded runs and tests draw the same models as before."""
+    model = make_model(model_type)
+    total, first = WEIGHTS_BEFORE_THE_SPLIT[model_type]
+    assert sum(float(value.double().abs().sum()) for value in model.state_dict().values()) == pytest.approx(total)
+    assert model.lm_head.weight[0, :3].tolist() == pytest.approx(first)
+    alone = BASE_CLASSES[model_type](model.config)  # initialised by itself: other draws, the same kind of weights
+    assert alone.state_dict().keys() == model.model.state_dict().keys()
+    assert not torch.equal(alone.decoder.embed_tokens.weight, model.model.decoder.embed_tokens.weight)
+
+
 def test_the_shared_base_model_code_lives_in_one_file():
     """Both base models are `TranslationModel`s: forward, encode and embeddings are not copied per model type."""
     for base_class in BASE_CLASSES.values():

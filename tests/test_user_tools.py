@@ -87,9 +87,8 @@ def test_a_forward_hook_on_any_linear_layer_changes_the_loss_and_the_logits(mode
         handle = model.get_submodule(name).register_forward_hook(lambda module, args, output: output * 0.5 + 0.1)
         loss, logits = loss_and_logits(model)
         handle.remove()
-        # not bit-equal: a tiny untrained model's near-uniform attention moves little (the RNN's W_q: 2e-5)
-        assert not torch.equal(loss, plain_loss), name
-        assert not torch.equal(logits, plain_logits), name
+        assert not torch.allclose(loss, plain_loss), name
+        assert not torch.allclose(logits, plain_logits), name
     torch.testing.assert_close(loss_and_logits(model), (plain_loss, plain_logits))  # hooks removed
 
 
