@@ -17,7 +17,7 @@ __version__ = "0.1.0"
 _EXPORTS = {
     "attention": ("AdditiveAttention", "BilinearAttention", "DotProductAttention", "MultiHeadAttention",
                   "PositionalEncoding", "masked_softmax"),
-    "attention_maps": ("AttentionMaps", "attention_maps", "plot_attention_maps"),
+    "translation_attention": ("AttentionMaps", "attention_maps", "plot_attention_maps"),
     "averaging": ("average_checkpoints",),
     "configuration_bahdanau": ("BahdanauConfig",),
     "configuration_transformer": ("TransformerConfig",),

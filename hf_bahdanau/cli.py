@@ -536,7 +536,7 @@ def _write_heatmap(
 ) -> str:
     """Translate `text` and draw its attention to `args.heatmap`: one figure of the words' cross-attention (a layer,
     a head), or with `args.heatmap_all` every layer and head, and the self-attention beside it; the translation."""
-    from .attention_maps import attention_maps, plot_attention_maps, plot_word_attention
+    from .translation_attention import attention_maps, plot_attention_maps, plot_word_attention
 
     class Untruncated(logging.Filter):  # the translation of `text` says it was cut: once is enough
         def filter(self, record: logging.LogRecord) -> bool:

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from PIL.Image import Image
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-    from .attention_maps import AttentionMaps
+    from .translation_attention import AttentionMaps
     from .translating import Hypothesis
 
 logger = logging.getLogger(__name__)
@@ -103,7 +103,7 @@ def attention_image(maps: AttentionMaps, text: str, layer: int | None = None, he
     """`translate --heatmap`'s figure of `maps` (`plot_word_attention`) as an image."""
     from PIL import Image as Images
 
-    from .attention_maps import plot_word_attention
+    from .translation_attention import plot_word_attention
 
     with tempfile.TemporaryDirectory() as folder:
         path = plot_word_attention(maps, text, Path(folder) / "attention.png", layer=layer, head=head)
@@ -123,7 +123,7 @@ def build_demo(
     given). Serve it with `launch`."""
     import gradio as gr
 
-    from .attention_maps import attention_maps
+    from .translation_attention import attention_maps
     from .translating import trained_source_length, warn_long_sources
 
     trained = None

@@ -23,7 +23,7 @@ from helpers import MODEL_TYPES, make_model
 from huggingface_hub import HfApi, RepoUrl
 
 from hf_bahdanau import demo as demo_module
-from hf_bahdanau.attention_maps import attention_maps
+from hf_bahdanau.translation_attention import attention_maps
 from hf_bahdanau.cli import main
 from hf_bahdanau.pipelines import save_for_pipeline
 from hf_bahdanau.tokenization import train_tokenizer

@@ -20,7 +20,7 @@ from transformers.pipelines import REMOVED_TASKS, SUPPORTED_TASKS, get_supported
 from transformers.pipelines.base import pad_collate_fn
 
 from hf_bahdanau import attention_maps, plot_attention_maps
-from hf_bahdanau.attention_maps import display_tokens
+from hf_bahdanau.translation_attention import display_tokens
 from hf_bahdanau.pipelines import (
     REGISTERED_ALIASES,
     TASK,

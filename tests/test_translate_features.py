@@ -237,7 +237,7 @@ def test_pharaoh_words_count_as_whitespace_words(tokenizer):
 def test_heatmap_is_one_readable_figure_of_words(folder, model, tokenizer, tmp_path, monkeypatch, caplog):
     from PIL import Image
 
-    module = importlib.import_module("hf_bahdanau.attention_maps")  # the package exports a function of this name
+    module = importlib.import_module("hf_bahdanau.translation_attention")
 
     caplog.set_level("INFO")
     path = tmp_path / "figures" / "attention.png"

@@ -1,5 +1,6 @@
 import dataclasses
 import importlib
+import importlib.resources
 
 import matplotlib.image
 import numpy as np
@@ -99,7 +100,7 @@ def attention(layers: int, heads: int, queries: int, keys: int) -> torch.Tensor:
 def test_attention_maps_of_a_long_source_stay_small_and_readable(tmp_path, monkeypatch):
     """A 500-token source (the position table's limit is 512): before, the encoder figure was 175 x 140 inches
     and `translate --heatmap` ran the machine out of memory."""
-    module = importlib.import_module("hf_bahdanau.attention_maps")  # the package's name is the function
+    module = importlib.import_module("hf_bahdanau.translation_attention")
     source, target = [f"s{i}" for i in range(500)], [f"t{i}" for i in range(20)]
     maps = module.AttentionMaps(
         translation="x" * 300,
@@ -125,3 +126,16 @@ def test_attention_maps_of_a_long_source_stay_small_and_readable(tmp_path, monke
     assert [path.name for path in written] == ["a.png", "a-encoder.png", "a-decoder.png"]
     height, width = matplotlib.image.imread(written[1]).shape[:2]
     assert width <= 12 * 150 * 1.2 and height <= 12 * 150 * 1.3  # a 12-inch panel at 150 dpi; labels, title, colorbar
+
+
+def test_no_public_name_of_the_package_is_also_one_of_its_modules():
+    """`import hf_bahdanau.X` binds the package attribute X to the module: a public function of the same name
+    (as `attention_maps` was, beside `attention_maps.py`) then turns into a module for every later import."""
+    import hf_bahdanau
+
+    modules = {path.stem for path in importlib.resources.files(hf_bahdanau).iterdir() if path.suffix == ".py"}
+    assert not modules & set(hf_bahdanau.__all__)
+    importlib.import_module("hf_bahdanau.translation_attention")
+    from hf_bahdanau import attention_maps
+
+    assert callable(attention_maps)
