@@ -19,6 +19,8 @@ from safetensors.torch import load_file
 from transformers import Trainer, TrainingArguments
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
+from .modeling_translation import TranslationPreTrainedModel, rename_unprefixed_keys
+
 logger = logging.getLogger(__name__)
 
 _WEIGHTS = "model.safetensors"
@@ -76,13 +78,21 @@ def average_state_dicts(state_dicts: Sequence[Mapping[str, torch.Tensor]]) -> di
     return averaged
 
 
-def average_checkpoints(paths: Sequence[str | Path]) -> dict[str, torch.Tensor]:
+def average_checkpoints(
+    paths: Sequence[str | Path], model: TranslationPreTrainedModel | None = None
+) -> dict[str, torch.Tensor]:
     """The mean of the model weights in `paths` (checkpoint or model folders, or safetensors files), as fairseq's
     `average_checkpoints`: load it with `model.load_state_dict(averaged, strict=False)` (tied weights, stored once,
-    are not in the files) or `AutoModelForSeq2SeqLM.from_pretrained(folder, state_dict=averaged)`."""
+    are not in the files) or `AutoModelForSeq2SeqLM.from_pretrained(folder, state_dict=averaged)`. With `model`
+    (a model with a head), keys saved before the base-model split (`encoder.*`) are first renamed to its
+    (`model.encoder.*`), so the old and new checkpoints of one run average together."""
     if not paths:
         raise ValueError("nothing to average: no checkpoints given")
-    return average_state_dicts([read_weights(path) for path in paths])
+    state_dicts = [read_weights(path) for path in paths]
+    if model is not None:
+        for state_dict in state_dicts:
+            rename_unprefixed_keys(model, state_dict)
+    return average_state_dicts(state_dicts)
 
 
 def checkpoint_step(folder: Path) -> int | None:
@@ -132,7 +142,7 @@ def average_last_checkpoints(trainer: Trainer, count: int) -> list[Path]:
             f"more often (--save_steps) or average fewer"
         )
     model = trainer.model
-    averaged = average_checkpoints(checkpoints)
+    averaged = average_checkpoints(checkpoints, model)
     result = model.load_state_dict(averaged, strict=False)
     tensors = model.state_dict(keep_vars=True)
     loaded = {id(tensors[name]) for name in averaged if name in tensors}

@@ -1,6 +1,7 @@
 """Checkpoint averaging (issue 27): `average_checkpoints` alone, and `train --average_checkpoints N`."""
 
 import json
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -9,7 +10,7 @@ from safetensors.torch import load_file, save_file
 from transformers import TrainingArguments
 
 from hf_bahdanau import average_checkpoints
-from hf_bahdanau.averaging import average_state_dicts, check_averaging, last_checkpoints
+from hf_bahdanau.averaging import average_last_checkpoints, average_state_dicts, check_averaging, last_checkpoints
 from hf_bahdanau.cli import main
 
 
@@ -86,6 +87,29 @@ TINY = [
     "--per_device_train_batch_size", "16", "--learning_rate", "0.01", "--warmup_steps", "0",
     "--eval_strategy", "no", "--load_best_model_at_end", "false", "--logging_steps", "2",
 ]  # fmt: skip
+
+
+def test_a_checkpoint_from_before_the_base_model_split_averages_with_a_new_one(tmp_path):
+    # A run started before the split (5789b6d) and resumed after it: checkpoint-100 holds `encoder.*`, checkpoint-200
+    # `model.encoder.*`; --average_checkpoints averages them into the model that trains after the split.
+    models = [make_model("bahdanau", seed=seed) for seed in (0, 1)]
+    for step, model in zip((100, 200), models, strict=True):
+        model.save_pretrained(tmp_path / f"checkpoint-{step}")
+        (tmp_path / f"checkpoint-{step}" / "trainer_state.json").write_text("{}", encoding="utf-8")
+    old_file = tmp_path / "checkpoint-100" / "model.safetensors"
+    new = load_file(tmp_path / "checkpoint-200" / "model.safetensors")
+    old = {name.removeprefix("model."): tensor for name, tensor in load_file(old_file).items()}
+    assert any(name.startswith("encoder.") for name in old) and not any(name.startswith("model.") for name in old)
+    save_file(old, old_file)
+    target = make_model("bahdanau", seed=5)
+    trainer = SimpleNamespace(model=target, args=SimpleNamespace(output_dir=str(tmp_path)))
+    assert [folder.name for folder in average_last_checkpoints(trainer, 2)] == ["checkpoint-100", "checkpoint-200"]
+    averaged = target.state_dict()
+    assert set(new) <= set(averaged)
+    for name, tensor in new.items():  # each weight the mean of its old-named and new-named copy
+        old_name = name.removeprefix("model.")
+        assert torch.equal(averaged[name], ((old[old_name].double() + tensor.double()) / 2).float()), name
+    assert not torch.equal(old["encoder.embed_tokens.weight"], new["model.encoder.embed_tokens.weight"])
 
 
 @pytest.mark.slow
