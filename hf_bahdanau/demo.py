@@ -4,7 +4,8 @@ The page translates a text greedily, by beam search or by sampling; shows the n-
 translation's score, its mean token log-probability (`translating.translate_ids`); and draws the attention of the
 translation chosen in that list with the figure `translate --heatmap` draws (`attention_maps.plot_word_attention`:
 the cross-attention between words of the last layer, heads averaged, or of the layer and head chosen on the page).
-Bad input (an empty text, a text too long) gets a message on the page.
+Bad input (an empty text, a text too long, a text mostly in letters the model does not know) gets a message on
+the page.
 
 Gradio reaches no network from here: analytics off (`GRADIO_ANALYTICS_ENABLED`), no share link unless asked, no
 server-side rendering, and the page's scripts, styles and the theme's fonts come from the local server.
@@ -61,7 +62,10 @@ def load_demo_model(model: str) -> tuple[PreTrainedModel, PreTrainedTokenizerBas
 
 
 def check_text(text: str, tokenizer: PreTrainedTokenizerBase, limit: int) -> str | None:
-    """Why `text` cannot be translated here (one line), or None: empty, over `MAX_CHARACTERS` or `limit` tokens."""
+    """Why `text` cannot be translated here (one line), or None: empty, over `MAX_CHARACTERS` or `limit` tokens, or
+    mostly tokens the model does not know (`translating.unknown_text_message`: a script the tokenizer never saw)."""
+    from .translating import unknown_text_message
+
     if not text.strip():
         return "Nothing to translate: type a sentence first."
     if len(text) > MAX_CHARACTERS:
@@ -69,7 +73,7 @@ def check_text(text: str, tokenizer: PreTrainedTokenizerBase, limit: int) -> str
     tokens = len(tokenizer(text, verbose=False)["input_ids"])
     if tokens > limit:
         return f"The text is {tokens:,} tokens long: the model reads at most {limit:,}."
-    return None
+    return unknown_text_message(tokenizer, text)
 
 
 def decoding_options(decoding: str, beams: int) -> tuple[dict[str, Any], int]:

@@ -268,6 +268,22 @@ def warn_long_sources(lengths: Sequence[int], trained: int | None) -> bool:
     return bool(longer)
 
 
+def unknown_text_message(tokenizer: PreTrainedTokenizerBase, text: str) -> str | None:
+    """One line saying that `text` is mostly unknown to the model, or None: more than half of its tokens (special
+    tokens such as `</s>` left out) are the tokenizer's unk token, e.g. Chinese typed into a de-en model."""
+    unk = tokenizer.unk_token_id
+    special = set(tokenizer.all_special_ids) - {unk}
+    ids = [i for i in tokenizer(text, verbose=False)["input_ids"] if i not in special]
+    unknown = sum(i == unk for i in ids) if unk is not None else 0
+    if 2 * unknown <= len(ids):
+        return None
+    shown = text if len(text) <= 40 else text[:40] + "..."
+    return (
+        f"The text is mostly in letters the model does not know ({unknown} of {len(ids)} tokens unknown): "
+        f"{shown!r} is not in the language it translates from."
+    )
+
+
 # ---- files -----------------------------------------------------------------------------------------------
 
 
@@ -348,6 +364,7 @@ __all__ = [
     "trained_source_length",
     "translate_ids",
     "translate_in_order",
+    "unknown_text_message",
     "warn_long_sources",
     "word_ids",
 ]

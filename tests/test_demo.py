@@ -138,6 +138,19 @@ def test_bad_input_gets_a_one_line_message(tokenizer):
     assert demo_module.decoding_options("sampling", 5) == ({"num_beams": 1, "do_sample": True}, 5)
 
 
+def test_text_mostly_in_a_script_the_model_does_not_know_is_refused(model, tokenizer):
+    # Chinese into a de-en model: 10 of its 11 tokens (</s> left out) are <unk>
+    chinese = "你好世界，今天很好。"
+    message = (
+        "The text is mostly in letters the model does not know (10 of 11 tokens unknown): "
+        f"{chinese!r} is not in the language it translates from."
+    )
+    assert demo_module.check_text(chinese, tokenizer, 64) == message
+    with pytest.raises(ValueError) as refused:  # the page shows this message instead of a translation
+        demo_module.translate(model, tokenizer, chinese, "greedy", 1)
+    assert str(refused.value) == message
+    assert demo_module.check_text("Zwei Hunde 你好", tokenizer, 64) is None  # 2 unknown of 8: a word or two is fine
+
 def test_the_demo_command_serves_on_127_0_0_1_and_says_what_is_wrong(folder, monkeypatch, caplog):
     launched = []
     monkeypatch.setattr(demo_module, "launch", lambda demo, **options: launched.append((demo, options)))
