@@ -32,8 +32,8 @@ if TYPE_CHECKING:
     from PIL.Image import Image
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-    from .translation_attention import AttentionMaps
     from .translating import Hypothesis
+    from .translation_attention import AttentionMaps
 
 logger = logging.getLogger(__name__)
 
@@ -127,8 +127,8 @@ def build_demo(
     given). Serve it with `launch`."""
     import gradio as gr
 
-    from .translation_attention import attention_maps
     from .translating import trained_source_length, warn_long_sources
+    from .translation_attention import attention_maps
 
     trained = None
     if model is None or tokenizer is None:

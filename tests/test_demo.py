@@ -23,11 +23,11 @@ from helpers import MODEL_TYPES, make_model
 from huggingface_hub import HfApi, RepoUrl
 
 from hf_bahdanau import demo as demo_module
-from hf_bahdanau.translation_attention import attention_maps
 from hf_bahdanau.cli import main
 from hf_bahdanau.pipelines import save_for_pipeline
 from hf_bahdanau.tokenization import train_tokenizer
 from hf_bahdanau.translating import length_bound, source_ids, translate_ids
+from hf_bahdanau.translation_attention import attention_maps
 
 CORPUS = [
     "Ein Mann fährt Fahrrad.", "A man is riding a bicycle.", "Zwei Hunde spielen im Schnee.",
@@ -150,6 +150,7 @@ def test_text_mostly_in_a_script_the_model_does_not_know_is_refused(model, token
         demo_module.translate(model, tokenizer, chinese, "greedy", 1)
     assert str(refused.value) == message
     assert demo_module.check_text("Zwei Hunde 你好", tokenizer, 64) is None  # 2 unknown of 8: a word or two is fine
+
 
 def test_the_demo_command_serves_on_127_0_0_1_and_says_what_is_wrong(folder, monkeypatch, caplog):
     launched = []
