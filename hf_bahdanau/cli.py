@@ -668,9 +668,10 @@ def _translate_documents(
                     sys.stdout.write("\n")
                 else:
                     record = {**records[index], "translation": translation}
-                    if args.scores:
+                    if args.scores:  # null where nothing was translated (0.0 would say "certain")
                         scores = [hypothesis.score for hypothesis in hypotheses]
-                        record["score"] = round(sum(scores) / len(scores), 4) if scores else 0.0
+                        blank = not scores or not records[index]["text"].strip()
+                        record["score"] = None if blank else round(sum(scores) / len(scores), 4)
                     sys.stdout.write(json.dumps(record, ensure_ascii=False) + "\n")
                 sys.stdout.flush()
                 written += 1

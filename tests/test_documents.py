@@ -116,7 +116,7 @@ def test_translate_jsonl_adds_translation_and_score_to_each_record(folder, model
     first = json.loads(lines[0])
     assert first["id"] == 7 and first["text"] == "Zwei Hunde spielen im Schnee."  # the record's own fields kept
     assert first["translation"] == expected.text and first["score"] == pytest.approx(expected.score, abs=1e-4)
-    assert json.loads(lines[2]) == {"text": "", "lang": "de", "translation": "", "score": 0.0}
+    assert json.loads(lines[2]) == {"text": "", "lang": "de", "translation": "", "score": None}  # null: no score
     # --document: each text a document, its score the mean of its sentences'
     text = "Herr Dr. Müller kam um drei Uhr. Er war z. B. müde!\n\nEine Frau liest ein Buch im Park."
     monkeypatch.setattr(sys, "stdin", io.StringIO(json.dumps({"text": text}) + "\n"))
@@ -125,6 +125,13 @@ def test_translate_jsonl_adds_translation_and_score_to_each_record(folder, model
     found = [alone(model, tokenizer, sentence, scores=True) for sentence in [*SENTENCES[0][:2], *SENTENCES[1]]]
     assert record["translation"] == f"{found[0].text} {found[1].text}\n\n{found[2].text}"
     assert record["score"] == pytest.approx(sum(h.score for h in found) / 3, abs=1e-4)
+    # a document with no sentences has no score: null, not 0.0 (certain), which a filter on the score would keep
+    blank = ['{"text": "", "id": 1}', '{"text": "  \\n\\n ", "id": 2}']
+    monkeypatch.setattr(sys, "stdin", io.StringIO("".join(f"{line}\n" for line in blank)))
+    assert main(["translate", "--model", str(folder), "--input-format", "jsonl", "--document", "-", "--scores"]) == 0
+    written = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [(r["id"], r["score"]) for r in written] == [(1, None), (2, None)]
+    assert written[1]["translation"].strip() == ""
 
 
 @pytest.mark.parametrize(
