@@ -763,7 +763,7 @@ def run_publish(args: argparse.Namespace) -> None:
 
 def _publish_space(args: argparse.Namespace) -> None:
     """`publish --space`: the demo Space of the model `--repo-id`; a dry run shows its files."""
-    from .demo import publish_space
+    from .hub import publish_space
 
     done = publish_space(args.space, args.repo_id, private=args.private, dry_run=args.dry_run,
                          commit_message=args.commit_message, license=args.license)  # fmt: skip
