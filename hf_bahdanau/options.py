@@ -19,6 +19,8 @@ from transformers import Seq2SeqTrainingArguments, Trainer, TrainingArguments
 
 from .configuration_translation import NOT_ARCHITECTURE, TranslationConfig
 from .models import MODEL_TYPE_NAMES, get_model_type
+from .tokenization import MODELS as TOKENIZER_MODELS
+from .tokenization import check_bpe_dropout
 
 
 @dataclass
@@ -251,6 +253,20 @@ def check_streaming_arguments(data_args: DataArguments, training_args: TrainingA
         )
     if data_args.max_train_samples is not None:
         raise ValueError("--max_train_samples does not apply to --streaming: --max_steps ends the run")
+
+
+def check_tokenizer_arguments(tokenizer_args: TokenizerArguments, data_args: DataArguments, trains: bool) -> None:
+    """Raise a one-line ValueError for --bpe_dropout outside [0, 1) or with --streaming and, when the run trains its
+    tokenizer (`trains`: no saved tokenizer, model or run to continue), for an unknown --tokenizer_type or
+    --bpe_dropout with one that is not BPE: before the corpus is read and the tokenizer trained."""
+    check_bpe_dropout(tokenizer_args.bpe_dropout, data_args.streaming)
+    if not trains:  # a saved tokenizer's type is known once it is loaded (`with_bpe_dropout` checks it then)
+        return
+    kind = tokenizer_args.tokenizer_type
+    if kind not in TOKENIZER_MODELS:
+        raise ValueError(f"--tokenizer_type {kind!r} is not one of {', '.join(TOKENIZER_MODELS)}")
+    if tokenizer_args.bpe_dropout and kind != "bpe":
+        raise ValueError(f"--bpe_dropout needs a BPE tokenizer (--tokenizer_type bpe), not --tokenizer_type {kind}")
 
 
 def check_position_lengths(table: int | None, data_args: DataArguments, training_args: TrainingArguments) -> None:

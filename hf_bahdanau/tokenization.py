@@ -182,37 +182,51 @@ def check_bpe_dropout(dropout: float, streaming: bool = False) -> None:
 
 
 class BpeDropoutEncoder:
-    """A `datasets` transform (`Dataset.with_transform`) that re-encodes tokenized pairs (`input_ids`, `labels`) with
-    BPE-dropout each time they are read: the ids are decoded with `tokenizer` and encoded again with a dropout copy
-    of it, cut to the lengths as `tokenize_corpus` cuts them (keeping `</s>`)."""
+    """A `datasets` transform (`Dataset.with_transform`) that encodes the pairs of a `translation` column with
+    BPE-dropout each time they are read (from the text: decoding ids would drop `<unk>`), cut to the lengths as
+    `tokenize_corpus` cuts them (keeping `</s>`); it gives the model inputs only, not the text."""
 
     def __init__(
-        self, tokenizer: PreTrainedTokenizerFast, dropout: float, max_source_length: int, max_target_length: int
+        self,
+        tokenizer: PreTrainedTokenizerFast,
+        dropout: float,
+        src_lang: str,
+        tgt_lang: str,
+        max_source_length: int,
+        max_target_length: int,
     ) -> None:
-        self.tokenizer = tokenizer
-        self.dropout_tokenizer = with_bpe_dropout(tokenizer, dropout)
-        self.lengths = (max_source_length, max_target_length)
-
-    def __call__(self, batch: dict[str, list[Any]]) -> dict[str, list[Any]]:
         from .data import pair_encoder
 
-        sources = self.tokenizer.batch_decode(batch["input_ids"], skip_special_tokens=True)
-        targets = self.tokenizer.batch_decode(batch["labels"], skip_special_tokens=True)
-        encode = pair_encoder(self.dropout_tokenizer, "src", "tgt", *self.lengths)
-        encoded = encode({"translation": [{"src": s, "tgt": t} for s, t in zip(sources, targets, strict=True)]})
+        self.encode = pair_encoder(
+            with_bpe_dropout(tokenizer, dropout), src_lang, tgt_lang, max_source_length, max_target_length
+        )
+
+    def __call__(self, batch: dict[str, list[Any]]) -> dict[str, list[Any]]:
+        encoded = self.encode({"translation": batch["translation"]})
         return {name: encoded[name] for name in ("input_ids", "attention_mask", "labels")}
 
 
 def bpe_dropout_view(
     dataset: datasets.Dataset,
+    texts: datasets.Dataset,
     tokenizer: PreTrainedTokenizerFast,
     dropout: float,
+    src_lang: str,
+    tgt_lang: str,
     max_source_length: int,
     max_target_length: int,
 ) -> datasets.Dataset:
-    """`dataset` (tokenized pairs) read through `BpeDropoutEncoder`: every read, hence every epoch, segments the
-    words anew. Its Arrow data (the lengths that length grouping reads) stays the deterministic encoding."""
-    return dataset.with_transform(BpeDropoutEncoder(tokenizer, dropout, max_source_length, max_target_length))
+    """`dataset` (tokenized pairs) with the `translation` column of `texts` (the split it was tokenized from, row for
+    row), read through `BpeDropoutEncoder`: every read, hence every epoch, segments the words anew. Its Arrow data
+    (the lengths that length grouping reads) stays the deterministic encoding."""
+    if len(texts) != len(dataset):
+        raise ValueError(f"BPE-dropout: {len(texts)} sentence pairs for {len(dataset)} tokenized ones")
+    texts = texts.select_columns(["translation"])
+    if texts._indices is not None:  # a selection (e.g. --max_train_samples): written out, as axis=1 needs
+        texts = texts.flatten_indices()
+    joined = datasets.concatenate_datasets([dataset, texts], axis=1)
+    lengths = (max_source_length, max_target_length)
+    return joined.with_transform(BpeDropoutEncoder(tokenizer, dropout, src_lang, tgt_lang, *lengths))
 
 
 def train_tokenizer(

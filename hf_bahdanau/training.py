@@ -63,6 +63,7 @@ from .options import (
     TokenizerArguments,
     check_position_lengths,
     check_streaming_arguments,
+    check_tokenizer_arguments,
     check_training_arguments,
     new_model_table,
 )
@@ -86,8 +87,8 @@ from .streaming import (
 )
 from .tokenization import (
     DEFAULT_TRAIN_SAMPLES,
+    BpeDropoutEncoder,
     bpe_dropout_view,
-    check_bpe_dropout,
     check_tokenizer_location,
     train_tokenizer,
 )
@@ -358,6 +359,13 @@ class TranslationTrainer(Seq2SeqTrainer):
             return SeededLengthGroupedSampler(sampler.batch_size, sampler.lengths, seed)
         return sampler
 
+    def _remove_unused_columns(self, dataset: datasets.Dataset, description: str | None = None) -> datasets.Dataset:
+        """The Trainer's, except for the BPE-dropout view, whose transform reads the text column the Trainer would
+        remove and gives the model inputs only."""
+        if isinstance(dataset.format["format_kwargs"].get("transform"), BpeDropoutEncoder):
+            return dataset
+        return super()._remove_unused_columns(dataset, description)
+
     def _issue_warnings_after_load(self, load_result: Any) -> None:
         """The Trainer's warnings after loading the best checkpoint, less the tied weights that a checkpoint stores
         once (as the embedding they share): `lm_head.weight` is not missing, it is loaded with the embedding."""
@@ -466,7 +474,8 @@ def train(
     check_training_arguments(training_args)
     check_streaming_arguments(data_args, training_args)
     check_averaging(run_args.average_checkpoints, training_args)
-    check_bpe_dropout(tokenizer_args.bpe_dropout, data_args.streaming)
+    trains_tokenizer = not (run_args.resume or tokenizer_args.tokenizer_name_or_path or model_args.model_name_or_path)
+    check_tokenizer_arguments(tokenizer_args, data_args, trains_tokenizer)
     if not run_args.resume and model_args.model_name_or_path is None:  # else known once the model is loaded
         check_position_lengths(new_model_table(model_args), data_args, training_args)
     given = Path(training_args.output_dir)
@@ -516,7 +525,11 @@ def _train_in(
             tokenized["train"] = _train_stream(data_args, training_args, tokenizer)
         elif tokenizer_args.bpe_dropout:  # the train pairs re-encoded with dropout each read; the tokenizer as is
             lengths = (data_args.max_source_length, data_args.max_target_length)
-            tokenized["train"] = bpe_dropout_view(tokenized["train"], tokenizer, tokenizer_args.bpe_dropout, *lengths)
+            languages = (data_args.src_lang, data_args.tgt_lang)
+            dropout = tokenizer_args.bpe_dropout
+            tokenized["train"] = bpe_dropout_view(
+                tokenized["train"], corpus["train"], tokenizer, dropout, *languages, *lengths
+            )
         apply_generation_settings(model, training_args)
         training_args.output_dir = str(work_dir)
         trainer = build_trainer(model, tokenizer, tokenized, training_args, run_args)
