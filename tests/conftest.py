@@ -46,6 +46,24 @@ def tatoeba_tsv(data_dir: Path) -> Path:
     return path
 
 
+@pytest.fixture(scope="module")
+def tokenizer(request: pytest.FixtureRequest):
+    """A tokenizer of 120 tokens learnt from the test module's `CORPUS` (else `helpers.TINY_CORPUS`)."""
+    from helpers import TINY_CORPUS
+
+    from hf_bahdanau.tokenization import train_tokenizer
+
+    return train_tokenizer(getattr(request.module, "CORPUS", TINY_CORPUS), 120, min_freq=1)
+
+
+@pytest.fixture(scope="module")
+def folder(model, tokenizer, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The test module's `model` fixture and `tokenizer` saved as a model folder (`save_for_pipeline`)."""
+    from hf_bahdanau.pipelines import save_for_pipeline
+
+    return save_for_pipeline(model, tokenizer, tmp_path_factory.mktemp("tiny") / "model")
+
+
 def load_script(name: str) -> ModuleType:
     """`scripts/<name>.py` imported as a module."""
     spec = importlib.util.spec_from_file_location(name, REPO_ROOT / "scripts" / f"{name}.py")

@@ -1,5 +1,7 @@
 """Tiny models of both types and the inputs the model tests share."""
 
+from __future__ import annotations
+
 import torch
 from transformers import GenerationConfig
 
@@ -23,6 +25,25 @@ def make_model(model_type: str, seed: int = 0, width: int = 16, **overrides):
     settings = dict(vocab_size=VOCAB, **tiny_sizes(model_type, width))
     settings.update(overrides)
     return model_class(config_class(**settings)).eval()
+
+
+TINY_CORPUS = [
+    "Ein Mann fährt Fahrrad.", "A man is riding a bicycle.", "Zwei Hunde spielen im Schnee.",
+    "Two dogs are playing in the snow.", "Eine Frau liest ein Buch im Park.", "A woman is reading a book in the park.",
+    "Kinder laufen am Strand entlang.", "Children are running along the beach.", "Ein Junge springt ins Wasser.",
+    "A boy jumps into the water.", "Die Leute warten auf den Bus.", "People are waiting for the bus.",
+]  # fmt: skip
+"""German-English pairs the `tokenizer` fixture (conftest) learns its 120 tokens from, unless a module has CORPUS."""
+
+
+def tiny_translator(model_type: str, tokenizer, beams: int, max_new_tokens: int | None = None, **config):
+    """A tiny random model 32 wide for `tokenizer`'s vocabulary that searches `beams` beams by default (and at most
+    `max_new_tokens` new tokens where given); `config`: more config settings (e.g. `source_language="de"`)."""
+    model = make_model(model_type, width=32, vocab_size=len(tokenizer), **config)
+    model.generation_config.num_beams = beams
+    if max_new_tokens is not None:
+        model.generation_config.max_new_tokens = max_new_tokens
+    return model
 
 
 def greedy_config(**kwargs) -> GenerationConfig:

@@ -19,45 +19,25 @@ import pytest
 import torch
 import yaml
 from conftest import load_script
-from helpers import MODEL_TYPES, make_model
+from helpers import MODEL_TYPES, tiny_translator
 from huggingface_hub import HfApi, RepoUrl
 
 from hf_bahdanau import demo as demo_module
 from hf_bahdanau.cli import main
 from hf_bahdanau.pipelines import save_for_pipeline
-from hf_bahdanau.tokenization import train_tokenizer
 from hf_bahdanau.translating import length_bound, source_ids, translate_ids
 from hf_bahdanau.translation_attention import attention_maps
 
-CORPUS = [
-    "Ein Mann fährt Fahrrad.", "A man is riding a bicycle.", "Zwei Hunde spielen im Schnee.",
-    "Two dogs are playing in the snow.", "Eine Frau liest ein Buch im Park.", "A woman is reading a book in the park.",
-    "Kinder laufen am Strand entlang.", "Children are running along the beach.", "Ein Junge springt ins Wasser.",
-    "A boy jumps into the water.", "Die Leute warten auf den Bus.", "People are waiting for the bus.",
-]  # fmt: skip
 SENTENCE = "Zwei Hunde spielen im Schnee."
 pytestmark = pytest.mark.filterwarnings(  # gradio's own use of pandas options that pandas 3 deprecates
     "ignore:'future.no_silent_downcasting' is deprecated", "ignore:The copy keyword is deprecated"
 )
 
 
-@pytest.fixture(scope="module")
-def tokenizer():
-    return train_tokenizer(CORPUS, 120, min_freq=1)
-
-
 @pytest.fixture(scope="module", params=MODEL_TYPES)
 def model(request, tokenizer):
     """A tiny random model of each type that searches 3 beams by default."""
-    model = make_model(request.param, width=32, vocab_size=len(tokenizer))
-    model.generation_config.num_beams = 3
-    model.config.source_language, model.config.target_language = "de", "en"
-    return model
-
-
-@pytest.fixture(scope="module")
-def folder(model, tokenizer, tmp_path_factory):
-    return save_for_pipeline(model, tokenizer, tmp_path_factory.mktemp("tiny") / "model")
+    return tiny_translator(request.param, tokenizer, 3, source_language="de", target_language="en")
 
 
 def test_sampling_gives_n_samples_each_within_its_sources_length_bound(model, tokenizer, monkeypatch):
@@ -172,9 +152,7 @@ def test_the_demo_command_serves_on_127_0_0_1_and_says_what_is_wrong(folder, mon
 
 @pytest.fixture(scope="module")
 def transformer_folder(tokenizer, tmp_path_factory):
-    model = make_model("d2l_transformer", width=32, vocab_size=len(tokenizer))
-    model.generation_config.num_beams = 3
-    model.config.source_language, model.config.target_language = "de", "en"
+    model = tiny_translator("d2l_transformer", tokenizer, 3, source_language="de", target_language="en")
     return save_for_pipeline(model, tokenizer, tmp_path_factory.mktemp("tiny") / "transformer")
 
 

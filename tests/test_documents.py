@@ -8,12 +8,10 @@ import json
 import sys
 
 import pytest
-from helpers import make_model
+from helpers import tiny_translator
 
 from hf_bahdanau.cli import main
 from hf_bahdanau.documents import check_language, grouped, join_document, read_jsonl, split_document
-from hf_bahdanau.pipelines import save_for_pipeline
-from hf_bahdanau.tokenization import train_tokenizer
 from hf_bahdanau.translating import source_ids, translate_ids
 
 CORPUS = [
@@ -74,21 +72,8 @@ def test_check_language_and_read_jsonl_name_the_problem():
 
 
 @pytest.fixture(scope="module")
-def tokenizer():
-    return train_tokenizer(CORPUS, 120, min_freq=1)
-
-
-@pytest.fixture(scope="module")
 def model(tokenizer):
-    model = make_model("d2l_transformer", width=32, vocab_size=len(tokenizer), source_language="de")
-    model.generation_config.max_new_tokens = 12
-    model.generation_config.num_beams = 2
-    return model
-
-
-@pytest.fixture(scope="module")
-def folder(model, tokenizer, tmp_path_factory):
-    return save_for_pipeline(model, tokenizer, tmp_path_factory.mktemp("tiny") / "model")
+    return tiny_translator("d2l_transformer", tokenizer, 2, max_new_tokens=12, source_language="de")
 
 
 def alone(model, tokenizer, sentence: str, scores: bool = False):

@@ -11,11 +11,9 @@ import sys
 
 import pytest
 import torch
-from helpers import MODEL_TYPES, make_model, tiny_train_argv
+from helpers import MODEL_TYPES, TINY_CORPUS, tiny_train_argv, tiny_translator
 
 from hf_bahdanau.cli import main
-from hf_bahdanau.pipelines import save_for_pipeline
-from hf_bahdanau.tokenization import train_tokenizer
 from hf_bahdanau.translating import (
     Hypothesis,
     length_bound,
@@ -28,33 +26,14 @@ from hf_bahdanau.translating import (
     word_ids,
 )
 
-CORPUS = [
-    "Ein Mann fährt Fahrrad.", "A man is riding a bicycle.", "Zwei Hunde spielen im Schnee.",
-    "Two dogs are playing in the snow.", "Eine Frau liest ein Buch im Park.", "A woman is reading a book in the park.",
-    "Kinder laufen am Strand entlang.", "Children are running along the beach.", "Ein Junge springt ins Wasser.",
-    "A boy jumps into the water.", "Die Leute warten auf den Bus.", "People are waiting for the bus.",
-]  # fmt: skip
 SOURCES = ["Ein Mann fährt Fahrrad.", "Zwei Hunde spielen.", "Eine Frau liest ein Buch im Park am Strand."]
 PIECE = re.compile(r"^(\d+-\d+( \d+-\d+)*)?$")
-
-
-@pytest.fixture(scope="module")
-def tokenizer():
-    return train_tokenizer(CORPUS, 120, min_freq=1)
 
 
 @pytest.fixture(scope="module", params=MODEL_TYPES)
 def model(request, tokenizer):
     """A tiny random model of each type whose own length limit (64 new tokens) is far above the source bound."""
-    model = make_model(request.param, width=32, vocab_size=len(tokenizer))
-    model.generation_config.max_new_tokens = 64
-    model.generation_config.num_beams = 3
-    return model
-
-
-@pytest.fixture(scope="module")
-def folder(model, tokenizer, tmp_path_factory):
-    return save_for_pipeline(model, tokenizer, tmp_path_factory.mktemp("tiny") / "model")
+    return tiny_translator(request.param, tokenizer, 3, max_new_tokens=64)
 
 
 def teacher_forced_score(model, tokenizer, text: str, generated: list[int]) -> float:
@@ -189,7 +168,7 @@ def test_translate_in_order_gives_results_in_input_order_as_soon_as_they_can_be(
 
 @pytest.mark.slow
 def test_a_file_translates_the_same_sorted_by_length_as_in_input_order(folder, model, tokenizer, monkeypatch, capsys):
-    lines = [CORPUS[i % len(CORPUS)] for i in range(0, 40, 3)] + ["", "Ein Hund."]
+    lines = [TINY_CORPUS[i % len(TINY_CORPUS)] for i in range(0, 40, 3)] + ["", "Ein Hund."]
     monkeypatch.setattr(sys, "stdin", io.StringIO("".join(f"{line}\n" for line in lines)))
     assert main(["translate", "--model", str(folder), "--num-beams", "1", "--batch-tokens", "40"]) == 0
     sorted_output = capsys.readouterr().out.splitlines()
