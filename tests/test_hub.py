@@ -65,7 +65,9 @@ def needed_files(folder):
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory, tatoeba_tsv):
-    """A tiny model trained by `hf-bahdanau train ... --push_to_hub` (Hub patched), then evaluated twice."""
+    """A tiny model trained by `hf-bahdanau train ... --push_to_hub` (Hub patched), then evaluated three times: the
+    test and validation splits with the model's beams (2), the test split greedily. Tests that evaluate again or
+    change the folder work on a copy."""
     folder = tmp_path_factory.mktemp("run") / "model"
     argv = ["train", "--data", str(tatoeba_tsv), "--output-dir", str(folder), *TINY, "--max_steps", "12",
             "--eval_steps", "6", "--save_steps", "6", "--push_to_hub", "--hub_model_id", REPO_ID]  # fmt: skip
@@ -74,8 +76,8 @@ def trained(tmp_path_factory, tatoeba_tsv):
         env.setattr(sys, "argv", ["hf-bahdanau", *argv])  # as the console script sees it
         assert main() == 0
         push = {"create_repo": create_repo.call_args, "create_branch": create_branch.call_args, "uploads": uploads}
-    for split in ("test", "validation"):
-        assert main(["evaluate", "--model", str(folder), "--split", split, "--max-samples", "8"]) == 0
+    for split, beams in (("test", []), ("validation", []), ("test", ["--num-beams", "1"])):
+        assert main(["evaluate", "--model", str(folder), "--split", split, "--max-samples", "8", *beams]) == 0
     return {"folder": folder, "argv": argv, "push": push}
 
 
@@ -92,9 +94,12 @@ def test_train_push_to_hub_uploads_our_card_and_the_selection(trained):
     assert "hf-bahdanau train --data" in card.text and "More information needed" not in card.text  # not generic
 
 
-def test_evaluate_keeps_one_result_per_split_and_decoding(trained, capsys):
-    folder = trained["folder"]
-    for samples in (5, 6):  # the second greedy evaluation replaces the first, not the beam-search one
+def test_evaluate_keeps_one_result_per_split_and_decoding(trained, tmp_path, capsys):
+    folder = tmp_path / "model"  # a copy: the shared folder keeps the fixture's three results
+    shutil.copytree(trained["folder"], folder, ignore=shutil.ignore_patterns("checkpoint-*"))
+    before = {(result["split"], result["num_beams"]): result["samples"] for result in read_evaluations(folder)}
+    assert before == {("test", 2): 8, ("validation", 2): 8, ("test", 1): 8}
+    for samples in (5, 6):  # each greedy evaluation replaces the one before (the fixture's, then 5), not the beam one
         argv = [
             "evaluate",
             "--model",
