@@ -1053,9 +1053,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "train":
             train_args = parse_train_args(rest)
             _prepare_libraries()
-            from .training import train
+            from .training import release_process_group, train
 
             train(*train_args)
+            release_process_group()
             return 0
         if rest:
             raise UsageError(f"unrecognized arguments: {_option_names(rest)}")

@@ -445,6 +445,13 @@ def save_run(
         hub.finish_training(output_dir, push)  # records the command; publishes if asked
 
 
+def release_process_group() -> None:
+    """End the process group that a `torchrun` launch of the Trainer opened: left to the interpreter's exit, its
+    threads can abort a finished process ("terminate called without an active exception", exit status -6)."""
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        torch.distributed.destroy_process_group()
+
+
 def train(
     model_args: ModelArguments,
     tokenizer_args: TokenizerArguments,

@@ -104,7 +104,7 @@ def main() -> None:
     )
     for name, way in ((name, way) for name, way in ways.items() if name in times):
         table += (
-            f"| {way} | {times[name]:.1f} | {len(lines) / times[name]:.1f} | {times['fixed'] / times[name]:.2f}x | "
+            f"| {way} | {times[name]:.3g} | {len(lines) / times[name]:.1f} | {times['fixed'] / times[name]:.2f}x | "
             f"{differ[name]} |\n"
         )
     shared.report(table.rstrip("\n"), args.output)

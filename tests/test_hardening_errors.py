@@ -1,6 +1,7 @@
 """Issue 24, second half: no silent wrong answers, long work that fails early or keeps its output, clear errors."""
 
 import errno
+import functools
 import json
 import logging
 import shutil
@@ -204,7 +205,9 @@ def test_an_interrupted_translate_keeps_the_batches_it_wrote(signal_number, rnn_
     command = [sys.executable, "-m", "hf_bahdanau.cli", "translate", "--model", str(rnn_folder), "--num-beams", "1",
                "--batch-size", "8", "--max-new-tokens", "20"]  # fmt: skip
     with source.open("rb") as stdin, translated.open("wb") as stdout, log.open("wb") as stderr:
-        process = subprocess.Popen(command, stdin=stdin, stdout=stdout, stderr=stderr)
+        # SIGINT as a terminal's Ctrl-C, also where the test runs as a background job (which ignores SIGINT)
+        restore = functools.partial(signal.signal, signal.SIGINT, signal.SIG_DFL)
+        process = subprocess.Popen(command, stdin=stdin, stdout=stdout, stderr=stderr, preexec_fn=restore)
     try:
         deadline = time.time() + 300
         while translated.stat().st_size == 0:  # the first batch is written as soon as it is done

@@ -137,7 +137,7 @@ def test_two_processes_stream_disjoint_parts(corpus_folder, tmp_path):
         import json, logging, os, sys
         from hf_bahdanau import streaming
         from hf_bahdanau.cli import parse_train_args
-        from hf_bahdanau.training import train
+        from hf_bahdanau.training import release_process_group, train
         from test_cli import weights_digest
         seen = []
         read = streaming.LengthBucketedBatches.__iter__
@@ -148,6 +148,7 @@ def test_two_processes_stream_disjoint_parts(corpus_folder, tmp_path):
         streaming.LengthBucketedBatches.__iter__ = recording
         logging.basicConfig(level=logging.INFO)
         trainer = train(*parse_train_args(sys.argv[1:]))
+        release_process_group()  # as the train command does
         rank = os.environ["RANK"]
         with open(os.path.join(os.path.dirname(__file__), f"seen-{rank}.json"), "w") as f:
             json.dump(seen, f)
