@@ -207,17 +207,10 @@ class BpeDropoutEncoder:
 
 
 def bpe_dropout_view(
-    dataset: datasets.Dataset,
-    texts: datasets.Dataset,
-    tokenizer: PreTrainedTokenizerFast,
-    dropout: float,
-    src_lang: str,
-    tgt_lang: str,
-    max_source_length: int,
-    max_target_length: int,
+    dataset: datasets.Dataset, texts: datasets.Dataset, encoder: BpeDropoutEncoder
 ) -> datasets.Dataset:
     """`dataset` (tokenized pairs) with the `translation` column of `texts` (the split it was tokenized from, row for
-    row), read through `BpeDropoutEncoder`: every read, hence every epoch, segments the words anew. Its Arrow data
+    row), read through `encoder`: every read, hence every epoch, segments the words anew. Its Arrow data
     (the lengths that length grouping reads) stays the deterministic encoding."""
     if len(texts) != len(dataset):
         raise ValueError(f"BPE-dropout: {len(texts)} sentence pairs for {len(dataset)} tokenized ones")
@@ -225,8 +218,7 @@ def bpe_dropout_view(
     if texts._indices is not None:  # a selection (e.g. --max_train_samples): written out, as axis=1 needs
         texts = texts.flatten_indices()
     joined = datasets.concatenate_datasets([dataset, texts], axis=1)
-    lengths = (max_source_length, max_target_length)
-    return joined.with_transform(BpeDropoutEncoder(tokenizer, dropout, src_lang, tgt_lang, *lengths))
+    return joined.with_transform(encoder)
 
 
 def train_tokenizer(

@@ -534,9 +534,8 @@ def _train_in(
             lengths = (data_args.max_source_length, data_args.max_target_length)
             languages = (data_args.src_lang, data_args.tgt_lang)
             dropout = tokenizer_args.bpe_dropout
-            tokenized["train"] = bpe_dropout_view(
-                tokenized["train"], corpus["train"], tokenizer, dropout, *languages, *lengths
-            )
+            encoder = BpeDropoutEncoder(tokenizer, dropout, *languages, *lengths)
+            tokenized["train"] = bpe_dropout_view(tokenized["train"], corpus["train"], encoder)
         apply_generation_settings(model, training_args)
         training_args.output_dir = str(work_dir)
         trainer = build_trainer(model, tokenizer, tokenized, training_args, run_args)

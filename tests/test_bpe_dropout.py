@@ -10,7 +10,7 @@ from transformers import DataCollatorForSeq2Seq, Seq2SeqTrainingArguments
 
 from hf_bahdanau import tokenization, tokenize_corpus, train_tokenizer
 from hf_bahdanau.cli import main
-from hf_bahdanau.tokenization import bpe_dropout_view, check_bpe_dropout, with_bpe_dropout
+from hf_bahdanau.tokenization import BpeDropoutEncoder, bpe_dropout_view, check_bpe_dropout, with_bpe_dropout
 from hf_bahdanau.training import TranslationTrainer
 
 PAIRS = [
@@ -43,7 +43,7 @@ def test_the_train_view_re_encodes_every_read_within_the_lengths(tokenizer):
         train=datasets.Dataset.from_dict({"translation": [{"de": de, "en": en} for de, en in PAIRS]})
     )
     tokenized, _ = tokenize_corpus(corpus, tokenizer, "de", "en", max_source_length=64, max_target_length=8)
-    view = bpe_dropout_view(tokenized["train"], corpus["train"], tokenizer, 0.5, "de", "en", 64, 8)
+    view = bpe_dropout_view(tokenized["train"], corpus["train"], BpeDropoutEncoder(tokenizer, 0.5, "de", "en", 64, 8))
     reads = [view[:] for _ in range(10)]
     assert set(reads[0]) == {"input_ids", "attention_mask", "labels"}
     sources = {tuple(ids) for read in reads for ids in read["input_ids"]}
@@ -66,7 +66,7 @@ def test_dropout_encodes_the_text_and_keeps_unknown_characters(tokenizer):
     tokenized, _ = tokenize_corpus(corpus, tokenizer, "de", "en", max_source_length=64, max_target_length=64)
     unk = tokenizer.unk_token_id
     assert tokenized["train"][0]["input_ids"].count(unk) == tokenized["train"][0]["labels"].count(unk) == 1
-    view = bpe_dropout_view(tokenized["train"], corpus["train"], tokenizer, 0.3, "de", "en", 64, 64)
+    view = bpe_dropout_view(tokenized["train"], corpus["train"], BpeDropoutEncoder(tokenizer, 0.3, "de", "en", 64, 64))
     reads = [view[0] for _ in range(10)]
     assert all(read["input_ids"].count(unk) == read["labels"].count(unk) == 1 for read in reads)
     plain = [tokenizer.decode(tokenized["train"][0][name]) for name in ("input_ids", "labels")]
@@ -75,8 +75,8 @@ def test_dropout_encodes_the_text_and_keeps_unknown_characters(tokenizer):
         assert [tokenizer.decode(read[name]) for name in ("input_ids", "labels")] == plain
     assert len({tuple(read["input_ids"]) for read in reads}) > 1  # still dropout
     with pytest.raises(ValueError, match="2 sentence pairs for 1 tokenized ones"):
-        bpe_dropout_view(tokenized["train"], datasets.concatenate_datasets([corpus["train"]] * 2), tokenizer, 0.3,
-                         "de", "en", 64, 64)  # fmt: skip
+        twice = datasets.concatenate_datasets([corpus["train"]] * 2)
+        bpe_dropout_view(tokenized["train"], twice, BpeDropoutEncoder(tokenizer, 0.3, "de", "en", 64, 64))
 
 
 def test_trainer_keeps_the_text_column_for_the_dropout_view(tokenizer, tmp_path):
@@ -84,7 +84,7 @@ def test_trainer_keeps_the_text_column_for_the_dropout_view(tokenizer, tmp_path)
     corpus = datasets.DatasetDict(train=datasets.Dataset.from_dict({"translation": pairs}))
     tokenized, _ = tokenize_corpus(corpus, tokenizer, "de", "en", max_source_length=64, max_target_length=64)
     texts = datasets.Dataset.from_dict({"translation": pairs[::-1]}).select([3, 2, 1, 0])  # a selection: in order
-    view = bpe_dropout_view(tokenized["train"], texts, tokenizer, 0.1, "de", "en", 64, 64)
+    view = bpe_dropout_view(tokenized["train"], texts, BpeDropoutEncoder(tokenizer, 0.1, "de", "en", 64, 64))
     model = make_model("bahdanau", vocab_size=len(tokenizer))
     args = Seq2SeqTrainingArguments(
         str(tmp_path),
