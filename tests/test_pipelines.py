@@ -20,7 +20,6 @@ from transformers.pipelines import REMOVED_TASKS, SUPPORTED_TASKS, get_supported
 from transformers.pipelines.base import pad_collate_fn
 
 from hf_bahdanau import attention_maps, plot_attention_maps
-from hf_bahdanau.translation_attention import display_tokens
 from hf_bahdanau.pipelines import (
     REGISTERED_ALIASES,
     TASK,
@@ -31,6 +30,7 @@ from hf_bahdanau.pipelines import (
     transformers_provides,
 )
 from hf_bahdanau.tokenization import train_tokenizer
+from hf_bahdanau.translation_attention import display_tokens
 
 SUBJECTS = ["i", "you", "we", "they", "the cat"]
 VERBS = ["see", "like", "want", "have", "need"]
