@@ -10,16 +10,15 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import torch
 from safetensors.torch import load_file
 from transformers import Trainer, TrainingArguments
-from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from .modeling_translation import TranslationPreTrainedModel, rename_unprefixed_keys
+from .run_folder import is_complete_checkpoint, numbered_checkpoints
 
 logger = logging.getLogger(__name__)
 
@@ -95,23 +94,10 @@ def average_checkpoints(
     return average_state_dicts(state_dicts)
 
 
-def checkpoint_step(folder: Path) -> int | None:
-    """The step of a `checkpoint-STEP` folder, None for another name."""
-    match = re.fullmatch(rf"{PREFIX_CHECKPOINT_DIR}-(\d+)", folder.name)
-    return int(match.group(1)) if match else None
-
-
 def last_checkpoints(output_dir: str | Path, count: int) -> list[Path]:
-    """The `count` checkpoints of `output_dir` with the highest steps that hold their weights and trainer state, oldest
+    """The `count` complete checkpoints of `output_dir` (as `--resume` judges them) with the highest steps, oldest
     first."""
-    folders = [
-        folder
-        for folder in Path(output_dir).glob(f"{PREFIX_CHECKPOINT_DIR}-*")
-        if checkpoint_step(folder) is not None
-        and (folder / "trainer_state.json").is_file()
-        and ((folder / _WEIGHTS).is_file() or (folder / _WEIGHTS_INDEX).is_file())
-    ]
-    return sorted(folders, key=checkpoint_step)[-count:]
+    return [folder for folder in numbered_checkpoints(Path(output_dir)) if is_complete_checkpoint(folder)][-count:]
 
 
 def check_averaging(count: int, training_args: TrainingArguments) -> None:

@@ -26,6 +26,7 @@ from .modeling_translation import (
     TranslationModel,
     TranslationPreTrainedModel,
     check_beams_keep_their_source,
+    check_ids,
     check_source,
 )
 
@@ -388,6 +389,7 @@ class BahdanauForConditionalGeneration(
         """Scheduled sampling: after the first step, each sequence is fed its gold previous token with probability
         `teacher_forcing_ratio`, else the model's own greedy prediction; one base-model call per step."""
         use_cache = inputs.pop("use_cache")
+        check_ids("decoder_input_ids", decoder_input_ids, self.config.vocab_size)  # each step sees one column
         for name in ("output_attentions", "output_hidden_states"):  # None: the config's
             inputs[name] = getattr(self.config, name) if inputs[name] is None else inputs[name]
         inputs["encoder_outputs"] = self.model.encode(

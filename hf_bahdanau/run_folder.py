@@ -77,11 +77,16 @@ def unreadable_part(folder: Path) -> str | None:
     return None
 
 
+def numbered_checkpoints(folder: Path) -> list[Path]:
+    """The `checkpoint-N` folders in `folder`, by step."""
+    numbered = [path for path in folder.glob("checkpoint-*") if path.is_dir() and path.name[11:].isdigit()]
+    return sorted(numbered, key=lambda path: int(path.name[11:]))
+
+
 def last_complete_checkpoint(folder: Path) -> str | None:
     """The newest complete and readable `checkpoint-N` in `folder` (newer partial or corrupt ones are skipped with a
     warning), or None."""
-    numbered = [path for path in folder.glob("checkpoint-*") if path.is_dir() and path.name[11:].isdigit()]
-    for checkpoint in sorted(numbered, key=lambda path: int(path.name[11:]), reverse=True):
+    for checkpoint in reversed(numbered_checkpoints(folder)):
         if not is_complete_checkpoint(checkpoint):
             logger.warning("skipping %s: it is incomplete (the run was cut off while writing it)", checkpoint)
         elif (problem := unreadable_part(checkpoint)) is not None:

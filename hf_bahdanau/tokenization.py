@@ -161,8 +161,7 @@ def with_bpe_dropout(tokenizer: PreTrainedTokenizerFast, dropout: float) -> PreT
     """A copy of a BPE `tokenizer` that skips each merge with probability `dropout` (BPE-dropout, Provilkov et al.
     2020: `tokenizers`' `BPE(dropout=...)`), so a word is split differently from call to call. For training only: the
     tokenizer itself is unchanged, and the one saved with a model has no dropout (translation is deterministic)."""
-    if not 0 < dropout < 1:
-        raise ValueError(f"BPE-dropout must be a probability between 0 and 1 (exclusive), got {dropout}")
+    check_bpe_dropout(dropout)
     model = getattr(tokenizer, "backend_tokenizer", None) and tokenizer.backend_tokenizer.model
     if not isinstance(model, models.BPE):
         kind = type(model).__name__ if model is not None else type(tokenizer).__name__
@@ -202,7 +201,7 @@ class BpeDropoutEncoder:
         )
 
     def __call__(self, batch: dict[str, list[Any]]) -> dict[str, list[Any]]:
-        encoded = self.encode({"translation": batch["translation"]})
+        encoded = self.encode(batch)
         return {name: encoded[name] for name in ("input_ids", "attention_mask", "labels")}
 
 
