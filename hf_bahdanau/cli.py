@@ -639,7 +639,7 @@ def _translate_documents(
         text = "\n".join(_stdin_lines())
     else:
         try:
-            text = Path(source).read_bytes().decode("utf-8")
+            text = Path(source).read_bytes().decode("utf-8-sig")  # a byte-order mark is not text
         except UnicodeDecodeError as error:
             raise UsageError(f"{source} is not UTF-8 text (byte {error.start})") from None
     language = check_language(args.document_language or model.config.source_language) if args.document else None
@@ -648,8 +648,8 @@ def _translate_documents(
     if records is None:  # the document's lines, each the sentences of a paragraph or none (a blank line)
         layouts = [[sentences] for sentences in split_document(text, language)]
     else:  # each record's text as a document, or as one sentence; a blank line as nothing
-        layouts = [[] if r is None else split_document(r["text"], language) if language else [[r["text"]]]
-                   for r in records]  # fmt: skip
+        layouts = [[] if r is None else split_document(r["text"], language) if language
+                   else [[r["text"]]] if r["text"].strip() else [[]] for r in records]  # fmt: skip
     sentences = [sentence for layout in layouts for line in layout for sentence in line]
     counts = [sum(len(line) for line in layout) for layout in layouts]
     lengths, translate = _hypotheses_function(model, translator, sentences, args)
@@ -670,8 +670,7 @@ def _translate_documents(
                     record = {**records[index], "translation": translation}
                     if args.scores:  # null where nothing was translated (0.0 would say "certain")
                         scores = [hypothesis.score for hypothesis in hypotheses]
-                        blank = not scores or not records[index]["text"].strip()
-                        record["score"] = None if blank else round(sum(scores) / len(scores), 4)
+                        record["score"] = round(sum(scores) / len(scores), 4) if scores else None
                     sys.stdout.write(json.dumps(record, ensure_ascii=False) + "\n")
                 sys.stdout.flush()
                 written += 1

@@ -60,8 +60,7 @@ def split_document(text: str, language: str) -> list[list[str]]:
 def join_document(lines: Sequence[Sequence[str]], translations: Sequence[str]) -> str:
     """The translated document: `translations` (of the sentences of `lines`, in order) joined by a space within a
     line, the lines by newlines."""
-    ahead = iter(translations)
-    return "\n".join(" ".join(next(ahead) for _ in line) for line in lines)
+    return "\n".join(" ".join(group) for group in grouped(map(len, lines), translations))
 
 
 def grouped(counts: Iterable[int], items: Iterable[T]) -> Iterator[list[T]]:

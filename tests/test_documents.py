@@ -89,6 +89,9 @@ def test_translate_document_writes_paragraphs_back_with_their_blank_lines(folder
     paragraphs = [" ".join(alone(model, tokenizer, sentence).text for sentence in group) for group in SENTENCES]
     assert output == f"\n{paragraphs[0]}\n\n\n\n{paragraphs[1]}\n"  # each sentence as translated alone
     assert all(paragraphs)  # nothing empty that would hide a lost sentence
+    path.write_text("\ufeff" + DOCUMENT, encoding="utf-8")  # a byte-order mark, as Windows editors write it
+    assert main(["translate", "--model", str(folder), "--document", str(path), "--batch-tokens", "30"]) == 0
+    assert capsys.readouterr().out == output
 
 
 def test_translate_jsonl_adds_translation_and_score_to_each_record(folder, model, tokenizer, monkeypatch, capsys):
