@@ -303,6 +303,7 @@ __all__ = [
     "TokenizerArguments",
     "check_position_lengths",
     "check_streaming_arguments",
+    "check_tokenizer_arguments",
     "check_training_arguments",
     "new_model_table",
 ]
