@@ -78,6 +78,7 @@ def translate_on_page(page: Any, text: str) -> dict[str, Any]:
     from playwright.sync_api import TimeoutError, expect
 
     busy = "document.querySelector('.pending, .progress-text, .eta-bar')"  # gradio's marks of a running event
+    page.wait_for_function(f"() => !{busy}")  # an earlier event (a redraw) would write its outputs after ours
     page.locator("#source textarea").fill(text)
     page.locator("#translate").click()
     try:
