@@ -28,6 +28,7 @@ from .modeling_translation import (
     check_beams_keep_their_source,
     check_ids,
     check_source,
+    source_rows,
 )
 
 
@@ -93,6 +94,14 @@ class BahdanauDecoderState:
         self.hidden = self.hidden.index_select(1, beam_idx.to(self.hidden.device))
         if self.cell is not None:
             self.cell = self.cell.index_select(1, beam_idx.to(self.cell.device))
+
+    def batch_select_indices(self, indices: torch.Tensor) -> None:
+        """Keep only the decoder rows `indices` (whole sentences where the keys are shared: see `source_rows`)."""
+        repeats = self.hidden.shape[1] // self.projected_keys.shape[0]
+        self.projected_keys = self.projected_keys[source_rows(indices, repeats)]
+        self.hidden = self.hidden[:, indices]
+        if self.cell is not None:
+            self.cell = self.cell[:, indices]
 
 
 def _rnn(config: BahdanauConfig, input_size: int, num_layers: int, bidirectional: bool = False) -> nn.RNNBase:

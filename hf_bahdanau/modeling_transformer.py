@@ -32,6 +32,7 @@ from .modeling_translation import (
     TranslationPreTrainedModel,
     check_beams_keep_their_source,
     check_source,
+    source_rows,
 )
 
 Attended = tuple[torch.Tensor, torch.Tensor | None]  # (output, attention weights or None)
@@ -112,6 +113,10 @@ class SharedSourceLayer(DynamicLayer):
 
     def reorder_cache(self, beam_idx: torch.LongTensor) -> None:
         check_beams_keep_their_source(beam_idx, self.repeats)
+
+    def batch_select_indices(self, indices: torch.Tensor) -> None:
+        """Keep the sources of the kept decoder rows `indices` (whole sentences: see `source_rows`)."""
+        super().batch_select_indices(source_rows(indices, self.repeats))
 
 
 class TransformerDecoderLayer(GradientCheckpointingLayer):

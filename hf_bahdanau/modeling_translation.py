@@ -106,6 +106,19 @@ def check_beams_keep_their_source(beam_idx: torch.Tensor, repeats: int) -> None:
         )
 
 
+def source_rows(rows: torch.Tensor, repeats: int) -> torch.Tensor:
+    """The sources of the decoder rows `rows` kept by a batch selection (`batch_select_indices`) from a state that
+    keeps one copy of each source for its `repeats` consecutive rows: all the rows of a kept source, in order."""
+    sources = rows[::repeats] // repeats
+    whole = (sources[:, None] * repeats + torch.arange(repeats, device=rows.device)).flatten()
+    if not torch.equal(rows, whole):
+        raise ValueError(
+            f"the decoder state keeps one copy of each source for its {repeats} consecutive rows (beams): a batch "
+            "selection keeps all the rows of a source or none"
+        )
+    return sources
+
+
 def earlier_tokens(labels: torch.Tensor) -> torch.Tensor:
     """For each target position, the distinct tokens of the earlier positions other than its own label (the
     candidates of token-level unlikelihood): `(batch, tgt_len, tgt_len)`, -100 where there is none."""
@@ -579,4 +592,5 @@ __all__ = [
     "quantizer",
     "rename_unprefixed_keys",
     "shift_tokens_right",
+    "source_rows",
 ]

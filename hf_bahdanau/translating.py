@@ -12,18 +12,21 @@ translations bounded by their source's length.
   `batch_tokens` padded source tokens, the results given back in input order as soon as they can be.
 - Unless the caller sets `max_new_tokens`, each translation is cut at `max(8, 3 * source tokens)` tokens, so odd
   input (a lone "-", emoji, a URL) cannot loop on.
+- A plain beam search without scores runs in `beam_search.beam_search`: `generate()`'s search, the same sequences,
+  with each sentence leaving the batch once its result is final; anything else runs in `generate()`.
 """
 
 from __future__ import annotations
 
+import copy
 import logging
-import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import torch
-from transformers import LogitsProcessor, LogitsProcessorList, PreTrainedModel, PreTrainedTokenizerBase
+from transformers import LogitsProcessorList, PreTrainedModel, PreTrainedTokenizerBase
 
+from .beam_search import SourceLengthLimit, beam_search, usable
 from .pipelines import _pad_id, encode
 
 logger = logging.getLogger(__name__)
@@ -48,25 +51,6 @@ class Hypothesis:
     score: float | None = None
     alignment: str | None = None
     ids: list[int] = field(default_factory=list, compare=False, repr=False)
-
-
-class SourceLengthLimit(LogitsProcessor):
-    """Forces `</s>` once a row has generated its own limit's tokens but one (beam rows follow their source)."""
-
-    def __init__(self, limits: torch.Tensor, eos_token_id: int, prompt_length: int = 1) -> None:
-        self.limits = limits  # (rows,): each row's most new tokens, `</s>` included
-        self.eos_token_id = eos_token_id
-        self.prompt_length = prompt_length  # the decoder start
-
-    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
-        # input_ids: (rows, cur_len); scores: (rows, vocab)
-        generated = input_ids.shape[1] - self.prompt_length
-        ended = self.limits.to(scores.device) - 1 <= generated  # (rows,)
-        if ended.any():
-            scores = scores.clone()
-            scores[ended] = -math.inf
-            scores[ended, self.eos_token_id] = 0.0
-        return scores
 
 
 # ---- words -----------------------------------------------------------------------------------------------
@@ -182,23 +166,32 @@ def translate_ids(
     eos = model.generation_config.eos_token_id
     eos = eos[0] if isinstance(eos, list) else eos
     options: dict = {"pad_token_id": _pad_id(tokenizer), **generate_options, "num_return_sequences": n_best}
+    limits = None
     if max_new_tokens is None:
-        limits = torch.tensor([length_bound(len(rows[i])) for i in kept]).repeat_interleave(n_best)
-        beams = options.get("num_beams") or model.generation_config.num_beams or 1
-        copies = beams if beams > 1 else n_best  # generate's rows per source: its beams, or its samples
-        row_limits = limits[::n_best].repeat_interleave(copies)  # (batch * copies,): generate's rows
+        limits = torch.tensor([length_bound(len(rows[i])) for i in kept])  # (batch,)
         options["max_new_tokens"] = int(limits.max())
-        options["logits_processor"] = LogitsProcessorList([SourceLengthLimit(row_limits, eos)])
     else:
         options["max_new_tokens"] = max_new_tokens
-    outputs = model.generate(
-        input_ids=input_ids,
-        attention_mask=attention_mask,
-        return_dict_in_generate=True,
-        output_logits=scores,
-        **options,
-    )
-    sequences = outputs.sequences  # (batch * n_best, 1 + generated)
+    config = copy.deepcopy(model.generation_config)
+    config.update(**options)
+    if config.decoder_start_token_id is None:
+        config.decoder_start_token_id = model.config.decoder_start_token_id
+    if not scores and usable(model, config, input_ids):  # the same sequences, finished sentences let go
+        sequences = beam_search(model, input_ids, attention_mask, config, limits)
+        outputs = None
+    else:
+        if limits is not None:
+            copies = config.num_beams if config.num_beams > 1 else n_best  # generate's rows per source
+            processor = SourceLengthLimit(limits.repeat_interleave(copies), eos)
+            options["logits_processor"] = LogitsProcessorList([processor])
+        outputs = model.generate(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            return_dict_in_generate=True,
+            output_logits=scores,
+            **options,
+        )
+        sequences = outputs.sequences  # (batch * n_best, 1 + generated)
     generated = sequences[:, 1:]
     is_eos = generated == eos
     lengths = torch.where(is_eos.any(1), is_eos.int().argmax(1) + 1, generated.shape[1])  # (rows,) with </s>

@@ -8,7 +8,8 @@ alike; the table gives each way's total time, sentences/s and how many translati
   issue 29);
 - sorted: `translating.translate_in_order` over `translating.translate_ids`, batches of at most `--batch-tokens`
   padded source tokens (and `--batch-size` sentences with `--cap`), as `hf-bahdanau translate --batch-tokens` does;
-  each translation bounded by `translating.length_bound` of its source (translate's default);
+  each translation bounded by `translating.length_bound` of its source (translate's default); with beams, the
+  search of `beam_search.py`, which lets each sentence leave the batch once its result is final;
 - sorted, unbounded: the same with the model's own `max_new_tokens` (what sorting alone gives).
 
     HF_BAHDANAU_DATA_DIR=../shared/data python scripts/benchmark_translate_file.py --model runs/quick-de-en \\
