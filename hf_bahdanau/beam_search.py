@@ -82,7 +82,8 @@ def beam_search(
         input_ids, {"attention_mask": attention_mask}, "input_ids", config
     )
     _, kwargs = model._expand_inputs_for_generation(beams, True, start, **encoder_kwargs)
-    max_length = 1 + config.max_new_tokens  # the decoder start, then the new tokens
+    config = model._prepare_generated_length(config, True, True, "input_ids", 1, input_ids)  # as `generate()`
+    max_length = config.max_length  # the decoder start and the new tokens, within a position table
     limit = None
     if limits is not None:
         limit = SourceLengthLimit(limits.to(device).repeat_interleave(beams), eos)
@@ -166,7 +167,7 @@ def beam_search(
         settled = ~open_sentences[:, 0]  # (size,): results final from now on
         if config.early_stopping is True:
             settled |= is_finished.all(1)
-        if bool(hits.all()):  # no running beam can go on: the search is over (`generate()` stops too)
+        if bool(hits.all()):  # every candidate ended (the length limit): nothing can change any more
             settled[:] = True
         if settled.any():
             where = left[settled]

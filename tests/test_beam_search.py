@@ -74,6 +74,15 @@ def test_the_sequences_are_generate_s(model_type, overrides, settings):
         assert torch.equal(found, expected), (found != expected).any(1).nonzero()[:, 0].tolist()
 
 
+def test_the_position_table_bounds_the_search_as_it_bounds_generate():
+    model = eager_model("d2l_transformer", 0, max_position_embeddings=10)
+    ids, mask = sources(0)
+    config = greedy_config(num_beams=3, max_new_tokens=12)
+    expected = generate_sequences(model, ids, mask, config, None)
+    assert expected.shape[1] == 11  # the start and 10 new tokens: the table, not max_new_tokens (12)
+    assert torch.equal(beam_search(model, ids, mask, copy.deepcopy(config)), expected)
+
+
 @pytest.mark.parametrize("model_type", ["bahdanau", "d2l_transformer"])
 def test_settled_sentences_leave_the_batch(model_type):
     """The decoder reads fewer rows than `generate()`'s, which keeps every sentence to the last step."""
