@@ -41,11 +41,17 @@ class SourceLengthLimit(LogitsProcessor):
 
 
 def usable(model: PreTrainedModel, config: GenerationConfig, input_ids: torch.Tensor) -> bool:
-    """Whether `beam_search` gives what `model.generate(generation_config=config)` would: a plain beam search of an
-    encoder-decoder model whose settings add no logits processor of `generate()`'s own."""
+    """Whether `beam_search` gives what `model.generate(generation_config=config)` would, for a `config` built from
+    the model's own (as `translating.translate_ids` builds it): a plain beam search of an encoder-decoder model, one
+    `</s>` id, `max_new_tokens` set, no logits processor, constraint or stopping rule of `generate()`'s own."""
     if not model.config.is_encoder_decoder or config.num_beams <= 1 or config.do_sample:
         return False
     if (config.num_beam_groups or 1) > 1 or config.output_scores or config.output_logits:
+        return False
+    eos = config.eos_token_id
+    if isinstance(eos, list) and len(eos) != 1 or config.max_new_tokens is None:
+        return False
+    if config.constraints or config.force_words_ids or config.low_memory or config.max_time or config.stop_strings:
         return False
     config = copy.deepcopy(config)
     config.update(**config._get_default_generation_params(), defaults_only=True)
@@ -169,34 +175,36 @@ def beam_search(
             settled |= is_finished.all(1)
         if bool(hits.all()):  # every candidate ended (the length limit): nothing can change any more
             settled[:] = True
-        if settled.any():
-            where = left[settled]
-            results[where] = finished[settled, :returned]
-            lengths[where] = (finished_indices[settled, :returned] >= 0).sum(-1).long()
+        if not settled.any():
+            continue
+        where = left[settled]
+        results[where] = finished[settled, :returned]
+        # generated tokens: the beam indices counted (their values are row offsets from before earlier prunings)
+        lengths[where] = (finished_indices[settled, :returned] >= 0).sum(-1).long()
         if bool(settled.all()):
             break
-        if settled.any():
-            kept = (~settled).nonzero()[:, 0]  # (sentences kept,)
-            rows = (kept[:, None] * beams + torch.arange(beams, device=device)).flatten()  # (rows kept,)
-            left, open_sentences = left[kept], open_sentences[kept]
-            running, running_scores, running_indices = running[kept], running_scores[kept], running_indices[kept]
-            finished, finished_scores, finished_indices = finished[kept], finished_scores[kept], finished_indices[kept]
-            is_finished = is_finished[kept]
-            cache.batch_select_indices(rows)
-            kwargs = _select_rows(kwargs, rows)
-            if limit is not None:
-                limit.limits = limit.limits[rows]
+        kept = (~settled).nonzero()[:, 0]  # (sentences kept,)
+        rows = (kept[:, None] * beams + torch.arange(beams, device=device)).flatten()  # (rows kept,)
+        left, open_sentences = left[kept], open_sentences[kept]
+        running, running_scores, running_indices = running[kept], running_scores[kept], running_indices[kept]
+        finished, finished_scores, finished_indices = finished[kept], finished_scores[kept], finished_indices[kept]
+        is_finished = is_finished[kept]
+        cache.batch_select_indices(rows)
+        kwargs = _select_rows(kwargs, rows)
+        if limit is not None:
+            limit.limits = limit.limits[rows]
     return results[:, :, : 1 + int(lengths.max())].reshape(batch * returned, -1)
 
 
 def _select_rows(kwargs: dict, rows: torch.Tensor) -> dict:
-    """The decoder's keyword arguments (encoder outputs, attention mask) of the kept `rows` only."""
+    """The decoder's keyword arguments with the encoder outputs and attention mask of the kept `rows` only."""
     encoder_outputs = kwargs["encoder_outputs"]
-    for name, value in list(encoder_outputs.items()):
-        if isinstance(value, torch.Tensor):
-            encoder_outputs[name] = value[rows]
+    fields = {
+        name: value[rows] if isinstance(value, torch.Tensor) else value for name, value in encoder_outputs.items()
+    }
+    kwargs = {**kwargs, "encoder_outputs": type(encoder_outputs)(**fields)}
     if kwargs.get("attention_mask") is not None:
-        kwargs = {**kwargs, "attention_mask": kwargs["attention_mask"][rows]}
+        kwargs["attention_mask"] = kwargs["attention_mask"][rows]
     return kwargs
 
 
