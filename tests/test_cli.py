@@ -253,7 +253,7 @@ RECIPES = sorted((Path(__file__).resolve().parents[1] / "scripts" / "multi30k").
 
 @pytest.mark.parametrize("recipe", RECIPES, ids=[recipe.stem for recipe in RECIPES])
 def test_every_shipped_recipe_parses_into_a_valid_model(recipe):
-    model_args, tokenizer_args, data_args, training_args, _ = parse_train_args(
+    model_args, tokenizer_args, data_args, training_args, run_args = parse_train_args(
         ["--config", str(recipe), "--output-dir", "x"]
     )
     expected = "transformer" if recipe.stem.startswith(("transformer-", "quick-")) else "bahdanau"
@@ -262,8 +262,10 @@ def test_every_shipped_recipe_parses_into_a_valid_model(recipe):
     config = config_class(**model_args.config_overrides(), vocab_size=tokenizer_args.vocab_size)
     config.check()
     assert config.vocab_size == 8000 and training_args.warmup_steps > 0
-    if recipe.stem.startswith("transformer-"):  # the 45-minute recipes warm up as Transformers do
-        assert training_args.lr_scheduler_type == "inverse_sqrt"
+    if recipe.stem.startswith("transformer-"):  # issue 27's recipes: a linear decay, the last 5 checkpoints averaged
+        assert training_args.lr_scheduler_type == "linear" and run_args.average_checkpoints == 5
+        assert not training_args.load_best_model_at_end and config.unlikelihood == 4.0
+        assert training_args.save_steps * run_args.average_checkpoints < 29_000 / 64 * training_args.num_train_epochs
         assert (config.d_model, config.encoder_layers, config.attention_heads) == (256, 3, 4)
 
 
