@@ -40,6 +40,18 @@ class SourceLengthLimit(LogitsProcessor):
         return scores
 
 
+def first_id(ids: int | list[int]) -> int:
+    """The `</s>` id of a config's `eos_token_id` (an id, or a list whose first is used)."""
+    return ids[0] if isinstance(ids, list) else ids
+
+
+def filled(config: GenerationConfig) -> GenerationConfig:
+    """A copy of `config` with the defaults `generate()` fills in."""
+    config = copy.deepcopy(config)
+    config.update(**config._get_default_generation_params(), defaults_only=True)
+    return config
+
+
 def usable(model: PreTrainedModel, config: GenerationConfig, input_ids: torch.Tensor) -> bool:
     """Whether `beam_search` gives what `model.generate(generation_config=config)` would, for a `config` built from
     the model's own (as `translating.translate_ids` builds it): a plain beam search of an encoder-decoder model, one
@@ -53,8 +65,7 @@ def usable(model: PreTrainedModel, config: GenerationConfig, input_ids: torch.Te
         return False
     if config.constraints or config.force_words_ids or config.low_memory or config.max_time or config.stop_strings:
         return False
-    config = copy.deepcopy(config)
-    config.update(**config._get_default_generation_params(), defaults_only=True)
+    config = filled(config)
     model._prepare_special_tokens(config, True, input_ids.device)  # some processors need the `</s>` tensor
     processors = model._get_logits_processor(
         generation_config=config,
@@ -77,10 +88,9 @@ def beam_search(
 ) -> torch.Tensor:
     """`model.generate(...).sequences` of a plain beam search: `(batch * num_return_sequences, 1 + generated)`, each
     sentence's hypotheses best first, filled as `generate()` fills them; see the module's docstring."""
-    config = copy.deepcopy(config)
-    config.update(**config._get_default_generation_params(), defaults_only=True)  # what `generate()` fills in
+    config = filled(config)
     beams, returned = config.num_beams, config.num_return_sequences or 1
-    eos = config.eos_token_id[0] if isinstance(config.eos_token_id, list) else config.eos_token_id
+    eos = first_id(config.eos_token_id)
     fill = config.pad_token_id or eos  # as `generate()` fills its sequences (with `</s>` where the pad id is 0)
     batch, device = input_ids.shape[0], input_ids.device
     start = torch.full((batch, 1), config.decoder_start_token_id, dtype=torch.long, device=device)

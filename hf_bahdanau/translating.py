@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import torch
 from transformers import LogitsProcessorList, PreTrainedModel, PreTrainedTokenizerBase
 
-from .beam_search import SourceLengthLimit, beam_search, usable
+from .beam_search import SourceLengthLimit, beam_search, first_id, usable
 from .pipelines import _pad_id, encode
 
 logger = logging.getLogger(__name__)
@@ -163,8 +163,7 @@ def translate_ids(
         return results
     input_ids, attention_mask = _pad([rows[i] for i in kept], _pad_id(tokenizer), tokenizer.padding_side == "left")
     input_ids, attention_mask = input_ids.to(model.device), attention_mask.to(model.device)  # (batch, src_len)
-    eos = model.generation_config.eos_token_id
-    eos = eos[0] if isinstance(eos, list) else eos
+    eos = first_id(model.generation_config.eos_token_id)
     options: dict = {"pad_token_id": _pad_id(tokenizer), **generate_options, "num_return_sequences": n_best}
     limits = None
     if max_new_tokens is None:
