@@ -4,8 +4,7 @@ The file is Multi30k's test_2016_flickr source side repeated to `--lines` lines.
 (`translating.SORT_WINDOW` lines), in turn (fixed, sorted, fixed, ...), so that noise from other processes hits both
 alike; the table gives each way's total time, sentences/s and how many translations differ.
 
-- fixed: the pipeline in input order, `--batch-size` sentences a batch (`cli.translate_texts`, translate before
-  issue 29);
+- fixed: the pipeline in input order, `--batch-size` sentences a batch (`cli.translate_texts`);
 - sorted: `translating.translate_in_order` over `translating.translate_ids`, batches of at most `--batch-tokens`
   padded source tokens (and `--batch-size` sentences with `--cap`), as `hf-bahdanau translate --batch-tokens` does;
   each translation bounded by `translating.length_bound` of its source (translate's default); with beams, the

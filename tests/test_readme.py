@@ -1,10 +1,8 @@
-"""README.md: the quick start's steps parse and use the quick recipe, the test command is the one CI runs, and the
-layout tree names every module and folder."""
+"""README.md: the quick start's steps parse and use the quick recipe, and the test command is the one CI runs."""
 
 import re
 import shlex
 import subprocess
-from fnmatch import fnmatch
 from pathlib import Path
 
 from hf_bahdanau.cli import build_parser, parse_train_args
@@ -63,43 +61,3 @@ def test_the_quick_start_commands_parse_as_written():
                 parse_train_args(rest)  # --config read, every option known, the output folder given
             else:
                 assert rest == [], command
-
-
-def _layout_names() -> tuple[list[str], list[str]]:
-    """The README's layout tree (the code block that starts with `hf_bahdanau/`): the paths it names, relative to
-    the repository root, and its top-level folders. A line at the margin starts with a top-level folder; a line
-    indented by two spaces starts with names in the folder above it, separated by commas; a description follows
-    the names, and lines indented deeper continue it."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    tree = re.search(r"```\n(hf_bahdanau/\n.*?)```", text, re.DOTALL).group(1)
-    path = re.compile(r"[\w*.-]+(/[\w*.-]+)*/|[\w*-]+(/[\w*.-]+)*\.[\w*]+")
-    names, folders, folder = [], [], ""
-    for line in tree.splitlines():
-        indent = len(line) - len(line.lstrip())
-        tokens = re.split(r"[,\s]+", line.strip())
-        if not line.strip() or indent > 2:
-            continue
-        if indent == 0:
-            folder, tokens = tokens[0], tokens[1:]
-            folders.append(folder)
-            names.append(folder)
-        for token in tokens:
-            if not path.fullmatch(token):
-                break  # the description starts
-            names.append(folder + token)
-    return names, folders
-
-
-def test_the_layout_tree_names_every_module_and_folder_and_only_files_that_exist():
-    names, folders = _layout_names()
-    assert [name for name in names if not any(ROOT.glob(name.rstrip("/")))] == []  # each named file exists
-    modules = [path.relative_to(ROOT).as_posix() for path in sorted((ROOT / "hf_bahdanau").rglob("*.py"))]
-    scripts = [path.relative_to(ROOT).as_posix() for path in sorted((ROOT / "scripts").glob("*.py"))]
-    assert [module for module in modules + scripts if module not in names] == []
-    ignored = [line.strip().rstrip("/") for line in (ROOT / ".gitignore").read_text().splitlines() if line.strip()]
-    present = sorted(
-        f"{path.name}/"
-        for path in ROOT.iterdir()
-        if path.is_dir() and path.name[0] not in "._" and not any(fnmatch(path.name, rule) for rule in ignored)
-    )
-    assert [folder for folder in present if folder not in folders] == []
