@@ -73,8 +73,8 @@ def test_every_relative_link_and_repository_path_of_a_page_exists(page):
         path = (page.parent / target) if target else page
         if not path.exists() or (anchor and path.suffix == ".md" and anchor not in _anchors(path)):
             missing.append(link)
-    # `scripts/...`, `hf_bahdanau/...`, `tests/...` named in code spans, outside the architecture tree's own check
-    paths = re.findall(r"`((?:hf_bahdanau|scripts|tests|docs|model_cards|\.ci)/[\w./*-]*)", text)
+    # the repository paths a page names (`scripts/...`, `hf_bahdanau/...`, `docs/...`), from the repository root
+    paths = re.findall(r"(?<![\w/.])((?:hf_bahdanau|scripts|tests|docs|model_cards|\.ci)/[\w./*-]*[\w*])", text)
     missing += [path for path in paths if not any(ROOT.glob(path.rstrip("/")))]
     assert missing == []
 
