@@ -73,7 +73,18 @@ def _section(name: str, parser: argparse.ArgumentParser) -> list[str]:
 
 def reference() -> str:
     """The whole page, made from `build_parser()` and `train_help_parser()`."""
+    columns = os.environ.get("COLUMNS")
     os.environ["COLUMNS"] = WIDTH
+    try:
+        return _page()
+    finally:
+        if columns is None:
+            del os.environ["COLUMNS"]
+        else:
+            os.environ["COLUMNS"] = columns
+
+
+def _page() -> str:
     parser = build_parser()
     (commands,) = (a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     summaries = {choice.dest: choice.help for choice in commands._choices_actions}
