@@ -871,6 +871,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("train", help="train a model (options: hf-bahdanau train --help)", add_help=False)
+    from . import distill_command
+
+    distill_command.add_parser(commands)
 
     def command(name: str, summary: str, epilog: str) -> argparse.ArgumentParser:
         return commands.add_parser(name, help=summary, description=summary, epilog=epilog, formatter_class=Formatter)
@@ -1056,6 +1059,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             train(*train_args)
             release_process_group()
+            return 0
+        if args.command == "distill":
+            from . import distill_command
+
+            distill_command.run(args, rest, prepare=_prepare_libraries)
             return 0
         if rest:
             raise UsageError(f"unrecognized arguments: {_option_names(rest)}")

@@ -52,6 +52,7 @@ EVAL_RESULTS_FILE = "eval_results.json"  # written by `hf-bahdanau evaluate`
 # The scores of an evaluation as the card's model-index names them: (key in eval_results.json, name).
 SCORE_NAMES = (("bleu", "BLEU"), ("bleu_lowercase", "BLEU lowercased"), ("chrf", "chrF"))
 COMMAND_FILE = "training_command.json"  # written at the end of `hf-bahdanau train`
+DISTILLATION_FILE = "distillation.json"  # written by `hf-bahdanau distill`: the teacher, its data and scores
 
 # What a user of the model needs, in the folder's root only: never checkpoint-*/, optimizer or scheduler states,
 # training_args.bin, logs, hypotheses, or translation_data.json (its corpus path is a path on the training machine;
@@ -286,7 +287,8 @@ def card_data(folder: str | Path, repo_id: str, license: str = DEFAULT_LICENSE) 
         license=license,
         library_name="transformers",
         pipeline_tag="translation",
-        tags=["translation", "seq2seq", config["model_type"], "d2l"],
+        tags=["translation", "seq2seq", config["model_type"], "d2l"]
+        + (["knowledge-distillation"] if (folder / DISTILLATION_FILE).is_file() else []),
         datasets=[dataset] if dataset and not Path(settings["data"]).exists() else None,
         model_name=name,
         eval_results=results or None,
@@ -359,7 +361,23 @@ def make_card(folder: str | Path, repo_id: str, license: str = DEFAULT_LICENSE, 
         example=json.dumps(example, ensure_ascii=False),  # a Python literal in the sentence's own letters
         num_beams=generation.get("num_beams", 1),
         ctranslate2="ctranslate2" if ctranslate2 else None,  # `export.PUBLISHED_FOLDER`
+        distillation=_distillation(folder, evaluations),
     )
+
+
+def _distillation(folder: Path, evaluations: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """What `distillation.json` says (teacher, data, settings, costs) and each teacher score beside the student's
+    score of the same corpus, split and beams (None: not scored)."""
+    recorded = _read_json(folder / DISTILLATION_FILE)
+    if not recorded:
+        return None
+    key = ("dataset", "split", "source_language", "target_language", "num_beams")
+    student = {tuple(result[name] for name in key): result for result in evaluations}
+    scores = [
+        {**result, "student_bleu": student.get(tuple(result[name] for name in key), {}).get("bleu")}
+        for result in recorded.get("teacher_scores", [])
+    ]
+    return {**recorded, "scores": scores, "megabytes": f"{recorded['data']['disk_bytes'] / 1e6:.1f}"}
 
 
 def is_generated_card(path: str | Path) -> bool:
@@ -544,7 +562,7 @@ def take_push_from_trainer(training_args: TrainingArguments) -> HubPush | None:
 def _record_command(output_dir: Path) -> None:
     """Keep the `hf-bahdanau train` command of this process (and its --config file) for the card."""
     argv = sys.argv[1:]
-    if not argv or argv[0] != "train":  # train() called from Python: there is no command to show
+    if not argv or argv[0] not in ("train", "distill"):  # train() called from Python: no command to show
         return
     recorded: dict[str, Any] = {"command": shlex.join(["hf-bahdanau", *redact_argv(argv)])}  # no secret kept
     config = next((arg.split("=", 1)[1] for arg in argv if arg.startswith("--config=")), None)

@@ -262,11 +262,15 @@ def prepare_data(
     model_name_or_path: str | None,
     output_dir: Path,
     resume: bool,
+    train_pairs: datasets.Dataset | None = None,
 ) -> tuple[datasets.DatasetDict, PreTrainedTokenizerBase]:
-    """The corpus (cut to the sample limits) and the run's tokenizer. With --streaming, the corpus's "train" is
-    the start of the train stream, which a new tokenizer trains on (the first --tokenizer_train_samples pairs)."""
+    """The corpus (its train split `train_pairs` where given; cut to the sample limits) and the run's tokenizer. With
+    --streaming, the corpus's "train" is the start of the train stream, which a new tokenizer trains on (the first
+    --tokenizer_train_samples pairs)."""
     splits = ("validation",) if data_args.streaming else None
     corpus = load_parallel_corpus(**_corpus_reading(data_args), splits=splits)
+    if train_pairs is not None:
+        corpus["train"] = train_pairs
     if data_args.streaming:
         stream = stream_train_pairs(**_corpus_reading(data_args))
         head = stream.take(tokenizer_args.tokenizer_train_samples or DEFAULT_TRAIN_SAMPLES)
@@ -452,21 +456,14 @@ def release_process_group() -> None:
         torch.distributed.destroy_process_group()
 
 
-def train(
+def check_options(
     model_args: ModelArguments,
     tokenizer_args: TokenizerArguments,
     data_args: DataArguments,
     training_args: Seq2SeqTrainingArguments,
     run_args: RunArguments,
-) -> Seq2SeqTrainer:
-    """Run the whole training job: checks -> output folder (locked) -> corpus and tokenizer -> model -> trainer ->
-    train -> save.
-
-    Every option is checked and the Trainer built before any folder is written; a run that replaces an old one
-    (--overwrite) trains into a staging folder that takes the old one's place only when the new model is saved. With
-    several processes (`accelerate launch`, `torchrun`) the main process checks the output folder and makes the
-    tokenizer first; the others then load the corpus and read the tokenizer it saved (a shared file system).
-    """
+) -> None:
+    """Check every option of a run before anything is read or written (a one-line error for the first wrong one)."""
     get_model_type(model_args.model_type)  # an unknown type fails before anything is read
     if model_args.model_name_or_path:  # a saved model of a type we have: no code from its folder runs
         saved = check_saved_model_type(model_args.model_name_or_path)
@@ -485,18 +482,39 @@ def train(
     check_tokenizer_arguments(tokenizer_args, data_args, trains_tokenizer)
     if not run_args.resume and model_args.model_name_or_path is None:  # else known once the model is loaded
         check_position_lengths(new_model_table(model_args), data_args, training_args)
+
+
+def train(
+    model_args: ModelArguments,
+    tokenizer_args: TokenizerArguments,
+    data_args: DataArguments,
+    training_args: Seq2SeqTrainingArguments,
+    run_args: RunArguments,
+    train_pairs: datasets.Dataset | None = None,
+) -> Seq2SeqTrainer:
+    """Run the whole training job: checks -> output folder (locked) -> corpus and tokenizer -> model -> trainer ->
+    train -> save. `train_pairs` (translation format) replace the corpus's train split (`distill`'s teacher
+    translations); its other splits stay.
+
+    Every option is checked and the Trainer built before any folder is written; a run that replaces an old one
+    (--overwrite) trains into a staging folder that takes the old one's place only when the new model is saved. With
+    several processes (`accelerate launch`, `torchrun`) the main process checks the output folder and makes the
+    tokenizer first; the others then load the corpus and read the tokenizer it saved (a shared file system).
+    """
+    check_options(model_args, tokenizer_args, data_args, training_args, run_args)
     given = Path(training_args.output_dir)
     # The folder itself, symlinks followed once here: the lock, the staging folder and the swap at the end act on
     # it, and a link to it keeps pointing at it (now the new run).
     output_dir = given.resolve()
     is_main = training_args.process_index == 0
     with locked_output_dir(given) if is_main else contextlib.nullcontext():
-        return _train_in(output_dir, (model_args, tokenizer_args, data_args, training_args, run_args))
+        return _train_in(output_dir, (model_args, tokenizer_args, data_args, training_args, run_args), train_pairs)
 
 
 def _train_in(
     output_dir: Path,
     arguments: tuple[ModelArguments, TokenizerArguments, DataArguments, Seq2SeqTrainingArguments, RunArguments],
+    train_pairs: datasets.Dataset | None = None,
 ) -> Seq2SeqTrainer:
     """`train` once the options are checked and (main process) the output folder is locked."""
     model_args, tokenizer_args, data_args, training_args, run_args = arguments
@@ -512,7 +530,12 @@ def _train_in(
             checkpoint = check_output_dir(output_dir, run_args.resume, run_args.overwrite, inputs)
         work_dir = choose_work_dir(output_dir, checkpoint, is_main)
         corpus, tokenizer = prepare_data(
-            data_args, tokenizer_args, model_args.model_name_or_path, work_dir, run_args.resume or not is_main
+            data_args,
+            tokenizer_args,
+            model_args.model_name_or_path,
+            work_dir,
+            run_args.resume or not is_main,
+            train_pairs,
         )
         set_seed(training_args.seed)  # the seed decides the initial weights too
         model = build_model(model_args, tokenizer, data_args.src_lang, data_args.tgt_lang, label_smoothing, checkpoint)
@@ -596,6 +619,7 @@ def _follow_stream(trainer: Seq2SeqTrainer, batches: LengthBucketedBatches, chec
 
 __all__ = [
     "build_model",
+    "check_options",
     "check_tokenizer_matches",
     "train",
 ]

@@ -1,0 +1,234 @@
+"""Sequence-level knowledge distillation's data (Kim and Rush 2016): the teacher's translations of a training corpus.
+
+The teacher translates every source sentence of the train split (beam 5 by default) and the student learns from
+those translations. They are cached as a `datasets.Dataset` on disk (columns `source`, `translation`, `reference`)
+under a key made of a fingerprint of the teacher folder's model and tokenizer files, a hash of the source sentences
+and the decoding settings: the same key reuses it, anything else translates anew. The translation is written in
+chunks; an interrupted one resumes from the chunks already written. `info.json` beside the dataset records its disk
+size and the teacher's translation time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import importlib.util
+import json
+import logging
+import os
+import shutil
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from fnmatch import fnmatch
+from pathlib import Path
+from typing import Any
+
+import datasets
+
+from .corpus_cache import CACHE_DIR_ENV
+
+logger = logging.getLogger(__name__)
+
+# The teacher folder's files that decide its translations (not its card, scores, hypotheses or exports).
+TEACHER_FILES = ("config.json", "generation_config.json", "*.safetensors", "tokenizer*.json", "special_tokens_map.json")
+CHUNK_SIZE = 2000  # sentences a chunk: what an interruption can lose
+INFO_FILE = "info.json"
+
+Translate = Callable[[Sequence[str]], list[str]]
+
+
+@dataclass(frozen=True)
+class Decoding:
+    """How the teacher translates: the engine, beams, longest translation (None: the teacher's) and batch size."""
+
+    engine: str = "torch"
+    num_beams: int = 5
+    max_new_tokens: int | None = None
+    batch_size: int = 32
+
+
+def default_cache_root() -> Path:
+    """`$HF_BAHDANAU_CACHE/distillation` (`~/.cache/hf_bahdanau/distillation`)."""
+    return Path(os.environ.get(CACHE_DIR_ENV, Path.home() / ".cache" / "hf_bahdanau")) / "distillation"
+
+
+def default_engine(teacher: str | Path) -> str:
+    """CTranslate2 for a Transformer teacher when the engine is installed, else torch."""
+    config = json.loads((Path(teacher) / "config.json").read_text(encoding="utf-8"))
+    transformer = config.get("model_type") == "d2l_transformer"
+    return "ctranslate2" if transformer and importlib.util.find_spec("ctranslate2") else "torch"
+
+
+def teacher_fingerprint(teacher: str | Path) -> str:
+    """A hash of the names and bytes of the teacher folder's `TEACHER_FILES`."""
+    digest = hashlib.sha256()
+    files = sorted(p for p in Path(teacher).iterdir() if p.is_file() and any(fnmatch(p.name, g) for g in TEACHER_FILES))
+    if not files:
+        raise ValueError(f"{teacher} holds no model files to distil from")
+    for path in files:
+        digest.update(path.name.encode("utf-8") + b"\0")
+        with path.open("rb") as file:
+            for block in iter(lambda: file.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()[:16]
+
+
+def sources_hash(sources: Sequence[str]) -> str:
+    """A hash of the source sentences, in order: the corpus as the teacher reads it."""
+    digest = hashlib.sha256()
+    for text in sources:
+        digest.update(text.encode("utf-8") + b"\n")
+    return digest.hexdigest()[:16]
+
+
+def cache_key(teacher_hash: str, corpus_hash: str, decoding: Decoding) -> str:
+    """The cache folder's name for a teacher, a corpus and decoding settings."""
+    settings = json.dumps({"teacher": teacher_hash, "corpus": corpus_hash, **asdict(decoding)}, sort_keys=True)
+    return hashlib.sha256(settings.encode("utf-8")).hexdigest()[:20]
+
+
+def teacher_translator(teacher: str | Path, decoding: Decoding) -> Translate:
+    """The teacher's translation function, through what `hf-bahdanau translate` uses."""
+    from .cli import load_translator, translate_texts
+
+    options = {"model": str(teacher), "engine": decoding.engine, "quantize": None, "threads": None}
+    _, translator = load_translator(argparse.Namespace(**options))
+    generation = {"num_beams": decoding.num_beams}
+    if decoding.max_new_tokens is not None:
+        generation["max_new_tokens"] = decoding.max_new_tokens
+    return lambda texts: translate_texts(translator, texts, decoding.batch_size, **generation)
+
+
+def _save_atomically(dataset: datasets.Dataset, folder: Path) -> None:
+    """Save `dataset` to `folder` through a `.part` folder renamed at the end: a folder that exists is complete."""
+    part = folder.with_name(folder.name + ".part")
+    shutil.rmtree(part, ignore_errors=True)
+    dataset.save_to_disk(str(part))
+    part.rename(folder)
+
+
+def _folder_bytes(folder: Path) -> int:
+    return sum(path.stat().st_size for path in folder.rglob("*") if path.is_file())
+
+
+def translate_in_chunks(
+    translate: Translate,
+    sources: Sequence[str],
+    chunks_dir: Path,
+    chunk_size: int = CHUNK_SIZE,
+    stop_after: int | None = None,
+) -> float:
+    """Translate `sources` chunk by chunk into `chunks_dir/NNNNN/` (each with its seconds), skipping the chunks
+    already there, with a progress bar; the seconds the teacher spent on all chunks. `stop_after`: raise
+    KeyboardInterrupt after translating that many chunks (what an interruption does)."""
+    from tqdm.auto import tqdm
+
+    chunks_dir.mkdir(parents=True, exist_ok=True)
+    starts = range(0, len(sources), chunk_size)
+    done = sum(1 for start in starts if (chunks_dir / f"{start // chunk_size:05d}").is_dir())
+    if done:
+        logger.info("resuming the teacher's translation: %d of %d chunks already written", done, len(starts))
+    translated = 0
+    with tqdm(total=len(sources), desc="teacher translating", unit="sent") as bar:
+        for start in starts:
+            folder = chunks_dir / f"{start // chunk_size:05d}"
+            texts = list(sources[start : start + chunk_size])
+            if not folder.is_dir():
+                if stop_after is not None and translated >= stop_after:
+                    raise KeyboardInterrupt(f"stopped after {translated} chunks")
+                began = time.perf_counter()
+                outputs = translate(texts)
+                seconds = time.perf_counter() - began
+                rows = {"translation": outputs, "seconds": [seconds] + [0.0] * (len(outputs) - 1)}
+                _save_atomically(datasets.Dataset.from_dict(rows), folder)
+                translated += 1
+            bar.update(len(texts))
+    chunks = [datasets.load_from_disk(str(chunks_dir / f"{start // chunk_size:05d}")) for start in starts]
+    return float(sum(sum(chunk["seconds"]) for chunk in chunks))
+
+
+@dataclass
+class TeacherTranslations:
+    """The cached translations and what they cost."""
+
+    dataset: datasets.Dataset  # columns source, translation (the teacher's), reference
+    info: dict[str, Any]  # key, teacher, settings, pairs, teacher_seconds, disk_bytes
+    folder: Path
+
+
+def teacher_translations(
+    teacher: str | Path,
+    pairs: datasets.Dataset,
+    src_lang: str,
+    tgt_lang: str,
+    decoding: Decoding,
+    cache_root: str | Path | None = None,
+    corpus: str = "",
+    translate: Translate | None = None,
+    chunk_size: int = CHUNK_SIZE,
+    stop_after: int | None = None,
+) -> TeacherTranslations:
+    """The teacher's translations of the sources of `pairs` (translation format), from the cache or translated now
+    (`translate`: the teacher's translation function, default `teacher_translator`)."""
+    sources = [row[src_lang] for row in pairs["translation"]]
+    references = [row[tgt_lang] for row in pairs["translation"]]
+    teacher_hash = teacher_fingerprint(teacher)
+    key = cache_key(teacher_hash, sources_hash(sources), decoding)
+    folder = Path(cache_root or default_cache_root()) / key
+    dataset_dir = folder / "dataset"
+    if dataset_dir.is_dir():
+        logger.info("the teacher's translations, from the cache: %s", dataset_dir)
+        info = json.loads((folder / INFO_FILE).read_text(encoding="utf-8"))
+        return TeacherTranslations(datasets.load_from_disk(str(dataset_dir)), info, folder)
+    logger.info("the teacher translates %d sentences (%s, beam %d) into %s", len(sources), decoding.engine,
+                decoding.num_beams, folder)  # fmt: skip
+    translate = translate or teacher_translator(teacher, decoding)
+    seconds = translate_in_chunks(translate, sources, folder / "chunks", chunk_size, stop_after)
+    chunks = sorted(path for path in (folder / "chunks").iterdir() if path.is_dir() and path.name.isdigit())
+    outputs = [text for chunk in chunks for text in datasets.load_from_disk(str(chunk))["translation"]]
+    rows = {"source": sources, "translation": outputs, "reference": references}
+    _save_atomically(datasets.Dataset.from_dict(rows), dataset_dir)
+    shutil.rmtree(folder / "chunks")
+    info = {
+        "key": key,
+        "teacher": str(Path(teacher).resolve()),
+        "teacher_fingerprint": teacher_hash,
+        "corpus": corpus,
+        "languages": [src_lang, tgt_lang],
+        **asdict(decoding),
+        "pairs": len(sources),
+        "teacher_seconds": round(seconds, 1),
+        "disk_bytes": _folder_bytes(dataset_dir),
+    }
+    (folder / INFO_FILE).write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
+    logger.info("%d translations in %.0f s, %.1f MB on disk", len(sources), seconds, info["disk_bytes"] / 1e6)
+    return TeacherTranslations(datasets.load_from_disk(str(dataset_dir)), info, folder)
+
+
+def student_pairs(
+    translations: datasets.Dataset, src_lang: str, tgt_lang: str, mix_references: bool = False
+) -> datasets.Dataset:
+    """The student's train pairs in the translation format: each source with the teacher's translation (empty ones
+    left out), followed with `mix_references` by each source with its reference."""
+
+    def to_rows(batch: dict[str, list[str]], column: str) -> dict[str, list[dict[str, str]]]:
+        pairs = zip(batch["source"], batch[column], strict=True)
+        return {"translation": [{src_lang: source, tgt_lang: target} for source, target in pairs]}
+
+    features = datasets.Features({"translation": datasets.Translation(languages=[src_lang, tgt_lang])})
+    columns = ("translation", "reference") if mix_references else ("translation",)
+    parts = [
+        translations.filter(lambda row, c=column: bool(row[c].strip())).map(
+            to_rows,
+            batched=True,
+            fn_kwargs={"column": column},
+            remove_columns=translations.column_names,
+            features=features,
+        )  # fmt: skip
+        for column in columns
+    ]
+    return datasets.concatenate_datasets(parts)
+
+
+__all__ = ["Decoding", "TeacherTranslations", "student_pairs", "teacher_fingerprint", "teacher_translations"]
