@@ -20,7 +20,6 @@ import shutil
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
-from fnmatch import fnmatch
 from pathlib import Path
 from typing import Any
 
@@ -30,8 +29,6 @@ from .corpus_cache import CACHE_DIR_ENV
 
 logger = logging.getLogger(__name__)
 
-# The teacher folder's files that decide its translations (not its card, scores, hypotheses or exports).
-TEACHER_FILES = ("config.json", "generation_config.json", "*.safetensors", "tokenizer*.json", "special_tokens_map.json")
 CHUNK_SIZE = 2000  # sentences a chunk: what an interruption can lose
 INFO_FILE = "info.json"
 
@@ -61,17 +58,13 @@ def default_engine(teacher: str | Path) -> str:
 
 
 def teacher_fingerprint(teacher: str | Path) -> str:
-    """A hash of the names and bytes of the teacher folder's `TEACHER_FILES`."""
-    digest = hashlib.sha256()
-    files = sorted(p for p in Path(teacher).iterdir() if p.is_file() and any(fnmatch(p.name, g) for g in TEACHER_FILES))
-    if not files:
-        raise ValueError(f"{teacher} holds no model files to distil from")
-    for path in files:
-        digest.update(path.name.encode("utf-8") + b"\0")
-        with path.open("rb") as file:
-            for block in iter(lambda: file.read(1 << 20), b""):
-                digest.update(block)
-    return digest.hexdigest()[:16]
+    """A hash of what decides the teacher's translations: its config, weights and tokenizer (the fingerprint of its
+    CTranslate2 export) and its generation config; not its card, scores, hypotheses or exports."""
+    from .export import source_fingerprint
+
+    generation = Path(teacher) / "generation_config.json"
+    settings = generation.read_bytes() if generation.is_file() else b""
+    return hashlib.sha256(source_fingerprint(teacher).encode("utf-8") + b"\0" + settings).hexdigest()[:16]
 
 
 def sources_hash(sources: Sequence[str]) -> str:

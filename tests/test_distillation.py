@@ -177,3 +177,25 @@ def test_a_student_of_other_languages_or_tokenizer_is_refused_in_one_line(teache
     errors = [record.getMessage() for record in caplog.records if record.levelno == logging.ERROR]
     assert len(errors) == 1 and message in errors[0] and "\n" not in errors[0]
     assert not (tmp_path / "cache").exists() and not (tmp_path / "student").exists()  # refused before any work
+
+
+STUDENT_RECIPES = sorted((Path(__file__).resolve().parents[1] / "scripts" / "multi30k").glob("distill-*.yaml"))
+
+
+@pytest.mark.parametrize("recipe", STUDENT_RECIPES, ids=[recipe.stem for recipe in STUDENT_RECIPES])
+def test_every_student_recipe_parses_into_a_valid_model_that_takes_the_teacher_corpus(recipe):
+    from hf_bahdanau.cli import parse_train_args
+    from hf_bahdanau.models import get_model_type
+
+    model_args, tokenizer_args, data_args, _, _ = parse_train_args(["--config", str(recipe), "--output-dir", "x"])
+    assert data_args.data is None and tokenizer_args.tokenizer_name_or_path is None  # the teacher's
+    config_class, _ = get_model_type(model_args.model_type)
+    config = config_class(**model_args.config_overrides(), vocab_size=8000)
+    config.check()
+    if model_args.model_type == "transformer":  # deep encoder, shallow decoder (Kasai et al. 2021)
+        assert (config.encoder_layers, config.decoder_layers) == (6, 1) and config.d_model in (128, 256)
+    else:
+        assert (config.decoder_type, config.rnn_type, config.bidirectional_encoder) == ("cgru", "gru", True)
+    assert {"distill-transformer-6-1-de-en", "distill-transformer-small-de-en", "distill-cgru-de-en"} == {
+        path.stem for path in STUDENT_RECIPES
+    }

@@ -98,7 +98,7 @@ def test_every_command_a_page_shows_parses(page):
     """Each command names a real subcommand and options it takes (train's through its own parser; nothing runs)."""
     for command in _shown_commands(page):
         args, rest = build_parser().parse_known_args(command)
-        if args.command == "train":
+        if args.command in ("train", "distill"):  # distill takes train's options too
             parse_train_args(rest)
         else:
             assert rest == [], command
