@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import load_script
 from helpers import TINY_CORPUS, tiny_translator
 
 from hf_bahdanau import hub
@@ -33,16 +34,21 @@ def corpus_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
-@pytest.fixture(scope="module")
-def teacher(tokenizer, corpus_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A tiny RNN teacher De->En saved as `train` saves one (with the corpus settings `distill` reads)."""
-    model = tiny_translator("bahdanau", tokenizer, beams=5, max_new_tokens=8, source_language="de",
+def save_tiny_model(model_type: str, tokenizer, corpus_dir: Path, folder: Path) -> Path:
+    """A tiny random De->En model saved as `train` saves one (with the corpus settings `distill` reads)."""
+    model = tiny_translator(model_type, tokenizer, beams=5, max_new_tokens=8, source_language="de",
                             target_language="en")  # fmt: skip
-    folder = save_for_pipeline(model, tokenizer, tmp_path_factory.mktemp("teacher") / "teacher")
+    save_for_pipeline(model, tokenizer, folder)
     settings = {"data": str(corpus_dir), "data_path": None, "src_lang": "de", "tgt_lang": "en",
                 "test_split": "test_2016_flickr", "d2l_normalize": False, "max_source_length": 64}  # fmt: skip
     (folder / "translation_data.json").write_text(json.dumps(settings), encoding="utf-8")
     return folder
+
+
+@pytest.fixture(scope="module")
+def teacher(tokenizer, corpus_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny RNN teacher."""
+    return save_tiny_model("bahdanau", tokenizer, corpus_dir, tmp_path_factory.mktemp("teacher") / "teacher")
 
 
 @pytest.fixture(scope="module")
@@ -199,3 +205,27 @@ def test_every_student_recipe_parses_into_a_valid_model_that_takes_the_teacher_c
     assert {"distill-transformer-6-1-de-en", "distill-transformer-small-de-en", "distill-cgru-de-en"} == {
         path.stem for path in STUDENT_RECIPES
     }
+
+
+def test_the_benchmark_measures_teacher_and_students_on_every_engine_and_plots_them(tokenizer, corpus_dir, tmp_path):
+    pytest.importorskip("ctranslate2")
+    transformer = save_tiny_model("d2l_transformer", tokenizer, corpus_dir, tmp_path / "teacher")
+    rnn = save_tiny_model("bahdanau", tokenizer, corpus_dir, tmp_path / "rnn")
+    output = tmp_path / "benchmark"
+    load_script("benchmark_distillation").main(
+        ["--teacher", str(transformer), "--student", f"rnn={rnn}", "--output-dir", str(output), "--batch-size", "4"]
+    )
+    header, _, *rows = (output / "table.md").read_text(encoding="utf-8").splitlines()
+    assert header.startswith("| model (6 sentences, 1 thread) |")
+    cells = [[cell.strip() for cell in row.strip("|").split("|")] for row in rows]
+    assert [(row[0], row[2]) for row in cells] == [
+        ("teacher", "torch fp32"), ("teacher", "CTranslate2 fp32"), ("teacher", "CTranslate2 int8"),
+        ("rnn", "torch fp32"),
+    ]  # fmt: skip
+    assert cells[0][-1] == "1.0x" and all(float(row[5]) > 0 and float(row[6]) > 0 for row in cells)
+    for folder, row in ((transformer, cells[0]), (rnn, cells[3])):  # torch fp32: what `evaluate` scores
+        for beams, column in ((5, 3), (1, 4)):
+            assert main(["evaluate", "--model", str(folder), "--num-beams", str(beams), "--max-new-tokens", "8"]) == 0
+            scores = {result["num_beams"]: result["bleu"] for result in hub.read_evaluations(folder)}
+            assert float(row[column]) == pytest.approx(scores[beams], abs=0.006)
+    assert (output / "quality_speed.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
