@@ -173,10 +173,13 @@ def run(args: argparse.Namespace, rest: list[str], prepare: Callable[[], None] =
     )["train"]  # fmt: skip
     engine = default_engine(teacher) if args.distill_engine == "auto" else args.distill_engine
     decoding = Decoding(engine, args.distill_beams, args.distill_max_new_tokens, args.distill_batch_size)
-    translations = teacher_translations(
-        teacher, train_split, data_args.src_lang, data_args.tgt_lang, decoding, args.distillation_cache,
-        corpus=corpus_id(data_args.data),
-    )  # fmt: skip
+    try:
+        translations = teacher_translations(
+            teacher, train_split, data_args.src_lang, data_args.tgt_lang, decoding, args.distillation_cache,
+            corpus=corpus_id(data_args.data),
+        )  # fmt: skip
+    except KeyboardInterrupt:
+        raise KeyboardInterrupt("interrupted while the teacher translated: the same command resumes") from None
     pairs = student_pairs(translations.dataset, data_args.src_lang, data_args.tgt_lang, args.mix_references)
     data_args.max_train_samples = None  # the teacher translated only those; the references mixed in stay
     trainer = train(*train_args, train_pairs=pairs)

@@ -123,7 +123,7 @@ def translate_in_chunks(
     if done:
         logger.info("resuming the teacher's translation: %d of %d chunks already written", done, len(starts))
     translated = 0
-    with tqdm(total=len(sources), desc="teacher translating", unit="sent") as bar:
+    with tqdm(total=len(sources), desc="teacher translating", unit="sent", disable=None) as bar:  # a terminal only
         for start in starts:
             folder = chunks_dir / f"{start // chunk_size:05d}"
             texts = list(sources[start : start + chunk_size])
