@@ -106,6 +106,7 @@ def markdown_table(rows: list[tuple[str, str, Row]], sentences: int, threads: in
 def plot(rows: list[tuple[str, str, Row]], path: Path) -> None:
     """BLEU (beam 5) against sentences per second (beam 5, log scale): one marker a model, one colour an engine."""
     import matplotlib
+    import matplotlib.ticker
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -120,6 +121,8 @@ def plot(rows: list[tuple[str, str, Row]], path: Path) -> None:
     for name, marker in markers.items():
         axes.scatter([], [], marker=marker, color="grey", label=name)
     axes.set_xscale("log")
+    axes.xaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())  # 30, 100, 300: not 3x10^1
+    axes.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     axes.set_xlabel("sentences per second, beam 5 (log scale)")
     axes.set_ylabel("BLEU, beam 5")
     axes.grid(True, alpha=0.3)

@@ -229,3 +229,18 @@ def test_the_benchmark_measures_teacher_and_students_on_every_engine_and_plots_t
             scores = {result["num_beams"]: result["bleu"] for result in hub.read_evaluations(folder)}
             assert float(row[column]) == pytest.approx(scores[beams], abs=0.006)
     assert (output / "quality_speed.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_resumed_distill_reuses_the_cached_translations_and_continues_the_student(teacher, tmp_path, caplog):
+    output, cache = tmp_path / "student", tmp_path / "cache"
+    steps = ["--max_steps", "2", "--save_steps", "2", "--eval_steps", "2"]
+    assert main(distill_argv(teacher, output, cache, *steps)) == 0
+    info = json.loads(next(cache.glob("*/info.json")).read_text(encoding="utf-8"))
+    with caplog.at_level(logging.INFO):
+        assert main(distill_argv(teacher, output, cache, *steps[2:], "--max_steps", "4", "--resume")) == 0
+    messages = [record.getMessage() for record in caplog.records]
+    assert any("from the cache" in message for message in messages)
+    assert not any("the teacher translates" in message for message in messages)
+    assert any("resuming from" in message and "checkpoint-2" in message for message in messages)
+    assert json.loads((output / "trainer_state.json").read_text(encoding="utf-8"))["global_step"] == 4
+    assert json.loads((output / "distillation.json").read_text(encoding="utf-8"))["data"]["key"] == info["key"]
