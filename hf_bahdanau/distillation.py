@@ -15,6 +15,7 @@ import hashlib
 import importlib.util
 import json
 import logging
+import math
 import os
 import shutil
 import time
@@ -111,34 +112,32 @@ def translate_in_chunks(
     chunks_dir: Path,
     chunk_size: int = CHUNK_SIZE,
     stop_after: int | None = None,
-) -> float:
-    """Translate `sources` chunk by chunk into `chunks_dir/NNNNN/` (each with its seconds), skipping the chunks
-    already there, with a progress bar; the seconds the teacher spent on all chunks. `stop_after`: raise
-    KeyboardInterrupt after translating that many chunks (what an interruption does)."""
+) -> tuple[list[str], float]:
+    """Translate `sources` chunk by chunk into `chunks_dir/NNNNN/` (each translation with its share of the chunk's
+    seconds), skipping the chunks already there, with a progress bar; the translations and the seconds the teacher
+    spent on them. `stop_after`: raise KeyboardInterrupt after translating that many chunks (as an interruption)."""
     from tqdm.auto import tqdm
 
-    chunks_dir.mkdir(parents=True, exist_ok=True)
-    starts = range(0, len(sources), chunk_size)
-    done = sum(1 for start in starts if (chunks_dir / f"{start // chunk_size:05d}").is_dir())
+    folders = [chunks_dir / f"{number:05d}" for number in range(math.ceil(len(sources) / chunk_size))]
+    done = sum(folder.is_dir() for folder in folders)
     if done:
-        logger.info("resuming the teacher's translation: %d of %d chunks already written", done, len(starts))
+        logger.info("resuming the teacher's translation: %d of %d chunks already written", done, len(folders))
     translated = 0
     with tqdm(total=len(sources), desc="teacher translating", unit="sent", disable=None) as bar:  # a terminal only
-        for start in starts:
-            folder = chunks_dir / f"{start // chunk_size:05d}"
-            texts = list(sources[start : start + chunk_size])
+        for number, folder in enumerate(folders):
+            texts = list(sources[number * chunk_size : (number + 1) * chunk_size])
             if not folder.is_dir():
                 if stop_after is not None and translated >= stop_after:
                     raise KeyboardInterrupt(f"stopped after {translated} chunks")
                 began = time.perf_counter()
                 outputs = translate(texts)
-                seconds = time.perf_counter() - began
-                rows = {"translation": outputs, "seconds": [seconds] + [0.0] * (len(outputs) - 1)}
-                _save_atomically(datasets.Dataset.from_dict(rows), folder)
+                share = (time.perf_counter() - began) / len(texts)
+                _save_atomically(datasets.Dataset.from_dict({"translation": outputs, "seconds": [share] * len(texts)}),
+                                 folder)  # fmt: skip
                 translated += 1
             bar.update(len(texts))
-    chunks = [datasets.load_from_disk(str(chunks_dir / f"{start // chunk_size:05d}")) for start in starts]
-    return float(sum(sum(chunk["seconds"]) for chunk in chunks))
+    chunks = [datasets.load_from_disk(str(folder)) for folder in folders]
+    return [text for chunk in chunks for text in chunk["translation"]], float(sum(sum(c["seconds"]) for c in chunks))
 
 
 @dataclass
@@ -177,12 +176,11 @@ def teacher_translations(
     logger.info("the teacher translates %d sentences (%s, beam %d) into %s", len(sources), decoding.engine,
                 decoding.num_beams, folder)  # fmt: skip
     translate = translate or teacher_translator(teacher, decoding)
-    seconds = translate_in_chunks(translate, sources, folder / "chunks", chunk_size, stop_after)
-    chunks = sorted(path for path in (folder / "chunks").iterdir() if path.is_dir() and path.name.isdigit())
-    outputs = [text for chunk in chunks for text in datasets.load_from_disk(str(chunk))["translation"]]
+    chunks_dir = folder / f"chunks-of-{chunk_size}"
+    outputs, seconds = translate_in_chunks(translate, sources, chunks_dir, chunk_size, stop_after)
     rows = {"source": sources, "translation": outputs, "reference": references}
     _save_atomically(datasets.Dataset.from_dict(rows), dataset_dir)
-    shutil.rmtree(folder / "chunks")
+    shutil.rmtree(chunks_dir)
     info = {
         "key": key,
         "teacher": str(Path(teacher).resolve()),
@@ -191,7 +189,7 @@ def teacher_translations(
         "languages": [src_lang, tgt_lang],
         **asdict(decoding),
         "pairs": len(sources),
-        "teacher_seconds": round(seconds, 1),
+        "teacher_seconds": round(seconds, 3),
         "disk_bytes": _folder_bytes(dataset_dir),
     }
     (folder / INFO_FILE).write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")

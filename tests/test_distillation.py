@@ -112,7 +112,7 @@ def test_an_interrupted_translation_resumes_from_the_chunks_written(teacher, tra
                                    chunk_size=2)  # fmt: skip
     assert calls == [2, 2, 2], "the written chunks were translated again"
     assert resumed.dataset["translation"] == teacher_translator(teacher, DECODING)(GERMAN)
-    assert not (resumed.folder / "chunks").exists() and resumed.info["teacher_seconds"] > 0
+    assert not list(resumed.folder.glob("chunks*")) and resumed.info["teacher_seconds"] > 0
 
 
 def test_mixing_adds_each_source_with_its_reference_after_the_teacher_pairs(teacher, train_split, tmp_path):
