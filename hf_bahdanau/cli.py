@@ -558,7 +558,7 @@ def _write_heatmap(
 
 def _stdin_lines() -> list[str]:
     """Lines of stdin as UTF-8; bad bytes become U+FFFD (a warning names the line), so the rest still translates."""
-    from .data import decode_lines
+    from .text_lines import decode_lines
 
     stream = getattr(sys.stdin, "buffer", None)  # None for a text stand-in such as io.StringIO
     raw = stream if stream is not None else (line.encode("utf-8", "surrogateescape") for line in sys.stdin)
