@@ -12,6 +12,8 @@ out-of-memory error or a slow step is one failed row of the table, not a lost ru
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
+import importlib.util
 import json
 import os
 import shutil
@@ -54,8 +56,8 @@ def default_units(steps: int) -> list[Unit]:
         Unit("epoch-transformer-b64", "train", 45, (transformer, *epoch)),
         Unit("epoch-transformer-b256", "train", 35, (transformer, *epoch, "--per_device_train_batch_size", "256")),
         Unit("epoch-rnn-b64", "train", 45, (rnn, *epoch)),
-        Unit("decode-generate", "generate", 45, ("epoch-transformer-b64",)),
-        Unit("decode-ctranslate2", "ctranslate2", 40, ("epoch-transformer-b64",)),
+        Unit("decode-generate", "generate", 45, ("epoch-transformer-b64", "train-fp32")),
+        Unit("decode-ctranslate2", "ctranslate2", 40, ("epoch-transformer-b64", "train-fp32")),
     ]
 
 
@@ -125,18 +127,33 @@ def pip(*arguments: str, seconds: float) -> dict[str, Any]:
 
 
 def install(no_install: bool) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
-    """Make sure a CUDA build of torch and the package (from this tree, as README installs it) are there, installing
-    only what is missing, each install bounded; returns the torch probe and what was installed."""
+    """Make sure a CUDA build of torch, the package (from this tree, as README installs it), pytest and CTranslate2
+    are there, installing only what is missing, each install bounded; returns the torch probe and what was run."""
     done: list[dict[str, Any]] = []
     torch_info = probe_torch()
-    wants_cuda_torch = torch_info is None or (torch_info["cuda_build"] is None and machine_has_nvidia_gpu())
-    if wants_cuda_torch and not no_install:
+    if no_install:
+        return torch_info, done
+    if (torch_info is None or torch_info["cuda_build"] is None) and machine_has_nvidia_gpu():
         # PyPI's Linux torch is the CUDA build; a CPU build already there is replaced.
         done.append(pip("torch", *(("--force-reinstall",) if torch_info else ()), seconds=240))
         torch_info = probe_torch()
-    if torch_info and torch_info["cuda_available"] and not no_install:
-        done.append(pip("--no-build-isolation", "-e", f"{ROOT}[dev,ctranslate2]", seconds=120))
+    if not (torch_info and torch_info["cuda_available"]):
+        return torch_info, done
+    if not installed("hf_bahdanau"):
+        isolation = () if importlib.util.find_spec("setuptools") is None else ("--no-build-isolation",)
+        done.append(pip(*isolation, "-e", str(ROOT), seconds=120))
+    missing = [name for name in ("pytest", "ctranslate2") if importlib.util.find_spec(name) is None]
+    if missing:
+        done.append(pip(*missing, seconds=90))
     return torch_info, done
+
+
+def installed(distribution: str) -> bool:
+    try:
+        importlib.metadata.distribution(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return True
 
 
 # ---- the measurements -------------------------------------------------------------------------------------

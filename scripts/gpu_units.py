@@ -3,7 +3,7 @@
 python scripts/gpu_units.py versions -
 python scripts/gpu_units.py tests OUTPUT tests
 python scripts/gpu_units.py train OUTPUT train-bf16 scripts/multi30k/quick-de-en.yaml --max_steps 200 --bf16 true
-python scripts/gpu_units.py generate OUTPUT decode-generate epoch-transformer-b64
+python scripts/gpu_units.py generate OUTPUT decode-generate epoch-transformer-b64 train-fp32
 python scripts/gpu_units.py ctranslate2 OUTPUT decode-ctranslate2 epoch-transformer-b64
 """
 
@@ -21,6 +21,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 DECODE_BATCH = 64
+FIRST_RUN = "train-fp32"  # trains the tokenizer the other runs share
 GIB = 1024**3
 
 
@@ -81,7 +82,7 @@ def train_run(output: Path, name: str, recipe: str, options: Sequence[str]) -> d
     register()
     arguments = ["--config", str(ROOT / recipe), "--output-dir", str(output / "runs" / name), "--overwrite",
                  "--eval_strategy", "no", "--save_strategy", "no", "--load_best_model_at_end", "false",
-                 "--report_to", "none", *shared_tokenizer(output), *options]  # fmt: skip
+                 "--report_to", "none", *shared_tokenizer(output, name), *options]  # fmt: skip
     torch.cuda.reset_peak_memory_stats()
     trainer = train(*parse_train_args(arguments))
     history = trainer.state.log_history
@@ -94,10 +95,11 @@ def train_run(output: Path, name: str, recipe: str, options: Sequence[str]) -> d
             "model_dir": str(output / "runs" / name)}  # fmt: skip
 
 
-def shared_tokenizer(output: Path) -> list[str]:
+def shared_tokenizer(output: Path, name: str) -> list[str]:
     """The tokenizer the first De->En run trained, for the later runs (the same vocabulary, no retraining)."""
-    first = output / "runs" / "train-fp32"
-    return ["--tokenizer_name_or_path", str(first)] if (first / "tokenizer.json").is_file() else []
+    first = output / "runs" / FIRST_RUN
+    shared = name != FIRST_RUN and (first / "tokenizer.json").is_file()
+    return ["--tokenizer_name_or_path", str(first)] if shared else []
 
 
 def target_tokens(batches: Iterator[dict[str, Any]], steps: int) -> int:
@@ -140,7 +142,7 @@ def timed(translate: Callable[[list[str]], list[str]], sources: list[str], refer
             "bleu": round(sacrebleu.corpus_bleu(outputs, [references]).score, 2)}  # fmt: skip
 
 
-def generate_run(output: Path, trained: str) -> dict[str, Any]:
+def generate_run(output: Path, trained: Sequence[str]) -> dict[str, Any]:
     """`generate()` on the GPU, greedy and beam 5, with the model an earlier unit trained."""
     import torch
 
@@ -159,11 +161,13 @@ def generate_run(output: Path, trained: str) -> dict[str, Any]:
             generated = model.generate(**inputs, num_beams=beams)
         return tokenizer.batch_decode(generated, skip_special_tokens=True)
 
-    return {"model": trained, **{f"beam{beams}": timed(lambda texts, b=beams: translate(texts, b), sources, references)
-                                 for beams in (1, 5)}}  # fmt: skip
+    result: dict[str, Any] = {"model": model_dir.name}
+    for beams in (1, 5):
+        result[f"beam{beams}"] = timed(lambda texts, b=beams: translate(texts, b), sources, references)
+    return result
 
 
-def ctranslate2_run(output: Path, trained: str) -> dict[str, Any]:
+def ctranslate2_run(output: Path, trained: Sequence[str]) -> dict[str, Any]:
     """CTranslate2 on CUDA (fp16 and int8 weights, fp16 activations), greedy and beam 5, on the same model."""
     from hf_bahdanau.export import CTranslate2Translator, cached_export, require_ctranslate2
 
@@ -171,7 +175,7 @@ def ctranslate2_run(output: Path, trained: str) -> dict[str, Any]:
     model_dir = trained_model(output, trained)
     export = cached_export(model_dir, "float32")
     sources, references = test_pairs(model_dir)
-    result: dict[str, Any] = {"model": trained}
+    result: dict[str, Any] = {"model": model_dir.name}
     for compute_type in ("float16", "int8_float16"):
         translator = CTranslate2Translator(export, device="cuda", compute_type=compute_type)
         for beams in (1, 5):
@@ -186,11 +190,13 @@ def texts_translator(translator: Callable[..., list[dict[str, str]]], beams: int
     ]
 
 
-def trained_model(output: Path, unit: str) -> Path:
-    folder = output / "runs" / unit
-    if not (folder / "model.safetensors").is_file():
-        raise SystemExit(f"no model: the unit {unit} did not save one in {folder}")
-    return folder
+def trained_model(output: Path, units: Sequence[str]) -> Path:
+    """The model folder of the first of `units` that saved one (the one-epoch run, else a fixed-steps run)."""
+    folders = [output / "runs" / unit for unit in units]
+    found = next((folder for folder in folders if (folder / "model.safetensors").is_file()), None)
+    if found is None:
+        raise SystemExit(f"no model to decode with: none of the units {', '.join(units)} saved one")
+    return found
 
 
 def main(argv: Sequence[str]) -> int:
@@ -202,8 +208,8 @@ def main(argv: Sequence[str]) -> int:
     runs: dict[str, Callable[[], dict[str, Any]]] = {
         "tests": lambda: run_tests(output),
         "train": lambda: train_run(output, name, rest[0], rest[1:]),
-        "generate": lambda: generate_run(output, rest[0]),
-        "ctranslate2": lambda: ctranslate2_run(output, rest[0]),
+        "generate": lambda: generate_run(output, rest),
+        "ctranslate2": lambda: ctranslate2_run(output, rest),
     }
     (output / "units").mkdir(parents=True, exist_ok=True)
     figures = runs[kind]()
