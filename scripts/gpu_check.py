@@ -49,8 +49,8 @@ def default_units(steps: int) -> list[Unit]:
     fixed = ("--max_steps", str(steps), "--logging_steps", str(max(1, steps // 4)))
     epoch = ("--num_train_epochs", "1", "--max_steps", "-1", "--bf16", "true")
     return [
-        Unit("tests", "tests", 90),
-        Unit("train-fp32", "train", 45, (quick, *fixed)),
+        Unit("tests", "tests", 75),
+        Unit("train-fp32", "train", 60, (quick, *fixed)),  # also reads the corpus and trains the tokenizer
         Unit("train-bf16", "train", 40, (quick, *fixed, "--bf16", "true")),
         Unit("train-fp16", "train", 40, (quick, *fixed, "--fp16", "true")),
         Unit("epoch-transformer-b64", "train", 45, (transformer, *epoch)),
