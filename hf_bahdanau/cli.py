@@ -398,9 +398,10 @@ def hypotheses_file_name(split: str, languages: tuple[str, str], beams: int, arg
 
 def run_evaluate(args: argparse.Namespace) -> None:
     from .corpus_cache import named_corpus_path
-    from .data import corpus_id, load_parallel_corpus, read_data_settings
+    from .data import load_parallel_corpus
     from .hub import record_evaluation
     from .metrics import count_repeating, load_metric
+    from .run_settings import corpus_id, read_data_settings
 
     check_generation_length(args.model, args.max_new_tokens)
     if args.compare:
@@ -557,7 +558,7 @@ def _write_heatmap(
 
 def _stdin_lines() -> list[str]:
     """Lines of stdin as UTF-8; bad bytes become U+FFFD (a warning names the line), so the rest still translates."""
-    from .data import decode_lines
+    from .text_lines import decode_lines
 
     stream = getattr(sys.stdin, "buffer", None)  # None for a text stand-in such as io.StringIO
     raw = stream if stream is not None else (line.encode("utf-8", "surrogateescape") for line in sys.stdin)
@@ -1031,9 +1032,16 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _disable_datasets_progress_bars() -> None:
+    """Turn off `datasets`' progress bars without importing it (a second of start-up that `translate` never uses):
+    through the variable it reads at import, or directly where it is already imported."""
+    os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
+    if "datasets" in sys.modules:
+        sys.modules["datasets"].disable_progress_bars()
+
+
 def _prepare_libraries() -> None:
     """Register the model types and the pipeline; the libraries' progress bars only on a terminal."""
-    import datasets
     import huggingface_hub
     from transformers.utils import logging as transformers_logging
 
@@ -1041,7 +1049,7 @@ def _prepare_libraries() -> None:
 
     register()  # the model types and the pipeline (the command line skips it at import to answer --help fast)
     if not sys.stderr.isatty():
-        datasets.disable_progress_bars()
+        _disable_datasets_progress_bars()
         huggingface_hub.utils.disable_progress_bars()
         transformers_logging.disable_progress_bar()
 

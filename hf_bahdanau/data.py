@@ -32,6 +32,7 @@ import pyarrow.compute as pc
 from transformers import PreTrainedTokenizerBase
 
 from .corpus_cache import NAMED_CORPORA, named_corpus_path
+from .text_lines import decode_lines
 
 logger = logging.getLogger(__name__)
 
@@ -83,23 +84,6 @@ class BuilderRefused(ValueError):
 
 # What a builder raises on a file it cannot read (wrapped in DatasetGenerationError, or not, by where it fails).
 _BUILDER_ERRORS = (datasets.exceptions.DatasetGenerationError, ValueError, TypeError, KeyError, pa.ArrowException)
-
-
-def decode_lines(raw_lines: Iterable[bytes], where: str | Path, replace: bool = False) -> Iterator[str]:
-    """UTF-8 lines of `raw_lines` (line ends kept), without the byte order mark a first line may start with.
-
-    Undecodable bytes raise a ValueError naming `where` and the line; with `replace`, they become U+FFFD and a
-    warning names the line instead.
-    """
-    for number, raw in enumerate(raw_lines, start=1):
-        try:
-            line = raw.decode("utf-8")
-        except UnicodeDecodeError as err:
-            if not replace:
-                raise ValueError(f"{where}: line {number} is not valid UTF-8 ({err})") from err
-            logger.warning("%s: line %d is not valid UTF-8 (%s); bad bytes replaced by U+FFFD", where, number, err)
-            line = raw.decode("utf-8", errors="replace")
-        yield line.removeprefix("\ufeff") if number == 1 else line
 
 
 def _read_lines(path: Path, keep_ends: bool = False) -> Iterator[str]:
@@ -666,19 +650,3 @@ def tokenize_corpus(
             stats[split].truncated_target,
         )
     return datasets.DatasetDict(tokenized), stats
-
-
-# ---- the corpus settings of a training run ----------------------------------------------------------------
-
-DATA_SETTINGS_FILE = "translation_data.json"  # written by `train`, read back by `evaluate` and the model card
-
-
-def corpus_id(data: str) -> str:
-    """How a run records its corpus: an existing path absolute (valid from any folder), a name as given."""
-    return str(Path(data).resolve()) if Path(data).exists() else data
-
-
-def read_data_settings(model_dir: str | Path) -> dict[str, Any]:
-    """The corpus settings a model folder was trained with (empty for a folder not made by `train`)."""
-    path = Path(model_dir) / DATA_SETTINGS_FILE
-    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}

@@ -38,9 +38,10 @@ from transformers.dynamic_module_utils import get_relative_imports
 
 from .choices import DEFAULT_LICENSE
 from .configuration_translation import NOT_ARCHITECTURE
-from .data import normalize_d2l, read_data_settings
+from .data import normalize_d2l
 from .pipelines import TASK
 from .redaction import redact_argv, redact_config, redact_message
+from .run_settings import read_data_settings
 
 logger = logging.getLogger(__name__)
 

@@ -23,8 +23,8 @@ from safetensors import safe_open
 from transformers import PreTrainedTokenizerBase, TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 from transformers.trainer_pt_utils import safe_globals
 
-from .data import DATA_SETTINGS_FILE, read_data_settings
 from .models import MODEL_TYPES
+from .run_settings import DATA_SETTINGS_FILE, read_data_settings
 
 logger = logging.getLogger(__name__)
 

@@ -23,12 +23,14 @@ import os
 from collections.abc import Iterable, Iterator, Sequence
 from copy import deepcopy
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import datasets
 import numpy as np
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 from transformers import PreTrainedTokenizerFast
+
+if TYPE_CHECKING:
+    import datasets  # imported where used: loading a saved tokenizer needs no corpus library
 
 logger = logging.getLogger(__name__)
 
@@ -72,6 +74,8 @@ def _sentences(
     corpus: datasets.Dataset | datasets.DatasetDict | Iterable[str], languages: Sequence[str] | None
 ) -> Iterator[str]:
     """Training text: the chosen languages of a translation-format dataset (train split), or the strings."""
+    import datasets
+
     if isinstance(corpus, datasets.DatasetDict):
         if "train" not in corpus:
             raise ValueError(f"a DatasetDict needs a 'train' split to train a tokenizer; it has {list(corpus)}")
@@ -211,6 +215,8 @@ def bpe_dropout_view(
     """`dataset` (tokenized pairs) with the `translation` column of `texts` (the split it was tokenized from, row for
     row), read through `encoder`: every read, hence every epoch, segments the words anew. Its Arrow data
     (the lengths that length grouping reads) stays the deterministic encoding."""
+    import datasets
+
     if len(texts) != len(dataset):
         raise ValueError(f"BPE-dropout: {len(texts)} sentence pairs for {len(dataset)} tokenized ones")
     texts = texts.select_columns(["translation"])
@@ -246,6 +252,8 @@ def train_tokenizer(
             up to `DEFAULT_TRAIN_SAMPLES` pairs, a sample of that many above it), since `tokenizers` holds its input
             in memory.
     """
+    import datasets
+
     if model not in MODELS:
         raise ValueError(f"unknown tokenizer model {model!r}; choose one of {MODELS}")
     if vocab_size is not None and vocab_size <= len(SUBWORD_SPECIALS):

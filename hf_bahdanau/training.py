@@ -47,12 +47,7 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 from . import hub
 from .averaging import average_last_checkpoints, check_averaging
 from .corpus_cache import named_corpus_path
-from .data import (
-    check_local_source,
-    corpus_id,
-    load_parallel_corpus,
-    tokenize_corpus,
-)
+from .data import check_local_source, load_parallel_corpus, tokenize_corpus
 from .metrics import make_compute_metrics
 from .modeling_translation import TranslationPreTrainedModel
 from .models import check_saved_model_type, get_model_type
@@ -77,6 +72,7 @@ from .run_folder import (
     write_failure,
     write_run_files,
 )
+from .run_settings import corpus_id
 from .streaming import (
     LengthBucketedBatches,
     StreamStateCallback,

@@ -240,7 +240,7 @@ def _alignments(
 def trained_source_length(model_dir: str) -> int | None:
     """The longest source (in tokens, `</s>` included) a model folder was trained on: `max_source_length` in its
     `translation_data.json` (None where not recorded, e.g. a folder trained before it was)."""
-    from .data import read_data_settings
+    from .run_settings import read_data_settings
 
     length = read_data_settings(model_dir).get("max_source_length")
     return length if isinstance(length, int) else None

@@ -220,7 +220,8 @@ def markdown_table(results: dict[int | None, list[shared.Row]]) -> str:
 
 def test_corpus(model_dir: Path, max_samples: int | None) -> tuple[list[str], list[str]]:
     """Sources and references of the test split the model was trained with (its recorded corpus settings)."""
-    from hf_bahdanau.data import load_parallel_corpus, read_data_settings
+    from hf_bahdanau.data import load_parallel_corpus
+    from hf_bahdanau.run_settings import read_data_settings
 
     settings = read_data_settings(model_dir)
     if not settings:

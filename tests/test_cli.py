@@ -22,7 +22,7 @@ from sacrebleu.metrics import BLEU
 from safetensors.torch import load_file
 from transformers import AutoConfig, AutoModelForSeq2SeqLM, AutoTokenizer, pipeline
 
-from hf_bahdanau import TASK, TranslationPipeline, cli, corpus_cache, data, hub, quantization, run_folder
+from hf_bahdanau import TASK, TranslationPipeline, cli, corpus_cache, data, hub, quantization, run_folder, run_settings
 from hf_bahdanau.cli import UsageError, main, parse_train_args
 from hf_bahdanau.metrics import count_repeating
 from hf_bahdanau.models import get_model_type
@@ -467,6 +467,7 @@ def test_two_processes_train_one_model(tatoeba_tsv, tmp_path):
     assert AutoModelForSeq2SeqLM.from_pretrained(output).config.vocab_size == len(AutoTokenizer.from_pretrained(output))
 
 
+@pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_bf16_training_on_gpu(tatoeba_tsv, tmp_path):
     output = tmp_path / "gpu"
@@ -505,7 +506,7 @@ def test_resume_does_not_compare_where_the_corpus_was_found(tmp_path):
     """A run recorded before `data_path` existed, or whose named corpus was found elsewhere, resumes."""
     settings = {"data": "multi30k", "data_path": "/new/multi30k", "src_lang": "de", "tgt_lang": "en",
                 "test_split": "test_2016_flickr", "d2l_normalize": False}  # fmt: skip
-    recorded = tmp_path / data.DATA_SETTINGS_FILE
+    recorded = tmp_path / run_settings.DATA_SETTINGS_FILE
     for earlier in ({**settings, "data_path": "/old/multi30k"}, {**settings, "data_path": None}):
         recorded.write_text(json.dumps(earlier))
         run_folder.write_run_files(tmp_path, None, settings, resuming=True)
