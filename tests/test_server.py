@@ -185,8 +185,11 @@ BAD_REQUESTS = [  # (what is sent, status, start of the error message)
     ({"json": {"q": [1, 2], "source": "de", "target": "en"}}, 400, "Invalid request: q must be a string or a list"),
     ({"json": {"q": "Hallo", "source": "de", "target": "en", "format": "xml"}}, 400, "xml format is not supported"),
     ({"json": {"q": "Hallo", "source": "de", "target": "en", "alternatives": "x"}}, 400, "Invalid request: altern"),
-    ({"json": {"q": "Hallo", "source": "de", "target": "en", "alternatives": 3}}, 400, "Invalid request: alternatives "
-     "parameter must be <= 2"),
+    (
+        {"json": {"q": "Hallo", "source": "de", "target": "en", "alternatives": 3}},
+        400,
+        "Invalid request: alternatives parameter must be <= 2",
+    ),
     ({"json": {"q": "Hallo", "source": "xx", "target": "en"}}, 400, "xx is not supported"),
     ({"json": {"q": "Hallo", "source": "auto", "target": "de"}}, 400, "Language detection is not supported"),
     ({"json": {"q": "Hello", "source": "en", "target": "de"}}, 400, "German (de) is not available as a target"),
@@ -194,10 +197,16 @@ BAD_REQUESTS = [  # (what is sent, status, start of the error message)
     ({"content": b"[1, 2]", "headers": {"content-type": "application/json"}}, 400, "Invalid JSON format"),
     ({"content": b"\xff\xfe", "headers": {"content-type": "application/json"}}, 400, "Invalid JSON format"),
     ({"content": b"q=Hallo", "headers": {"content-type": "text/plain"}}, 400, "Invalid request: send the parameters"),
-    ({"json": {"q": "Hallo " * 60, "source": "de", "target": "en"}}, 400, "Invalid request: request (360) exceeds "
-     "text limit (300)"),
-    ({"json": {"q": ["Ja."] * 9, "source": "de", "target": "en"}}, 400, "Invalid request: request (9 sentences) "
-     "exceeds sentence limit (8)"),
+    (
+        {"json": {"q": "Hallo " * 60, "source": "de", "target": "en"}},
+        400,
+        "Invalid request: request (360) exceeds text limit (300)",
+    ),
+    (
+        {"json": {"q": ["Ja."] * 9, "source": "de", "target": "en"}},
+        400,
+        "Invalid request: request (9 sentences) exceeds sentence limit (8)",
+    ),
     ({"content": b"x" * 5000, "headers": {"content-type": "application/json"}}, 413, "Invalid request: the body"),
     ({"files": {"q": ("a.txt", b"Hallo")}, "data": {"source": "de", "target": "en"}}, 400, "Too many files"),
 ]

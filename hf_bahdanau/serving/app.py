@@ -48,10 +48,10 @@ FRONTEND_TIMEOUT_MS = 500
 
 @dataclass(frozen=True)
 class Batching:
-    """`wait`: seconds a batch waits for more sentences after its first; `batch_tokens`, `batch_size`: its
-    padded size and sentences at most (`batching.Batcher`)."""
+    """`wait`: the pause in arrivals after which a batch starts; `batch_tokens`, `batch_size`: its padded size
+    and sentences at most (`batching.Batcher`)."""
 
-    wait: float = 0.005
+    wait: float = 0.02
     batch_tokens: int = 4096
     batch_size: int = 64
 

@@ -1,7 +1,10 @@
 """Dynamic batching: the sentences of requests that arrive together are translated in one batch.
 
-Each model has a queue of sentences and one thread that translates them. Once a sentence waits, the thread waits
-`wait` seconds more for others (or until the batch is full), then takes the waiting sentences in arrival order
+Each model has a queue of sentences and one thread that translates them. When the thread is free and sentences
+wait, it waits for more while they keep coming: until none has come for `wait` seconds since the later of the last
+arrival and the end of its previous batch, the batch is full, or `MAX_WAIT` times `wait` have passed (clients
+answered by one batch send their next requests together, joining those that came meanwhile: one batch, not two).
+Then it takes the waiting sentences in arrival order
 while the batch's padded size (sentences x the longest's tokens) stays within `batch_tokens` and it has at most
 `batch_size` sentences; a request is answered as soon as the batch holding its last sentence is done. Sentences
 asking for a different number of alternatives wait for a batch of their own. At most `queue_limit` sentences may
@@ -22,6 +25,7 @@ from dataclasses import dataclass, field
 from .shapes import ApiError
 
 logger = logging.getLogger(__name__)
+MAX_WAIT = 10  # a batch's first sentence waits at most this many times `wait`
 
 
 @dataclass(eq=False)
@@ -54,7 +58,7 @@ class Batcher:
         translate: Callable[[list[str], int], list[list[str]]],
         count_tokens: Callable[[list[str]], list[int]],
         *,
-        wait: float = 0.005,
+        wait: float = 0.02,
         batch_tokens: int = 4096,
         batch_size: int = 64,
         queue_limit: int = 2000,
@@ -64,6 +68,7 @@ class Batcher:
         self.wait, self.batch_tokens, self.batch_size, self.queue_limit = wait, batch_tokens, batch_size, queue_limit
         self._queue: deque[_Item] = deque()
         self._waiting = 0  # sentences in the queue whose request still wants them
+        self._last_arrival = 0.0
         self._closed = False
         self._condition = threading.Condition()
         self._thread = threading.Thread(target=self._run, name=f"batcher-{name}", daemon=True)
@@ -102,6 +107,7 @@ class Batcher:
                 )
             self._queue.extend(_Item(job, i, count, now) for i, count in enumerate(tokens))
             self._waiting += len(texts)
+            self._last_arrival = now
             self._condition.notify()
         return job
 
@@ -132,15 +138,19 @@ class Batcher:
                 self._translate_batch(batch)
 
     def _next_batch(self) -> list[_Item] | None:
-        """The next batch (waiting `wait` after its first sentence arrived, unless full), [] if every waiting
-        sentence was cancelled, None once closed."""
+        """The next batch (see the module's docstring), [] if every waiting sentence was cancelled, None once
+        closed."""
+        free_since = time.monotonic()
         with self._condition:
             while not self._queue and not self._closed:
                 self._condition.wait()
             if self._closed:
                 return None
-            deadline = self._queue[0].arrival + self.wait
-            while not self._closed and not self._select(take=False) and (left := deadline - time.monotonic()) > 0:
+            latest = max(self._queue[0].arrival, free_since) + MAX_WAIT * self.wait
+            while not self._closed and not self._select(take=False):
+                left = min(latest, max(self._last_arrival, free_since) + self.wait) - time.monotonic()
+                if left <= 0:
+                    break
                 self._condition.wait(left)
             return self._select(take=True) or []
 

@@ -61,8 +61,8 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         "--batch-wait-ms",
         "--batch_wait_ms",
         type=float,
-        default=5.0,
-        help="How long a batch waits for more sentences after its first.",
+        default=20.0,
+        help="A free model waits for more sentences until none has come for this long (at most 10 times it).",
     )
     parser.add_argument(
         "--batch-tokens", "--batch_tokens", type=positive_int, default=4096, help="Padded source tokens a batch."
