@@ -283,3 +283,26 @@ def test_sigterm_lets_the_request_in_flight_finish(folder, model, tokenizer):
     finally:
         process.kill()
         process.stderr.close()
+
+
+@pytest.mark.slow
+def test_workers_processes_serve_the_same_translations(folder, model, tokenizer):
+    process, url = serve_process("--model", str(folder), "--workers", "2")
+    try:
+        deadline = time.monotonic() + 300
+        while True:  # the port is open before the workers have loaded their models
+            try:
+                if httpx.get(url + "/health", timeout=10).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline, "no worker became ready"
+            time.sleep(1)
+        for sentence in SENTENCES:
+            answer = post(url, "/translate", json={"q": sentence, "source": "de", "target": "en"}).json()
+            assert answer == {"translatedText": reference(model, tokenizer, sentence)[0]}
+        process.send_signal(signal.SIGTERM)
+        process.wait(120)
+    finally:
+        process.kill()
+        process.stderr.close()

@@ -16,6 +16,7 @@ from ..cli import ENGINES, UsageError, positive_int
 logger = logging.getLogger("hf_bahdanau.serving")
 SETTINGS_VARIABLE = "HF_BAHDANAU_SERVE_SETTINGS"  # how `--workers` processes get the settings
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
+WORKER_START_SECONDS = 300
 SERVE_SUMMARY = "serve models over HTTP with the LibreTranslate API, batching requests that arrive together"
 SERVE_EPILOG = """\
 examples:
@@ -133,7 +134,13 @@ def run_serve(args: argparse.Namespace) -> None:
         return
     load_models(settings)  # each worker loads its own copy: the folders are checked here once
     os.environ[SETTINGS_VARIABLE] = json.dumps(dataclasses.asdict(settings))
-    uvicorn.run(f"{__name__}:app_from_environment", factory=True, workers=args.workers, **options)
+    uvicorn.run(
+        f"{__name__}:app_from_environment",
+        factory=True,
+        workers=args.workers,
+        timeout_worker_healthcheck=WORKER_START_SECONDS,  # a worker answers only once its models are loaded
+        **options,
+    )
 
 
 def app_from_environment() -> Any:
