@@ -21,6 +21,7 @@ import re
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -73,7 +74,8 @@ def start_server(args: argparse.Namespace, *options: str) -> tuple[subprocess.Po
     process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env=env)  # fmt: skip
     for line in process.stderr:
         found = re.search(r"running on (http://127\.0\.0\.1:\d+)", line)
-        if found:
+        if found:  # the rest of the log read on, so the server never waits on a full pipe
+            threading.Thread(target=process.stderr.read, daemon=True).start()
             return process, found.group(1)
     raise SystemExit(f"the server did not start (exit {process.wait()})")
 
@@ -116,7 +118,6 @@ def served(args: argparse.Namespace, sentences: list[str], *options: str) -> tup
     finally:
         process.terminate()
         process.wait(60)
-        process.stderr.close()
 
 
 def percentile(values: list[float], share: float) -> float:

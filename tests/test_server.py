@@ -261,7 +261,8 @@ def serve_process(*options: str) -> tuple[subprocess.Popen, str]:
     deadline = time.monotonic() + 120
     for line in process.stderr:
         found = re.search(r"running on http://127\.0\.0\.1:(\d+)", line)
-        if found:
+        if found:  # the rest of the log read on, so the server never waits on a full pipe
+            threading.Thread(target=process.stderr.read, daemon=True).start()
             return process, f"http://127.0.0.1:{found.group(1)}"
         assert time.monotonic() < deadline, "the server did not start"
     raise AssertionError(f"the server stopped: {process.wait(10)}")
@@ -282,7 +283,7 @@ def test_sigterm_lets_the_request_in_flight_finish(folder, model, tokenizer):
         assert answers[0].json() == {"translatedText": reference(model, tokenizer, SENTENCES[2])[0]}
     finally:
         process.kill()
-        process.stderr.close()
+        process.wait(30)
 
 
 @pytest.mark.slow
@@ -305,4 +306,4 @@ def test_workers_processes_serve_the_same_translations(folder, model, tokenizer)
         process.wait(120)
     finally:
         process.kill()
-        process.stderr.close()
+        process.wait(30)
