@@ -89,8 +89,8 @@ def served(folder, en_fr, tmp_path_factory):
     running.stop()
 
 
-def post(url: str, path: str, **kwargs) -> httpx.Response:
-    return httpx.post(url + path, timeout=60, **kwargs)
+def post(url: str, path: str, timeout: float = 60, **kwargs) -> httpx.Response:
+    return httpx.post(url + path, timeout=timeout, **kwargs)
 
 
 def test_libretranslatepy_translates_lists_languages_and_is_refused_without_a_good_key(served, model, tokenizer):
@@ -307,3 +307,24 @@ def test_workers_processes_serve_the_same_translations(folder, model, tokenizer)
     finally:
         process.kill()
         process.wait(30)
+
+
+def test_a_client_that_goes_frees_its_place_in_the_queue(folder):
+    from hf_bahdanau.serving.app import Batching, Settings, build_app
+
+    running = Running(build_app(Settings(models=(str(folder),), batching=Batching(wait=3.0))))  # batches wait 3 s
+
+    def model_state() -> dict:
+        return httpx.get(running.url + "/health", timeout=10).json()["models"][0]
+
+    try:
+        with pytest.raises(httpx.ReadTimeout):  # the client gives up while its sentence waits
+            post(running.url, "/translate", json={"q": SENTENCES[0], "source": "de", "target": "en"}, timeout=0.5)
+        deadline = time.monotonic() + 2
+        while model_state()["waiting"] and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert model_state()["waiting"] == 0  # freed at once, not when the batch would have started
+        time.sleep(3.5)
+        assert model_state()["batches"] == 0  # and never translated
+    finally:
+        running.stop()
