@@ -1078,5 +1078,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+if __name__ == "__main__":  # `python -m hf_bahdanau.cli`: the package's module runs, so that modules importing
+    from hf_bahdanau.cli import main as package_main  # it (serving) raise the UsageError that main catches
+
+    sys.exit(package_main())

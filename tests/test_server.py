@@ -328,3 +328,18 @@ def test_a_client_that_goes_frees_its_place_in_the_queue(folder):
         assert model_state()["batches"] == 0  # and never translated
     finally:
         running.stop()
+
+
+def test_serve_refuses_a_folder_it_cannot_route_to_in_one_line(tokenizer, tmp_path, caplog):
+    from hf_bahdanau.cli import main
+
+    unnamed = save_for_pipeline(tiny_translator("d2l_transformer", tokenizer, 2), tokenizer, tmp_path / "unnamed")
+    keys = tmp_path / "keys.txt"
+    keys.write_text("two words\n", encoding="utf-8")
+    for argv, message in (
+        (["--model", str(tmp_path / "nowhere")], "is not a saved model folder (no config.json)"),
+        (["--model", str(unnamed)], "records no language pair (source_language and target_language in its config)"),
+        (["--model", str(unnamed), "--api-keys", str(keys)], "keys.txt line 1: an API key has no spaces inside"),
+    ):
+        assert main(["serve", *argv]) == 1
+        assert message in caplog.records[-1].getMessage() and "\n" not in caplog.records[-1].getMessage()
