@@ -1029,6 +1029,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--quantization", choices=EXPORT_QUANTIZATIONS, default="float32", help="How the weights are stored."
     )
     exporting.add_argument("--overwrite", action="store_true", help="Replace a non-empty --output folder.")
+
+    from .serving.command import SERVE_EPILOG, SERVE_SUMMARY, add_serve_arguments
+
+    add_serve_arguments(command("serve", SERVE_SUMMARY, SERVE_EPILOG))
     return parser
 
 
@@ -1076,8 +1080,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if rest:
             raise UsageError(f"unrecognized arguments: {_option_names(rest)}")
         _prepare_libraries()
+        from .serving.command import run_serve
+
         commands = {"evaluate": run_evaluate, "export": run_export, "publish": run_publish, "translate": run_translate,
-                    "demo": run_demo}  # fmt: skip
+                    "demo": run_demo, "serve": run_serve}  # fmt: skip
         commands[args.command](args)
     except (UsageError, ValueError, OSError) as error:  # the user's input; anything else is a bug: traceback
         logger.error("%s", redact_message(str(error)))  # a message may quote an option's value
@@ -1088,5 +1094,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+if __name__ == "__main__":  # `python -m hf_bahdanau.cli`: the package's module runs, so that modules importing
+    from hf_bahdanau.cli import main as package_main  # it (serving) raise the UsageError that main catches
+
+    sys.exit(package_main())

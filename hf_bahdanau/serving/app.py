@@ -1,0 +1,271 @@
+"""The routes: LibreTranslate's `POST /translate`, `GET /languages`, `POST /detect`, `GET /frontend/settings`, and
+`GET /health`. Every refusal is LibreTranslate's `{"error": "..."}` with its status; an unexpected failure is a 500
+of the same shape (its traceback in the server's log), and the server goes on serving.
+
+A text is split into sentences as `translate --document` splits a document (paragraphs at blank lines, sentences by
+`sentencex` in the model's source language; HTML: the text between tags), the sentences go through the model's
+`Batcher`, and the translations are put back together. Alternative k of a text is each sentence's k-th best
+translation put together the same way. The server keeps no state between requests: replicas can share any load
+balancer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
+
+from ..documents import grouped, join_document, split_document, split_sentences
+from .batching import Batcher
+from .limits import ApiKeys, BodyLimit, Limits
+from .markup import join_markup, split_markup
+from .model import Decoding, ServedModel
+from .shapes import (
+    AUTO,
+    ApiError,
+    TranslateRequest,
+    error_body,
+    form_fields,
+    frontend_settings,
+    language_name,
+    languages_response,
+    parse_json_fields,
+    parse_translate,
+    translate_response,
+)
+
+logger = logging.getLogger("hf_bahdanau.serving")
+FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
+FRONTEND_TIMEOUT_MS = 500
+
+
+@dataclass(frozen=True)
+class Batching:
+    """`wait`: the pause in arrivals after which a batch starts; `batch_tokens`, `batch_size`: its padded size
+    and sentences at most (`batching.Batcher`)."""
+
+    wait: float = 0.02
+    batch_tokens: int = 4096
+    batch_size: int = 64
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything a server process needs (what `serve`'s options say)."""
+
+    models: tuple[str, ...]
+    decoding: Decoding = field(default_factory=Decoding)
+    batching: Batching = field(default_factory=Batching)
+    limits: Limits = field(default_factory=Limits)
+    api_keys: str | None = None
+
+
+def load_models(settings: Settings) -> dict[tuple[str, str], ServedModel]:
+    """The served models by language pair (ValueError for two models of one pair)."""
+    models: dict[tuple[str, str], ServedModel] = {}
+    for folder in settings.models:
+        model = ServedModel(folder, settings.decoding)
+        if model.pair in models:
+            raise ValueError(f"{models[model.pair].folder} and {folder} both translate {'->'.join(model.pair)}")
+        models[model.pair] = model
+    return models
+
+
+def build_app(settings: Settings, models: dict[tuple[str, str], ServedModel] | None = None) -> FastAPI:
+    """The server's app for `settings` (its models loaded here unless given)."""
+    models = models if models is not None else load_models(settings)
+    keys = ApiKeys.from_file(settings.api_keys)
+    limits = settings.limits
+    batching = settings.batching
+    batchers = {
+        pair: Batcher(
+            model.translate,
+            model.count_tokens,
+            wait=batching.wait,
+            batch_tokens=batching.batch_tokens,
+            batch_size=batching.batch_size,
+            queue_limit=limits.queue,
+            name="-".join(pair),
+        )
+        for pair, model in models.items()
+    }
+    pairs = sorted(models)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        for batcher in batchers.values():
+            batcher.start()
+        logger.info("serving %s", ", ".join(f"{s}->{t} ({models[s, t].folder})" for s, t in pairs))
+        yield
+        await asyncio.to_thread(lambda: [batcher.close() for batcher in batchers.values()])
+
+    app = FastAPI(title="hf-bahdanau serve (LibreTranslate API)", lifespan=lifespan)
+    app.add_middleware(BodyLimit, limit=limits.body_bytes)
+    app.middleware("http")(_access_log)
+
+    @app.exception_handler(ApiError)
+    async def refused(request: Request, error: ApiError) -> JSONResponse:
+        return JSONResponse(error_body(error.message), status_code=error.status, headers=error.headers)
+
+    @app.exception_handler(HTTPException)
+    async def http_error(request: Request, error: HTTPException) -> JSONResponse:
+        return JSONResponse(error_body(str(error.detail)), status_code=error.status_code)
+
+    @app.exception_handler(Exception)
+    async def failed(request: Request, error: Exception) -> JSONResponse:
+        logger.error("%s %s failed", request.method, request.url.path, exc_info=error)
+        return JSONResponse(error_body(f"Cannot translate text: {type(error).__name__}"), status_code=500)
+
+    @app.post("/translate")
+    async def translate(request: Request) -> JSONResponse:
+        """Translate `q` (a string or a list) from `source` to `target` (LibreTranslate's fields)."""
+        fields = await _read_fields(request)
+        keys.check(fields.get("api_key"))
+        parsed = parse_translate(fields)
+        pair, detected = _pick(parsed, pairs)
+        model = models[pair]
+        if parsed.alternatives > model.max_alternatives:
+            raise ApiError(400, f"Invalid request: alternatives parameter must be <= {model.max_alternatives}")
+        limits.check_chars(parsed.texts)
+        plans = [_plan(text, parsed.format, pair[0]) for text in parsed.texts]
+        sentences = [sentence for plan, _ in plans for sentence in plan]
+        limits.check_sentences(len(sentences))
+        found = await _translated(request, batchers[pair], sentences, parsed.alternatives + 1)
+        counts = [len(plan) for plan, _ in plans]
+        translations = [
+            [rebuild([h[min(k, len(h) - 1)] for h in hypotheses]) for k in range(parsed.alternatives + 1)]
+            for (_, rebuild), hypotheses in zip(plans, grouped(counts, found), strict=True)
+        ]
+        return JSONResponse(translate_response(parsed, translations, detected))
+
+    @app.get("/languages")
+    async def languages() -> JSONResponse:
+        """Each language of the served pairs, with the languages it translates into."""
+        return JSONResponse(languages_response(pairs))
+
+    @app.post("/detect")
+    async def detect(request: Request) -> JSONResponse:
+        """Not supported: the server has no language identifier (it says which source languages it serves)."""
+        fields = await _read_fields(request)
+        keys.check(fields.get("api_key"))
+        sources = sorted({source for source, _ in pairs})
+        raise ApiError(
+            400,
+            "Language detection is not supported by this server: it translates from "
+            f"{', '.join(sources)}; give source as one of them",
+        )
+
+    @app.get("/frontend/settings")
+    async def settings_route() -> JSONResponse:
+        """The character limit, whether API keys are needed, a default pair."""
+        return JSONResponse(frontend_settings(pairs, limits.chars, keys.required, FRONTEND_TIMEOUT_MS))
+
+    @app.get("/health")
+    async def health() -> JSONResponse:
+        """200 `{"status": "ok"}` while every model's translating thread runs (a listening server has its models
+        loaded), else 503; with each model's waiting sentences."""
+        served = [
+            {"source": s, "target": t, "waiting": batchers[s, t].waiting, "batches": batchers[s, t].batches}
+            for s, t in pairs
+        ]
+        if not all(batcher.alive for batcher in batchers.values()):
+            return JSONResponse({"status": "error", "error": "a model's thread has stopped", "models": served}, 503)
+        return JSONResponse({"status": "ok", "models": served})
+
+    return app
+
+
+async def _access_log(request: Request, call_next: Callable) -> object:
+    """One log line a request: method, path (never the query string, which could hold a key), status, time."""
+    start = time.perf_counter()
+    response = await call_next(request)
+    milliseconds = 1000 * (time.perf_counter() - start)
+    logger.info("%s %s %d %.0f ms", request.method, request.url.path, response.status_code, milliseconds)
+    return response
+
+
+async def _read_fields(request: Request) -> dict:
+    """The request's parameters: a JSON object, or a form (urlencoded or multipart)."""
+    content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if content_type == "application/json":
+        return parse_json_fields(await request.body())
+    if content_type in FORM_TYPES:
+        form = await request.form(max_files=0)
+        return form_fields(form.multi_items())
+    if not await request.body():
+        return {}
+    raise ApiError(400, "Invalid request: send the parameters as a form or as JSON (Content-Type: application/json)")
+
+
+def _pick(request: TranslateRequest, pairs: list[tuple[str, str]]) -> tuple[tuple[str, str], str | None]:
+    """The pair translating the request, and the source language `source=auto` stood for (None otherwise)."""
+    source, target = request.source, request.target
+    known = {code for pair in pairs for code in pair}
+    detected = None
+    if source == AUTO:
+        sources = sorted(s for s, t in pairs if t == target)
+        if len(sources) != 1:
+            raise ApiError(
+                400,
+                "Language detection is not supported by this server: give source"
+                + (f" (one of {', '.join(sources)})" if sources else ""),
+            )
+        source = detected = sources[0]
+    for code in (source, target):
+        if code not in known:
+            raise ApiError(400, f"{code} is not supported")
+    if (source, target) not in pairs:
+        raise ApiError(
+            400,
+            f"{language_name(target)} ({target}) is not available as a target language from "
+            f"{language_name(source)} ({source})",
+        )
+    return (source, target), detected
+
+
+def _plan(text: str, text_format: str, language: str) -> tuple[list[str], Callable[[list[str]], str]]:
+    """A text's sentences to translate and what puts their translations back into its shape."""
+    if text_format == "html":
+        pieces = split_markup(text)
+        groups = [split_sentences(piece, language) for translate, piece in pieces if translate]
+        sentences = [sentence for group in groups for sentence in group]
+
+        def rebuild_markup(found: list[str]) -> str:
+            return join_markup(pieces, [" ".join(group) for group in grouped(map(len, groups), found)])
+
+        return sentences, rebuild_markup
+    lines = split_document(text, language)
+    return [sentence for line in lines for sentence in line], lambda found: join_document(lines, found)
+
+
+async def _translated(request: Request, batcher: Batcher, sentences: list[str], n_best: int) -> list[list[str]]:
+    """The sentences' n-best lists from the batcher; if the client goes first, its sentences leave the queue."""
+    job = batcher.submit(sentences, n_best)
+    gone = asyncio.ensure_future(_disconnected(request))
+    try:
+        await asyncio.wait({job.future, gone}, return_when=asyncio.FIRST_COMPLETED)
+    except asyncio.CancelledError:
+        batcher.cancel(job)
+        raise
+    finally:
+        gone.cancel()
+    if not job.future.done():
+        batcher.cancel(job)
+        raise ApiError(400, "Client disconnected")
+    return job.future.result()
+
+
+async def _disconnected(request: Request) -> None:
+    """Return once the client has closed the connection (the body is read: only a disconnect can come)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
+__all__ = ["Batching", "Settings", "build_app", "load_models"]

@@ -1,0 +1,164 @@
+"""`hf-bahdanau serve`: its options (`add_serve_arguments`) and its run (`run_serve`). Nothing here imports the
+server stack until the command runs, so `--help` answers at once and works without the `serve` extra."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import logging
+import os
+from typing import Any
+
+from ..choices import QUANTIZATIONS
+from ..cli import ENGINES, UsageError, positive_int
+
+logger = logging.getLogger("hf_bahdanau.serving")
+SETTINGS_VARIABLE = "HF_BAHDANAU_SERVE_SETTINGS"  # how `--workers` processes get the settings
+LOOPBACK = ("127.0.0.1", "::1", "localhost")
+WORKER_START_SECONDS = 300
+SERVE_SUMMARY = "serve models over HTTP with the LibreTranslate API, batching requests that arrive together"
+SERVE_EPILOG = """\
+examples:
+  hf-bahdanau serve --model runs/quick-de-en                          # http://127.0.0.1:5000
+  hf-bahdanau serve --model runs/de-en --model runs/en-fr --api-keys keys.txt
+  hf-bahdanau serve --model runs/de-en --engine ctranslate2 --threads 4 --workers 2 --host 0.0.0.0
+  curl -s localhost:5000/translate -d q="Ein Hund rennt." -d source=de -d target=en
+The API is LibreTranslate's (POST /translate, GET /languages, POST /detect, GET /frontend/settings; GET /health):
+Mastodon, Weblate, libretranslatepy and libretranslate-aio work with it. docs/serving.md has more.
+"""
+
+
+def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--model", action="append", required=True, help="A saved model folder; repeat it to serve several pairs."
+    )
+    parser.add_argument("--engine", choices=ENGINES, default="torch", help="As `translate --engine`.")
+    parser.add_argument("--num-beams", "--num_beams", type=positive_int, help="Beam size (default: the model's).")
+    parser.add_argument("--max-new-tokens", "--max_new_tokens", type=positive_int, help="Longest translation.")
+    parser.add_argument("--length-penalty", "--length_penalty", type=float, help="As `translate --length-penalty`.")
+    parser.add_argument("--quantize", choices=QUANTIZATIONS, help="As `translate --quantize`.")
+    parser.add_argument("--threads", type=positive_int, help="CPU threads of each process (default: the engine's).")
+    parser.add_argument("--host", default="127.0.0.1", help="The address to listen on (0.0.0.0: every interface).")
+    parser.add_argument("--port", type=int, default=5000, help="The port (0: any free one, logged).")
+    parser.add_argument(
+        "--workers", type=positive_int, default=1, help="Server processes, each with its own copy of the models."
+    )
+    parser.add_argument(
+        "--api-keys", "--api_keys", metavar="FILE", help="Require one of these keys (one a line) with each request."
+    )
+    parser.add_argument("--char-limit", "--char_limit", type=positive_int, default=5000, help="Characters a request.")
+    parser.add_argument(
+        "--sentence-limit", "--sentence_limit", type=positive_int, default=200, help="Sentences a request."
+    )
+    parser.add_argument(
+        "--queue-limit",
+        "--queue_limit",
+        type=positive_int,
+        default=2000,
+        help="Sentences that may wait for a model; a request beyond gets 429 (retry later).",
+    )
+    parser.add_argument(
+        "--batch-wait-ms",
+        "--batch_wait_ms",
+        type=float,
+        default=20.0,
+        help="A free model waits for more sentences until none has come for this long (at most 10 times it).",
+    )
+    parser.add_argument(
+        "--batch-tokens", "--batch_tokens", type=positive_int, default=4096, help="Padded source tokens a batch."
+    )
+    parser.add_argument("--batch-size", "--batch_size", type=positive_int, default=64, help="Sentences a batch.")
+    parser.add_argument(
+        "--shutdown-timeout",
+        "--shutdown_timeout",
+        type=float,
+        default=30.0,
+        help="Seconds SIGTERM waits for requests in flight to finish.",
+    )
+
+
+def settings_from_args(args: argparse.Namespace) -> Any:
+    """The server's `Settings` from the command's options."""
+    from .app import Batching, Settings
+    from .limits import Limits
+    from .model import Decoding
+
+    if args.batch_wait_ms < 0:
+        raise UsageError(f"--batch-wait-ms must be 0 or more, got {args.batch_wait_ms:g}")
+    decoding = Decoding(
+        engine=args.engine,
+        num_beams=args.num_beams,
+        max_new_tokens=args.max_new_tokens,
+        length_penalty=args.length_penalty,
+        quantize=args.quantize,
+        threads=args.threads,
+        batch_size=args.batch_size,
+        batch_tokens=args.batch_tokens,
+    )
+    return Settings(
+        models=tuple(args.model),
+        decoding=decoding,
+        batching=Batching(args.batch_wait_ms / 1000, args.batch_tokens, args.batch_size),
+        limits=Limits(chars=args.char_limit, sentences=args.sentence_limit, queue=args.queue_limit),
+        api_keys=args.api_keys,
+    )
+
+
+def run_serve(args: argparse.Namespace) -> None:
+    try:
+        import fastapi  # noqa: F401
+        import uvicorn
+    except ImportError:
+        raise UsageError("the server needs FastAPI and uvicorn: pip install 'hf_bahdanau[serve]'") from None
+    from .app import build_app, load_models
+    from .limits import ApiKeys
+
+    settings = settings_from_args(args)
+    keys = ApiKeys.from_file(settings.api_keys)  # a bad file is refused before any model loads
+    if args.host not in LOOPBACK:
+        logger.warning(
+            "listening on %s: other machines can reach the server%s",
+            args.host,
+            "" if keys.required else " (no --api-keys: anyone who reaches it can translate)",
+        )
+    options: dict[str, Any] = dict(
+        host=args.host,
+        port=args.port,
+        log_config=None,  # the command's logging
+        access_log=False,  # the app logs each request without its query string
+        timeout_graceful_shutdown=args.shutdown_timeout,
+    )
+    if args.workers == 1:
+        uvicorn.run(build_app(settings), **options)
+        return
+    load_models(settings)  # each worker loads its own copy: the folders are checked here once
+    os.environ[SETTINGS_VARIABLE] = json.dumps(dataclasses.asdict(settings))
+    uvicorn.run(
+        f"{__name__}:app_from_environment",
+        factory=True,
+        workers=args.workers,
+        timeout_worker_healthcheck=WORKER_START_SECONDS,  # a worker answers only once its models are loaded
+        **options,
+    )
+
+
+def app_from_environment() -> Any:
+    """A `--workers` process's app, from the settings the command left in the environment."""
+    from .app import Batching, Settings, build_app
+    from .limits import Limits
+    from .model import Decoding
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    saved = json.loads(os.environ[SETTINGS_VARIABLE])
+    settings = Settings(
+        models=tuple(saved["models"]),
+        decoding=Decoding(**saved["decoding"]),
+        batching=Batching(**saved["batching"]),
+        limits=Limits(**saved["limits"]),
+        api_keys=saved["api_keys"],
+    )
+    return build_app(settings)
+
+
+__all__ = ["SERVE_EPILOG", "SERVE_SUMMARY", "add_serve_arguments", "app_from_environment", "run_serve"]

@@ -1,0 +1,124 @@
+"""What one request may ask for (characters, sentences, body bytes: `BodyLimit`) and the optional API keys.
+
+Keys come from a file, one a line (blank lines and `#` comments left out). A key given with a request is compared
+with every key in constant time (`hmac.compare_digest` of SHA-256 digests), so the time taken tells nothing of how
+much of it matched; keys are never logged, and a problem with the file is reported by line number only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from starlette.responses import JSONResponse
+
+from .shapes import ApiError, error_body
+
+MISSING_KEY = "Please contact the server operator to get an API key"
+
+
+@dataclass(frozen=True)
+class Limits:
+    """`chars`: characters of one request (all its texts); `sentences`: sentences of one request once split;
+    `queue`: sentences waiting for a model before requests are refused (429); `body_bytes`: the request body."""
+
+    chars: int = 5000
+    sentences: int = 200
+    queue: int = 2000
+    body_bytes: int = 1 << 20
+
+    def check_chars(self, texts: list[str]) -> None:
+        size = sum(len(text) for text in texts)
+        if size > self.chars:
+            raise ApiError(400, f"Invalid request: request ({size}) exceeds text limit ({self.chars})")
+
+    def check_sentences(self, count: int) -> None:
+        if count > self.sentences:
+            raise ApiError(
+                400, f"Invalid request: request ({count} sentences) exceeds sentence limit ({self.sentences})"
+            )
+
+
+class ApiKeys:
+    """The keys a request must carry one of (`api_key`); no file: none needed."""
+
+    def __init__(self, digests: list[bytes]) -> None:
+        self._digests = digests
+
+    @classmethod
+    def from_file(cls, path: str | Path | None) -> ApiKeys:
+        """The keys of a file (ValueError naming the file and line of a key with spaces inside)."""
+        if path is None:
+            return cls([])
+        digests = []
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+        for number, line in enumerate(lines, 1):
+            key = line.strip()
+            if not key or key.startswith("#"):
+                continue
+            if any(character.isspace() for character in key):
+                raise ValueError(f"{path} line {number}: an API key has no spaces inside (one key a line)")
+            digests.append(_digest(key))
+        if not digests:
+            raise ValueError(f"{path} holds no API key (one key a line)")
+        return cls(digests)
+
+    @property
+    def required(self) -> bool:
+        return bool(self._digests)
+
+    def check(self, key: object) -> None:
+        """Refuse a request without a key (400, as LibreTranslate) or with a key not in the file (403)."""
+        if not self._digests:
+            return
+        if key is None or key == "":
+            raise ApiError(400, MISSING_KEY)
+        if not isinstance(key, str):
+            raise ApiError(403, "Invalid API key")
+        given = _digest(key)
+        found = False
+        for digest in self._digests:  # every key compared: the time does not depend on which one matched
+            found |= hmac.compare_digest(digest, given)
+        if not found:
+            raise ApiError(403, "Invalid API key")
+
+
+class BodyLimit:
+    """ASGI middleware refusing a request body over `limit` bytes with 413, by its Content-Length at once, or
+    while it is read (a chunked body): nothing larger is ever held in memory."""
+
+    def __init__(self, app: Any, limit: int) -> None:
+        self.app, self.limit = app, limit
+
+    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        length = dict(scope["headers"]).get(b"content-length", b"0")
+        if not length.isdigit() or int(length) > self.limit:
+            message = f"Invalid request: the body ({length.decode('latin-1')} bytes) exceeds {self.limit} bytes"
+            response = JSONResponse(error_body(message), status_code=413 if length.isdigit() else 400)
+            await response(scope, receive, send)
+            return
+        received = 0
+
+        async def limited() -> dict:
+            nonlocal received
+            message = await receive()
+            received += len(message.get("body", b""))
+            if received > self.limit:
+                raise ApiError(413, f"Invalid request: the body exceeds {self.limit} bytes")
+            return message
+
+        await self.app(scope, limited, send)
+
+
+def _digest(key: str) -> bytes:
+    return hashlib.sha256(key.encode("utf-8", "surrogateescape")).digest()
+
+
+__all__ = ["ApiKeys", "BodyLimit", "Limits", "MISSING_KEY"]

@@ -1,0 +1,345 @@
+"""`hf-bahdanau serve`: the LibreTranslate API spoken to by the real clients (libretranslatepy, libretranslate-aio)
+and httpx, on 127.0.0.1 only; translations checked against `translate_ids` and the `translate` command."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+
+import pytest
+from helpers import tiny_translator
+
+from hf_bahdanau.pipelines import save_for_pipeline
+from hf_bahdanau.translating import source_ids, translate_ids
+
+pytest.importorskip("fastapi")
+pytest.importorskip("uvicorn")
+httpx = pytest.importorskip("httpx")
+
+KEY = "k3y-for-tests"
+SENTENCES = ["Ein Mann fährt Fahrrad.", "Zwei Hunde spielen im Schnee.", "Eine Frau liest ein Buch im Park."]
+BEAMS = 3
+
+
+@pytest.fixture(scope="module")
+def model(tokenizer):
+    return tiny_translator("d2l_transformer", tokenizer, BEAMS, max_new_tokens=12, source_language="de",
+                           target_language="en")  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def en_fr(tokenizer, tmp_path_factory):
+    """A second folder, English -> French (an RNN), so the server picks a model by the request's languages."""
+    model = tiny_translator("bahdanau", tokenizer, 2, max_new_tokens=8, source_language="en", target_language="fr")
+    return save_for_pipeline(model, tokenizer, tmp_path_factory.mktemp("en-fr") / "model")
+
+
+def reference(model, tokenizer, sentence: str, n_best: int = 1) -> list[str]:
+    """The sentence's n-best translations, as `translate` makes them (`--n-best` scores them: generate())."""
+    rows = source_ids(tokenizer, [sentence], 512)
+    return [h.text for h in translate_ids(model, tokenizer, rows, n_best, n_best > 1, num_beams=BEAMS)[0]]
+
+
+class Running:
+    """A server run by uvicorn in a thread of the test process, on a free port of 127.0.0.1."""
+
+    def __init__(self, app) -> None:
+        import uvicorn
+
+        config = uvicorn.Config(app, host="127.0.0.1", port=0, log_config=None, access_log=False)
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread.start()
+        deadline = time.monotonic() + 60
+        while not self.server.started:
+            assert self.thread.is_alive() and time.monotonic() < deadline, "the server did not start"
+            time.sleep(0.05)
+        port = self.server.servers[0].sockets[0].getsockname()[1]
+        self.url = f"http://127.0.0.1:{port}"
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(30)
+
+
+@pytest.fixture(scope="module")
+def served(folder, en_fr, tmp_path_factory):
+    """The two models served with API keys and small limits (300 characters, 8 sentences a request)."""
+    from hf_bahdanau.serving.app import Batching, Settings, build_app
+    from hf_bahdanau.serving.limits import Limits
+
+    keys = tmp_path_factory.mktemp("keys") / "keys.txt"
+    keys.write_text(f"# keys of the tests\n\n{KEY}\nanother-key\n", encoding="utf-8")
+    settings = Settings(
+        models=(str(folder), str(en_fr)),
+        batching=Batching(wait=0.02),
+        limits=Limits(chars=300, sentences=8, queue=64, body_bytes=4096),
+        api_keys=str(keys),
+    )
+    running = Running(build_app(settings))
+    yield running.url
+    running.stop()
+
+
+def post(url: str, path: str, timeout: float = 60, **kwargs) -> httpx.Response:
+    return httpx.post(url + path, timeout=timeout, **kwargs)
+
+
+def test_libretranslatepy_translates_lists_languages_and_is_refused_without_a_good_key(served, model, tokenizer):
+    from libretranslatepy import LibreTranslateAPI
+
+    client = LibreTranslateAPI(served, api_key=KEY)
+    assert client.translate(SENTENCES[0], "de", "en") == reference(model, tokenizer, SENTENCES[0])[0]
+    assert client.languages() == [
+        {"code": "de", "name": "German", "targets": ["en"]},
+        {"code": "en", "name": "English", "targets": ["fr"]},
+        {"code": "fr", "name": "French", "targets": []},
+    ]
+    for key, status, message in (("wrong", 403, "Invalid API key"), (None, 400, "get an API key")):
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            LibreTranslateAPI(served, api_key=key).translate(SENTENCES[0], "de", "en")
+        assert refused.value.code == status and message in json.loads(refused.value.read())["error"]
+    with pytest.raises(urllib.error.HTTPError) as detect:  # no language identifier: said plainly
+        client.detect("Ein Hund.")
+    assert detect.value.code == 400
+    assert json.loads(detect.value.read())["error"].startswith("Language detection is not supported by this server")
+
+
+def test_libretranslate_aio_translates_a_list_with_alternatives_and_names_its_errors(served, model, tokenizer):
+    import libretranslate_aio as lt
+
+    async def session():
+        async with lt.AsyncLibreTranslate(served, api_key=KEY, timeout=60) as client:
+            found = await client.translate(SENTENCES, "de", "en", alternatives=2)
+            settings = await client.frontend_settings()
+            healthy = await client.health()
+            errors = []
+            for call in (client.translate("Hallo", "xx", "en"), client.translate("Hallo", "de", "fr")):
+                with pytest.raises(lt.BadRequestError) as error:
+                    await call
+                errors.append(error.value.message)
+            async with lt.AsyncLibreTranslate(served, api_key="nope") as stranger:
+                with pytest.raises(lt.ForbiddenError):
+                    await stranger.translate("Hallo", "de", "en")
+            return found, settings, healthy, errors
+
+    found, settings, healthy, errors = asyncio.run(session())
+    n_best = [reference(model, tokenizer, sentence, 3) for sentence in SENTENCES]
+    assert found.translated_text == [reference(model, tokenizer, sentence)[0] for sentence in SENTENCES]
+    distinct = [[t for i, t in enumerate(h) if i and t and t not in h[:i]] for h in n_best]
+    assert found.alternatives == distinct and found.detected_language is None
+    assert settings.char_limit == 300 and settings.api_keys and settings.key_required and healthy
+    assert errors == ["xx is not supported", "French (fr) is not available as a target language from German (de)"]
+
+
+def test_models_are_picked_by_source_and_target_and_auto_stands_for_the_only_source(served, en_fr, tokenizer):
+    from transformers import AutoModelForSeq2SeqLM
+
+    rnn = AutoModelForSeq2SeqLM.from_pretrained(en_fr).eval()
+    rows = source_ids(tokenizer, ["A man is riding a bicycle."], 512)
+    expected = translate_ids(rnn, tokenizer, rows, num_beams=2)[0][0].text
+    body = {"q": "A man is riding a bicycle.", "source": "auto", "target": "fr", "api_key": KEY}
+    answer = post(served, "/translate", json=body).json()
+    assert answer == {"translatedText": expected, "detectedLanguage": {"confidence": 0.0, "language": "en"}}
+
+
+def test_same_output_as_the_translate_command_for_sentences_and_a_document(served, folder):
+    document = f"{SENTENCES[0]} {SENTENCES[1]}\n\n{SENTENCES[2]}"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    command = [sys.executable, "-m", "hf_bahdanau.cli", "translate", "--model", str(folder)]
+    lines = subprocess.run(command, input="\n".join(SENTENCES) + "\n", capture_output=True, text=True, env=env,
+                           timeout=300, check=True).stdout.splitlines()  # fmt: skip
+    paragraphs = subprocess.run([*command, "--document", "-"], input=document, capture_output=True, text=True,
+                                env=env, timeout=300, check=True).stdout  # fmt: skip
+    answer = post(served, "/translate", data={"q": [*SENTENCES, document], "source": "de", "target": "en",
+                                              "api_key": KEY}).json()  # fmt: skip
+    assert answer["translatedText"] == [*lines, paragraphs.rstrip("\n")]
+    assert len(lines) == 3 and all(lines)
+
+
+def test_html_is_translated_between_its_tags(served, model, tokenizer):
+    page = '<p class="x">Ein Mann fährt Fahrrad.</p>\n<p>Zwei Hunde <b>spielen</b> im Schnee &amp; Eis.<br></p>'
+    answer = post(served, "/translate", json={"q": page, "source": "de", "target": "en", "format": "html",
+                                              "api_key": KEY}).json()  # fmt: skip
+
+    def t(text: str) -> str:
+        return reference(model, tokenizer, text)[0].replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+    expected = (f'<p class="x">{t("Ein Mann fährt Fahrrad.")}</p>\n<p>{t("Zwei Hunde")} <b>{t("spielen")}</b> '
+                f"{t('im Schnee & Eis.')}<br></p>")  # fmt: skip
+    assert answer == {"translatedText": expected}
+
+
+BAD_REQUESTS = [  # (what is sent, status, start of the error message)
+    ({"json": {"source": "de", "target": "en"}}, 400, "Invalid request: missing q parameter"),
+    ({"json": {"q": "Hallo", "target": "en"}}, 400, "Invalid request: missing source parameter"),
+    ({"data": {"q": "Hallo", "source": "de"}}, 400, "Invalid request: missing target parameter"),
+    ({"json": {"q": [1, 2], "source": "de", "target": "en"}}, 400, "Invalid request: q must be a string or a list"),
+    ({"json": {"q": "Hallo", "source": "de", "target": "en", "format": "xml"}}, 400, "xml format is not supported"),
+    ({"json": {"q": "Hallo", "source": "de", "target": "en", "alternatives": "x"}}, 400, "Invalid request: altern"),
+    (
+        {"json": {"q": "Hallo", "source": "de", "target": "en", "alternatives": 3}},
+        400,
+        "Invalid request: alternatives parameter must be <= 2",
+    ),
+    ({"json": {"q": "Hallo", "source": "xx", "target": "en"}}, 400, "xx is not supported"),
+    ({"json": {"q": "Hallo", "source": "auto", "target": "de"}}, 400, "Language detection is not supported"),
+    ({"json": {"q": "Hello", "source": "en", "target": "de"}}, 400, "German (de) is not available as a target"),
+    ({"content": b'{"q": "Hallo", ', "headers": {"content-type": "application/json"}}, 400, "Invalid JSON format"),
+    ({"content": b"[1, 2]", "headers": {"content-type": "application/json"}}, 400, "Invalid JSON format"),
+    ({"content": b"\xff\xfe", "headers": {"content-type": "application/json"}}, 400, "Invalid JSON format"),
+    ({"content": b"q=Hallo", "headers": {"content-type": "text/plain"}}, 400, "Invalid request: send the parameters"),
+    (
+        {"json": {"q": "Hallo " * 60, "source": "de", "target": "en"}},
+        400,
+        "Invalid request: request (360) exceeds text limit (300)",
+    ),
+    (
+        {"json": {"q": ["Ja."] * 9, "source": "de", "target": "en"}},
+        400,
+        "Invalid request: request (9 sentences) exceeds sentence limit (8)",
+    ),
+    ({"content": b"x" * 5000, "headers": {"content-type": "application/json"}}, 413, "Invalid request: the body"),
+    ({"files": {"q": ("a.txt", b"Hallo")}, "data": {"source": "de", "target": "en"}}, 400, "Too many files"),
+]
+
+
+@pytest.mark.parametrize("with_key", [True, False])
+def test_every_bad_request_gets_its_status_and_error_then_the_server_translates(served, model, tokenizer, with_key):
+    for sent, status, message in BAD_REQUESTS:
+        if with_key and "json" in sent:
+            sent = {"json": {**sent["json"], "api_key": KEY}}
+        elif with_key and "data" in sent:
+            sent = {**sent, "data": {**sent["data"], "api_key": KEY}}
+        response = post(served, "/translate", **sent)
+        if not with_key and ("json" in sent or "data" in sent) and "files" not in sent:
+            status, message = 400, "Please contact the server operator"  # the key is checked before the rest
+        assert (response.status_code, response.json()["error"][: len(message)]) == (status, message), sent
+    assert httpx.get(served + "/translate", timeout=10).json() == {"error": "Method Not Allowed"}
+    assert httpx.get(served + "/nowhere", timeout=10).status_code == 404
+    answer = post(served, "/translate", data={"q": SENTENCES[1], "source": "de", "target": "en", "api_key": KEY})
+    assert answer.json() == {"translatedText": reference(model, tokenizer, SENTENCES[1])[0]}
+    assert httpx.get(served + "/health", timeout=10).json()["status"] == "ok"
+
+
+def test_a_fixed_load_of_concurrent_requests_is_answered_in_time_and_batched(served, model, tokenizer):
+    expected = {sentence: reference(model, tokenizer, sentence)[0] for sentence in SENTENCES}
+    before = {m["source"]: m["batches"] for m in httpx.get(served + "/health", timeout=10).json()["models"]}["de"]
+
+    async def load(requests: int = 48, clients: int = 16):
+        limit = asyncio.Semaphore(clients)
+        async with httpx.AsyncClient(base_url=served, timeout=60) as client:
+
+            async def one(i: int):
+                async with limit:
+                    body = {"q": SENTENCES[i % 3], "source": "de", "target": "en", "api_key": KEY}
+                    return (await client.post("/translate", json=body)).json()["translatedText"], SENTENCES[i % 3]
+
+            return await asyncio.wait_for(asyncio.gather(*(one(i) for i in range(requests))), timeout=120)
+
+    start = time.monotonic()
+    answers = asyncio.run(load())
+    assert time.monotonic() - start < 120
+    assert [text for text, _ in answers] == [expected[sentence] for _, sentence in answers]
+    after = {m["source"]: m["batches"] for m in httpx.get(served + "/health", timeout=10).json()["models"]}["de"]
+    assert after - before < 48  # requests arriving together shared batches
+
+
+def serve_process(*options: str) -> tuple[subprocess.Popen, str]:
+    """`hf-bahdanau serve` in a process on a free port of 127.0.0.1; its URL once it listens."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    process = subprocess.Popen([sys.executable, "-m", "hf_bahdanau.cli", "serve", "--port", "0", *options],
+                               stderr=subprocess.PIPE, text=True, env=env)  # fmt: skip
+    deadline = time.monotonic() + 120
+    for line in process.stderr:
+        found = re.search(r"running on http://127\.0\.0\.1:(\d+)", line)
+        if found:  # the rest of the log read on, so the server never waits on a full pipe
+            threading.Thread(target=process.stderr.read, daemon=True).start()
+            return process, f"http://127.0.0.1:{found.group(1)}"
+        assert time.monotonic() < deadline, "the server did not start"
+    raise AssertionError(f"the server stopped: {process.wait(10)}")
+
+
+def test_sigterm_lets_the_request_in_flight_finish(folder, model, tokenizer):
+    process, url = serve_process("--model", str(folder), "--batch-wait-ms", "1500")  # a request waits 1.5 s
+    try:
+        answers = []
+        thread = threading.Thread(target=lambda: answers.append(
+            post(url, "/translate", data={"q": SENTENCES[2], "source": "de", "target": "en"})))  # fmt: skip
+        thread.start()
+        time.sleep(0.5)
+        process.send_signal(signal.SIGTERM)
+        thread.join(60)
+        assert process.wait(60) == -signal.SIGTERM  # uvicorn ends as the signal asks, once the request is done
+        assert answers[0].status_code == 200
+        assert answers[0].json() == {"translatedText": reference(model, tokenizer, SENTENCES[2])[0]}
+    finally:
+        process.kill()
+        process.wait(30)
+
+
+@pytest.mark.slow
+def test_workers_processes_serve_the_same_translations(folder, model, tokenizer):
+    process, url = serve_process("--model", str(folder), "--workers", "2")
+    try:
+        deadline = time.monotonic() + 300
+        while True:  # the port is open before the workers have loaded their models
+            try:
+                if httpx.get(url + "/health", timeout=10).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline, "no worker became ready"
+            time.sleep(1)
+        for sentence in SENTENCES:
+            answer = post(url, "/translate", json={"q": sentence, "source": "de", "target": "en"}).json()
+            assert answer == {"translatedText": reference(model, tokenizer, sentence)[0]}
+        process.send_signal(signal.SIGTERM)
+        process.wait(120)
+    finally:
+        process.kill()
+        process.wait(30)
+
+
+def test_a_client_that_goes_frees_its_place_in_the_queue(folder):
+    from hf_bahdanau.serving.app import Batching, Settings, build_app
+
+    running = Running(build_app(Settings(models=(str(folder),), batching=Batching(wait=3.0))))  # batches wait 3 s
+
+    def model_state() -> dict:
+        return httpx.get(running.url + "/health", timeout=10).json()["models"][0]
+
+    try:
+        with pytest.raises(httpx.ReadTimeout):  # the client gives up while its sentence waits
+            post(running.url, "/translate", json={"q": SENTENCES[0], "source": "de", "target": "en"}, timeout=0.5)
+        deadline = time.monotonic() + 2
+        while model_state()["waiting"] and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert model_state()["waiting"] == 0  # freed at once, not when the batch would have started
+        time.sleep(3.5)
+        assert model_state()["batches"] == 0  # and never translated
+    finally:
+        running.stop()
+
+
+def test_serve_refuses_a_folder_it_cannot_route_to_in_one_line(tokenizer, tmp_path, caplog):
+    from hf_bahdanau.cli import main
+
+    unnamed = save_for_pipeline(tiny_translator("d2l_transformer", tokenizer, 2), tokenizer, tmp_path / "unnamed")
+    keys = tmp_path / "keys.txt"
+    keys.write_text("two words\n", encoding="utf-8")
+    for argv, message in (
+        (["--model", str(tmp_path / "nowhere")], "is not a saved model folder (no config.json)"),
+        (["--model", str(unnamed)], "records no language pair (source_language and target_language in its config)"),
+        (["--model", str(unnamed), "--api-keys", str(keys)], "keys.txt line 1: an API key has no spaces inside"),
+    ):
+        assert main(["serve", *argv]) == 1
+        assert message in caplog.records[-1].getMessage() and "\n" not in caplog.records[-1].getMessage()
