@@ -171,6 +171,25 @@ def check_output_dir(output_dir: Path, resume: bool, overwrite: bool, inputs: Se
     return None
 
 
+def check_resume_steps(checkpoint: str, max_steps: int) -> None:
+    """Refuse a --resume that would end with an older model than its folder has: from a checkpoint past
+    `max_steps`, or in a folder whose saved model trained for more than `max_steps` steps."""
+    if max_steps <= 0:  # the epochs decide; the Trainer counts the steps
+        return
+    folder, step = Path(checkpoint).parent, int(Path(checkpoint).name.rpartition("-")[2])
+    try:
+        saved = json.loads((folder / "trainer_state.json").read_text(encoding="utf-8"))["global_step"]
+    except (OSError, ValueError, KeyError, TypeError):
+        saved = None  # no finished model in the folder
+    if isinstance(saved, int) and saved > max_steps:
+        raise ValueError(
+            f"--resume: {folder} holds a model trained for {saved} steps; resuming to --max_steps {max_steps} "
+            "would replace it with an earlier one"
+        )
+    if step > max_steps:
+        raise ValueError(f"--resume: {checkpoint} is at step {step}, past --max_steps {max_steps}")
+
+
 def choose_work_dir(output_dir: Path, checkpoint: str | None, is_main: bool) -> Path:
     """The folder this run trains into: the resumed checkpoint's, a fresh staging folder when it replaces a
     non-empty `output_dir` (the old run stays intact until the new one is saved), else `output_dir` itself."""
@@ -217,6 +236,7 @@ __all__ = [
     "CHECKPOINT_MANIFEST",
     "CheckpointManifest",
     "check_output_dir",
+    "check_resume_steps",
     "choose_work_dir",
     "is_complete_checkpoint",
     "last_complete_checkpoint",

@@ -114,13 +114,31 @@ class LengthBucketedBatches(torch.utils.data.IterableDataset):
         return batches
 
     def __iter__(self) -> Iterator[list[dict[str, Any]]]:
+        """One pass: the rest of the resumed pass, or the next pass when nothing of it is left (a run stopped at a
+        pass's end, or a corpus that shrank since), so that the Trainer never sees an empty pass and stops."""
         if self._resume is not None:
             mark, self._resume = self._resume, None
-            pass_index, number, state, skip = mark["pass"], mark["buffer"], mark["state"], mark["skip"]
-            self.passes, self.batches = pass_index + 1, mark["batches"]
-        else:
-            pass_index, number, state, skip = self.passes, 0, self._start, 0
-            self.passes += 1
+            self.passes, self.batches = mark["pass"] + 1, mark["batches"]
+            resumed = False
+            for batch in self._pass(mark["pass"], mark["buffer"], mark["state"], mark["skip"]):
+                resumed = True
+                yield batch
+            if resumed:
+                return
+            if self.batches - mark["batches"] < mark["skip"]:
+                logger.warning("the train stream ended before the stored position: the corpus changed since")
+            logger.info("the resumed pass %d has no batch left: pass %d starts", mark["pass"], self.passes)
+        pass_index = self.passes
+        self.passes += 1
+        empty = True
+        for batch in self._pass(pass_index, 0, self._start, 0):
+            empty = False
+            yield batch
+        if empty:
+            raise ValueError("the train stream holds no pair: the corpus's train files are empty")
+
+    def _pass(self, pass_index: int, number: int, state: dict[str, Any], skip: int) -> Iterator[list[dict[str, Any]]]:
+        """The batches of pass `pass_index` from buffer `number` (starting at stream state `state`), less `skip`."""
         self.stream.load_state_dict(copy.deepcopy(state))
         rows = iter(self.stream)
         while True:
