@@ -12,7 +12,6 @@ import argparse
 import contextlib
 import json
 import logging
-import os
 import signal
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -371,18 +370,22 @@ def terminate_as_interrupt() -> Iterator[None]:
 # ---- evaluate ---------------------------------------------------------------------------------------------
 
 
-def _check_output_file(output: Path, model_dir: Path, inputs: Sequence[str | None] = ()) -> None:
-    """Refuse a hypotheses file that would overwrite a file of the model folder (earlier hypotheses excepted) or an
-    input (a corpus file, or any file in a corpus folder); paths compared resolved, symlinks followed."""
+def _check_output_file(output: Path, model_dirs: Sequence[str], inputs: Sequence[str | None] = ()) -> None:
+    """Refuse a hypotheses file that is any file evaluate reads (by inode: through a symlink or a hard link too) or
+    lies in a model folder (an earlier hypotheses file there excepted) or a corpus folder."""
+    from .folders import files_by_inode, inode
+
     target = output.resolve()
-    if output.exists() and target.is_relative_to(model_dir.resolve()):
-        if not (target.is_file() and target.name.startswith("hypotheses")):
-            raise UsageError(f"--output {output} would overwrite part of the model folder {model_dir}: choose another")
+    homes = [Path(folder) for folder in model_dirs if target.is_relative_to(Path(folder).resolve())]
+    single = output.is_file() and not output.is_symlink() and output.stat().st_nlink == 1  # no other name
+    hypotheses = target.name.startswith("hypotheses") and (single or not output.exists())
+    if homes and not hypotheses:
+        raise UsageError(f"--output {output} would overwrite part of the model folder {homes[0]}: choose another")
+    read = files_by_inode([*model_dirs, *inputs])
+    if (key := inode(output)) in read and not (homes and hypotheses):
+        raise UsageError(f"--output {output} is {read[key]}, which evaluate reads: choose another")
     for path in filter(None, inputs):
-        source = Path(path).resolve()
-        inside = source.is_dir() and target.is_relative_to(source)
-        same_file = output.is_file() and source.is_file() and os.path.samefile(output, source)  # hard links too
-        if Path(path).exists() and (target == source or inside or same_file):
+        if Path(path).is_dir() and target.is_relative_to(Path(path).resolve()):
             raise UsageError(f"--output {output} would overwrite the corpus {path}, which it evaluates: choose another")
 
 
@@ -405,8 +408,9 @@ def run_evaluate(args: argparse.Namespace) -> None:
     check_generation_length(args.model, args.max_new_tokens)
     if args.compare:
         _check_comparable(args)
+    models = [args.model, *([args.compare] if args.compare else [])]
     if args.output:
-        _check_output_file(Path(args.output), Path(args.model))
+        _check_output_file(Path(args.output), models)
     model, translator = load_translator(args)
     # Unless told otherwise, read the corpus exactly as training did (same normalisation, hence the same split).
     settings = read_data_settings(args.model)
@@ -425,11 +429,12 @@ def run_evaluate(args: argparse.Namespace) -> None:
         raise UsageError("the model does not record its corpus: pass --data")
     if not src_lang or not tgt_lang:
         raise UsageError("the model does not record its languages: pass --src-lang and --tgt-lang")
+    _check_direction("--model", args.model, model.config, (src_lang, tgt_lang))
     normalize = args.d2l_normalize if args.d2l_normalize is not None else settings.get("d2l_normalize", False)
     test_split = args.test_split or settings.get("test_split", "test_2016_flickr")
     corpus = load_parallel_corpus(data, src_lang, tgt_lang, test_split=test_split, normalize=normalize)
     if args.output:  # the corpus found (a name resolved to its file or folder) is no place for the hypotheses
-        _check_output_file(Path(args.output), Path(args.model), [data, named_corpus_path(data)])
+        _check_output_file(Path(args.output), models, [data, named_corpus_path(data)])
     if args.split not in corpus:
         raise UsageError(f"{data} has no {args.split!r} split (it has {', '.join(corpus)})")
     rows = corpus[args.split]
@@ -464,7 +469,7 @@ def run_evaluate(args: argparse.Namespace) -> None:
     )
     if args.compare:
         other = Path(args.compare) / output.name if args.output is None else output.with_suffix(".compare.txt")
-        _check_output_file(other, Path(args.compare), [data, named_corpus_path(data)])
+        _check_output_file(other, models, [data, named_corpus_path(data)])
         _compare(args, sources, references, hypotheses, (src_lang, tgt_lang), other)
 
 
@@ -475,6 +480,13 @@ def _check_comparable(args: argparse.Namespace) -> None:
         raise UsageError(f"--compare {args.compare} is not a saved model folder (no config.json)")
     if Path(args.compare).resolve() == Path(args.model).resolve():
         raise UsageError(f"--compare {args.compare} is the --model folder itself: compare another model")
+
+
+def _check_direction(option: str, folder: str, config: Any, languages: tuple[str, str]) -> None:
+    """Refuse to score a model in a direction other than the one its config records (where it records one)."""
+    recorded = (config.source_language, config.target_language)
+    if any(mine and mine != wanted for mine, wanted in zip(recorded, languages, strict=True)):
+        raise UsageError(f"{option} {folder} translates {'->'.join(map(str, recorded))}, not {'->'.join(languages)}")
 
 
 def _compare(
@@ -490,11 +502,7 @@ def _compare(
     from .metrics import BOOTSTRAP_SAMPLES, SIGNIFICANCE_LEVEL, paired_bootstrap
 
     model, translator = load_translator(argparse.Namespace(**{**vars(args), "model": args.compare}))
-    recorded = (model.config.source_language, model.config.target_language)
-    if any(mine and mine != wanted for mine, wanted in zip(recorded, languages, strict=True)):
-        raise UsageError(
-            f"--compare {args.compare} translates {'->'.join(map(str, recorded))}, not {'->'.join(languages)}"
-        )
+    _check_direction("--compare", args.compare, model.config, languages)
     progress = sys.stderr.isatty()
     others = translate_texts(translator, sources, args.batch_size, progress, **_generation_options(args))
     output.write_text("".join(f"{line}\n" for line in others), encoding="utf-8")

@@ -1,10 +1,13 @@
-"""Working folders beside a folder that is being replaced: each made fresh under a name no other folder has, so that
-removing it can never remove a folder a user made, and the swap that puts a finished folder in the old one's place."""
+"""Keeping what a user has: working folders beside a folder being replaced, each made fresh under a name no other
+folder has (so removing it never removes a folder a user made), the swap that puts a finished folder in the old one's
+place, and the files a command reads, by inode, so that no output lands on one of them through a link."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 
 
@@ -26,4 +29,26 @@ def replace_with(target: Path, new: Path) -> None:
     shutil.rmtree(aside)
 
 
-__all__ = ["fresh_sibling", "replace_with"]
+def files_by_inode(paths: Iterable[str | os.PathLike | None]) -> dict[tuple[int, int], Path]:
+    """Every file that is or lies under one of `paths` (symlinks followed), keyed by (device, inode): a hard link or
+    a symlink to one of them has the same key."""
+    found: dict[tuple[int, int], Path] = {}
+    for path in map(Path, filter(None, paths)):
+        files = path.rglob("*") if path.is_dir() else [path]
+        for file in files:
+            if file.is_file():
+                stat = file.stat()
+                found.setdefault((stat.st_dev, stat.st_ino), file)
+    return found
+
+
+def inode(path: Path) -> tuple[int, int] | None:
+    """(device, inode) of the file `path` is (symlinks followed), or None where nothing is."""
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return stat.st_dev, stat.st_ino
+
+
+__all__ = ["files_by_inode", "fresh_sibling", "inode", "replace_with"]
