@@ -94,6 +94,8 @@ def _read_config_file(path: str) -> dict:
         values = json.loads(text) if file.suffix == ".json" else yaml.safe_load(text)
     except json.JSONDecodeError as err:
         raise UsageError(f"config file {file}: line {err.lineno} is not valid JSON ({err.msg})") from err
+    except RecursionError:
+        raise UsageError(f"config file {file}: nested too deeply to read") from None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f"line {mark.line + 1} is not valid YAML" if mark else "not valid YAML"
@@ -451,12 +453,6 @@ def run_evaluate(args: argparse.Namespace) -> None:
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text("".join(f"{line}\n" for line in hypotheses), encoding="utf-8")
     scores = load_metric().compute(predictions=hypotheses, references=[[ref] for ref in references])
-    if args.quantize is None and args.engine == "torch":  # the folder's card reports its fp32 weights' scores only
-        record_evaluation(args.model, scores, data=data, split=split, languages=(src_lang, tgt_lang),
-                          num_beams=beams, samples=len(hypotheses))  # fmt: skip
-    else:
-        engine = f"{args.engine} {args.quantize or 'fp32'}"
-        logger.info("scores of the %s engine not stored in %s (its card reports torch fp32)", engine, args.model)
     sys.stdout.write(
         f"BLEU = {scores['bleu']:.2f}  ({scores['bleu_signature']})\n"
         f"BLEU lowercased = {scores['bleu_lowercase']:.2f}  ({scores['bleu_lowercase_signature']})\n"
@@ -467,6 +463,16 @@ def run_evaluate(args: argparse.Namespace) -> None:
         f"{count_repeating(hypotheses, times=3)} three times or more (a decoder caught in a loop)\n"
         f"{len(hypotheses)} {args.split} sentences, {src_lang}->{tgt_lang}, beams {beams}; hypotheses in {output}\n"
     )
+    sys.stdout.flush()  # the scores stand even where they cannot be stored
+    if args.quantize is None and args.engine == "torch":  # the folder's card reports its fp32 weights' scores only
+        try:
+            record_evaluation(args.model, scores, data=data, split=split, languages=(src_lang, tgt_lang),
+                              num_beams=beams, samples=len(hypotheses))  # fmt: skip
+        except ValueError as error:
+            raise UsageError(f"the scores above were not stored: {error}") from None
+    else:
+        engine = f"{args.engine} {args.quantize or 'fp32'}"
+        logger.info("scores of the %s engine not stored in %s (its card reports torch fp32)", engine, args.model)
     if args.compare:
         other = Path(args.compare) / output.name if args.output is None else output.with_suffix(".compare.txt")
         _check_output_file(other, models, [data, named_corpus_path(data)])
@@ -639,7 +645,7 @@ def _translate_documents(
     """`--document FILE` (paragraphs split into sentences, written back as paragraphs) and `--input-format jsonl`
     (a `text` field per line, written back with `translation`, and `score` with --scores: the mean of its
     sentences' scores); every sentence translated in length-sorted token batches, the output written in order."""
-    from .documents import check_language, grouped, join_document, read_jsonl, split_document
+    from .documents import check_language, grouped, join_document, jsonl_line, read_jsonl, split_document, text_lines
     from .translating import trained_source_length, translate_in_order, warn_long_sources
 
     source = args.document if args.document and args.document != "-" else "stdin"
@@ -652,7 +658,7 @@ def _translate_documents(
             raise UsageError(f"{source} is not UTF-8 text (byte {error.start})") from None
     language = check_language(args.document_language or model.config.source_language) if args.document else None
     jsonl = args.input_format == "jsonl"
-    records = read_jsonl(text.splitlines(), source) if jsonl else None
+    records = read_jsonl(text_lines(text), source) if jsonl else None
     if records is None:  # the document's lines, each the sentences of a paragraph or none (a blank line)
         layouts = [[sentences] for sentences in split_document(text, language)]
     else:  # each record's text as a document, or as one sentence; a blank line as nothing
@@ -679,7 +685,7 @@ def _translate_documents(
                     if args.scores:  # null where nothing was translated (0.0 would say "certain")
                         scores = [hypothesis.score for hypothesis in hypotheses]
                         record["score"] = round(sum(scores) / len(scores), 4) if scores else None
-                    sys.stdout.write(json.dumps(record, ensure_ascii=False) + "\n")
+                    sys.stdout.write(jsonl_line(record))
                 sys.stdout.flush()
                 written += 1
     except KeyboardInterrupt:

@@ -119,10 +119,24 @@ def dataset_label(data: str) -> str:
     return Path(data).name if Path(data).exists() else data
 
 
+# The fields of a stored evaluation that cards and `record_evaluation` read, with their types.
+_RESULT_FIELDS = {"dataset": str, "split": str, "source_language": str, "target_language": str, "num_beams": int,
+                  "bleu": (int, float), "bleu_signature": str, "chrf": (int, float), "chrf_signature": str}  # fmt: skip
+
+
 def read_evaluations(folder: str | Path) -> list[dict[str, Any]]:
-    """The scores `hf-bahdanau evaluate` stored in `folder` (empty when never evaluated)."""
+    """The scores `hf-bahdanau evaluate` stored in `folder` (empty when never evaluated); a ValueError naming the
+    file when it does not hold them as `record_evaluation` writes them."""
     path = Path(folder) / EVAL_RESULTS_FILE
-    return json.loads(path.read_text(encoding="utf-8"))["results"] if path.is_file() else []
+    if not path.is_file():
+        return []
+    results = _read_json(path).get("results")
+    if not isinstance(results, list) or not all(
+        isinstance(result, dict) and all(isinstance(result.get(name), kind) for name, kind in _RESULT_FIELDS.items())
+        for result in results
+    ):
+        raise ValueError(f"{path} does not hold evaluation results as evaluate writes them: fix or remove it")
+    return results
 
 
 def decoding_name(num_beams: int) -> str:
@@ -173,7 +187,18 @@ def record_evaluation(
 
 
 def _read_json(path: Path) -> dict[str, Any]:
-    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    """The JSON object in `path` ({} where there is no file); a one-line ValueError naming the file otherwise."""
+    if not path.is_file():
+        return {}
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except RecursionError:
+        raise ValueError(f"{path} is nested too deeply to read: fix or remove it") from None
+    except ValueError as error:
+        raise ValueError(f"{path} is not valid JSON ({error}): fix or remove it") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"{path} does not hold a JSON object: fix or remove it")
+    return value
 
 
 def check_model_folder(folder: str | Path) -> Path:
@@ -298,6 +323,10 @@ def _recorded_command(folder: Path) -> tuple[str | None, dict[str, str] | None]:
     recorded before redaction)."""
     recorded = _read_json(folder / COMMAND_FILE)
     command, config_file = recorded.get("command"), recorded.get("config_file")
+    if not isinstance(command, str | None) or not (
+        config_file is None or isinstance(config_file, dict) and isinstance(config_file.get("text", ""), str)
+    ):
+        raise ValueError(f"{folder / COMMAND_FILE} does not hold a command as train records it: fix or remove it")
     if command:
         try:
             command = shlex.join(redact_argv(shlex.split(command)))

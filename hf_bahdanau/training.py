@@ -598,9 +598,8 @@ def _train_stream(
         data_args.max_target_length,
     )
     seed = training_args.data_seed if training_args.data_seed is not None else training_args.seed
-    return LengthBucketedBatches(
-        features, training_args.per_device_train_batch_size, data_args.bucket_buffer_size, seed
-    )
+    batch_size, buffer_size = training_args.per_device_train_batch_size, data_args.bucket_buffer_size
+    return LengthBucketedBatches(features, batch_size, buffer_size, seed, source=data_args.data)
 
 
 def _follow_stream(trainer: Seq2SeqTrainer, batches: LengthBucketedBatches, checkpoint: str | None, rank: int) -> None:

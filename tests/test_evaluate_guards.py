@@ -77,3 +77,13 @@ def test_evaluate_refuses_the_direction_the_model_does_not_translate(models, cor
     assert _evaluate(model, corpus, "--src-lang", "en", "--tgt-lang", "de") == 1
     assert f"--model {model} translates de->en, not en->de" in caplog.records[-1].getMessage()
     assert not (model / "eval_results.json").exists()
+
+
+def test_evaluate_prints_its_scores_before_saying_a_corrupt_record_was_not_updated(models, corpus, capsys, caplog):
+    model, _ = models
+    (model / "eval_results.json").write_text("{not json")
+    assert _evaluate(model, corpus) == 1
+    assert capsys.readouterr().out.startswith("BLEU = ")
+    message = caplog.records[-1].getMessage()
+    assert message.startswith("the scores above were not stored: ") and f"{model / 'eval_results.json'}" in message
+    assert (model / "eval_results.json").read_text() == "{not json"
