@@ -131,10 +131,18 @@ def test_translate_jsonl_adds_translation_and_score_to_each_record(folder, model
         (["--document", "-", "--scores"], "", "--scores with --document needs --input-format jsonl"),
         (["--document", "-", "--n-best", "2"], "", "--n-best do not apply to --document"),
         (["--input-format", "jsonl", "Ein Hund."], "", "--input-format jsonl reads stdin: leave out the sentences"),
-        pytest.param(["--input-format", "jsonl"], '{"text": "a", "n": NaN}\n',
-                     "stdin line 1: invalid JSON (NaN is not a JSON", id="NaN"),
-        pytest.param(["--input-format", "jsonl"], "[" * 100_000 + "\n",
-                     "stdin line 1: JSON nested too deeply to read", id="nested"),
+        pytest.param(
+            ["--input-format", "jsonl"],
+            '{"text": "a", "n": NaN}\n',
+            "stdin line 1: invalid JSON (NaN is not a JSON",
+            id="NaN",
+        ),
+        pytest.param(
+            ["--input-format", "jsonl"],
+            "[" * 100_000 + "\n",
+            "stdin line 1: JSON nested too deeply to read",
+            id="nested",
+        ),
     ],
 )
 def test_document_and_jsonl_errors_are_one_line(folder, monkeypatch, caplog, argv, stdin, message):
