@@ -24,6 +24,7 @@ from transformers import PreTrainedTokenizerBase, TrainerCallback, TrainerContro
 from transformers.trainer_pt_utils import safe_globals
 
 from .data import DATA_SETTINGS_FILE, read_data_settings
+from .folders import replace_with
 from .models import MODEL_TYPES
 
 logger = logging.getLogger(__name__)
@@ -106,9 +107,31 @@ def write_failure(folder: Path, error: Exception, kept: str) -> OSError:
     return OSError(f"could not write {folder} ({reason}{free}); {kept}: free disk space and continue with --resume")
 
 
+STAGING_MARKER = ".hf_bahdanau_staging"  # in a staging folder a run made: the folder it will replace
+
+
 def staging_dir(output_dir: Path) -> Path:
     """Where a run that replaces `output_dir` (--overwrite) trains; it takes `output_dir`'s place when done."""
     return output_dir.with_name(f"{output_dir.name}.staging")
+
+
+def is_staging_dir(folder: Path) -> bool:
+    """Whether `folder` is a staging folder a run made (it holds the marker), not a user's folder of that name."""
+    return (folder / STAGING_MARKER).is_file()
+
+
+def _replaced_by(staging: Path) -> Path:
+    """The folder that staging folder `staging` is to replace."""
+    return staging.with_name(staging.name.removesuffix(".staging"))
+
+
+def _check_not_a_users(staging: Path) -> None:
+    """Refuse to use (or remove) a folder of the staging folder's name that no run made."""
+    if staging.exists() and not is_staging_dir(staging):
+        raise FileExistsError(
+            f"{staging} exists and is not a staging folder of train (no {STAGING_MARKER}): a run replacing "
+            f"{_replaced_by(staging)} works there; move it away"
+        )
 
 
 @contextlib.contextmanager
@@ -148,8 +171,13 @@ def check_output_dir(output_dir: Path, resume: bool, overwrite: bool, inputs: Se
 
     `inputs` are the paths the run reads (model, tokenizer, data): --overwrite must not delete them.
     """
+    if is_staging_dir(output_dir):
+        raise FileExistsError(
+            f"{output_dir} is the staging folder of a run into {_replaced_by(output_dir)}: choose another --output-dir"
+        )
     if resume:
-        for folder in (staging_dir(output_dir), output_dir):
+        staging = staging_dir(output_dir)
+        for folder in ([staging] if is_staging_dir(staging) else []) + [output_dir]:
             checkpoint = last_complete_checkpoint(folder) if folder.is_dir() else None
             if checkpoint is not None:
                 return checkpoint
@@ -197,20 +225,21 @@ def choose_work_dir(output_dir: Path, checkpoint: str | None, is_main: bool) -> 
     if checkpoint is not None:
         return Path(checkpoint).parent
     if not is_main:  # the main process has decided (and made the folder) already
-        return staging if staging.is_dir() else output_dir
+        return staging if is_staging_dir(staging) else output_dir
+    _check_not_a_users(staging)
     if staging.is_dir():  # left by a cut-off --overwrite run that is not resumed
         shutil.rmtree(staging)
-    return staging if output_dir.is_dir() and any(output_dir.iterdir()) else output_dir
+    if not (output_dir.is_dir() and any(output_dir.iterdir())):
+        return output_dir
+    staging.mkdir()
+    (staging / STAGING_MARKER).write_text(str(output_dir), encoding="utf-8")
+    return staging
 
 
 def replace_folder(output_dir: Path, staging: Path) -> None:
     """Put the finished run in `staging` in the place of the old run in `output_dir`."""
-    old = output_dir.with_name(f"{output_dir.name}.replaced")
-    if old.exists():
-        shutil.rmtree(old)
-    output_dir.rename(old)
-    staging.rename(output_dir)
-    shutil.rmtree(old)
+    (staging / STAGING_MARKER).unlink(missing_ok=True)
+    replace_with(output_dir, staging)
     logger.info("replaced the previous run in %s", output_dir)
 
 
@@ -239,6 +268,7 @@ __all__ = [
     "check_resume_steps",
     "choose_work_dir",
     "is_complete_checkpoint",
+    "is_staging_dir",
     "last_complete_checkpoint",
     "locked_output_dir",
     "replace_folder",
