@@ -61,8 +61,6 @@ def test_a_staging_folder_is_no_output_folder_of_another_run(tmp_path):
     output = _run(tmp_path / "lockreal", "old")
     staging = run_folder.choose_work_dir(output, None, is_main=True)
     (staging / "checkpoint-5").mkdir()
-    with pytest.raises(
-        FileExistsError, match="lockreal.staging is the staging folder of a run into .*lockreal"
-    ):
+    with pytest.raises(FileExistsError, match="lockreal.staging is the staging folder of a run into .*lockreal"):
         run_folder.check_output_dir(staging, resume=False, overwrite=True)
     assert (staging / "checkpoint-5").is_dir()
