@@ -1,4 +1,4 @@
-"""The `hf-bahdanau` command line: train, evaluate, translate, publish.
+"""The `hf-bahdanau` command line: train, evaluate, translate, export, publish, demo.
 
 `train` takes transformers' example-script options (`HfArgumentParser` over `ModelArguments`, `TokenizerArguments`,
 `DataArguments`, `Seq2SeqTrainingArguments`, `RunArguments`; underscores or dashes), optionally from a YAML/JSON
@@ -12,6 +12,7 @@ import argparse
 import contextlib
 import json
 import logging
+import math
 import signal
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -281,6 +282,17 @@ def positive_int(text: str) -> int:
     return value
 
 
+def finite_float(text: str) -> float:
+    """argparse type: a finite number (nan and inf are one-line usage errors)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {text}")
+    return value
+
+
 def _add_generation_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", required=True, help="A saved model folder (from `train`).")
     parser.add_argument(
@@ -302,7 +314,7 @@ def _add_generation_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--length-penalty",
         "--length_penalty",
-        type=float,
+        type=finite_float,
         help="Beam search divides a translation's log-probability by its length to this power (default: the "
         "model's, 1.0).",
     )
@@ -880,7 +892,8 @@ the Transformer, of the layer and head chosen). Gradio's analytics are off; noth
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="hf-bahdanau",
-        description=__doc__.splitlines()[0],
+        description="Train, evaluate, translate with, export, publish and demonstrate d2l's attention translation "
+        "models as Hugging Face models.",
         epilog="Each command has its own help, e.g. hf-bahdanau train --help.",
     )
     commands = parser.add_subparsers(dest="command", required=True)
@@ -1038,7 +1051,8 @@ def build_parser() -> argparse.ArgumentParser:
     exporting.add_argument(
         "--quantization", choices=EXPORT_QUANTIZATIONS, default="float32", help="How the weights are stored."
     )
-    exporting.add_argument("--overwrite", action="store_true", help="Replace a non-empty --output folder.")
+    exporting.add_argument("--overwrite", action="store_true", help="Replace an earlier export in --output.")
+    parser.description += f" Commands: {', '.join(commands.choices)}."
     return parser
 
 

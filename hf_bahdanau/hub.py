@@ -392,8 +392,12 @@ def make_card(folder: str | Path, repo_id: str, license: str = DEFAULT_LICENSE, 
 
 
 def is_generated_card(path: str | Path) -> bool:
-    """Whether the card at `path` was made by `publish` (it holds `CARD_MARKER`), so that `publish` may refresh it."""
-    return CARD_MARKER in Path(path).read_text(encoding="utf-8", errors="replace")
+    """Whether the card at `path` was made by `publish`: its first line after the metadata block starts with
+    `CARD_MARKER`, where the template writes it (a card that mentions the marker elsewhere is not), so that
+    `publish` may refresh it."""
+    text = Path(path).read_text(encoding="utf-8", errors="replace")
+    body = text.split("\n---\n", 1)[1] if text.startswith("---\n") and "\n---\n" in text else text
+    return body.lstrip().startswith(CARD_MARKER)
 
 
 def write_card(folder: str | Path, repo_id: str, license: str = DEFAULT_LICENSE) -> Path:

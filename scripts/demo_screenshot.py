@@ -116,8 +116,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", required=True, help="A model folder or a Hub repo id.")
     parser.add_argument("--text", default="Ein Mann mit einem roten Hut fährt mit dem Fahrrad die Straße entlang.")
-    parser.add_argument("--output", default="docs/images/demo.png", help="The screenshot (PNG).")
+    parser.add_argument("--output", required=True, help="The screenshot (PNG); an existing file needs --overwrite.")
+    parser.add_argument("--overwrite", action="store_true", help="Replace an existing --output file.")
     args = parser.parse_args()
+    if Path(args.output).exists() and not args.overwrite:
+        parser.error(f"{args.output} exists: pass --overwrite to replace it")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     outside: list[str] = []
     with served(args.model) as url, page_of(url, outside) as page:

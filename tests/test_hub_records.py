@@ -33,3 +33,13 @@ def test_a_config_file_nested_too_deeply_is_one_line(suffix, tmp_path, caplog):
     config.write_text("[" * 100_000)
     assert main(["train", "--config", str(config), "--output-dir", str(tmp_path / "run")]) == 1
     assert f"config file {config}: nested too deeply to read" in caplog.records[-1].getMessage()
+
+
+def test_only_a_card_publish_wrote_counts_as_generated(tmp_path):
+    card = tmp_path / "README.md"
+    card.write_text(f"---\nlicense: mit\n---\n{hub.CARD_MARKER}: ... -->\n\n# Model\n")
+    assert hub.is_generated_card(card)
+    card.write_text(f"---\nlicense: mit\n---\n# My model\n\nI removed the line `{hub.CARD_MARKER} ...` to keep this.\n")
+    assert not hub.is_generated_card(card)
+    card.write_text(f"# My model\n\n{hub.CARD_MARKER} is what publish writes; this card is mine.\n")
+    assert not hub.is_generated_card(card)
