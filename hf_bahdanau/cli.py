@@ -13,6 +13,7 @@ import contextlib
 import json
 import logging
 import math
+import os
 import signal
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -590,6 +591,43 @@ def _stdin_lines() -> list[str]:
     return [line.rstrip("\r\n") for line in decode_lines(raw, "stdin", replace=True)]
 
 
+def _stdin_chunks(max_lines: int, pause: float = 0.05) -> Iterator[list[str]]:
+    """The lines of stdin (as `_stdin_lines` reads them) in chunks to translate: `max_lines` at a time, and what has
+    come whenever the input pauses for `pause` seconds, so that a line typed into a pipe is translated at once. A
+    stand-in without a file descriptor (io.StringIO) is one chunk."""
+    import select
+
+    from .data import decode_lines
+
+    try:
+        fd = sys.stdin.buffer.fileno()
+    except (AttributeError, OSError, ValueError):
+        yield _stdin_lines()
+        return
+    raw: list[bytes] = []
+    pending, number, ended = b"", 1, False
+
+    def taken(count: int) -> list[str]:
+        nonlocal number
+        chunk, raw[:count] = raw[:count], []
+        lines = [line.rstrip("\r\n") for line in decode_lines(chunk, "stdin", replace=True, start=number)]
+        number += len(chunk)
+        return lines
+
+    while not ended:
+        if raw and not select.select([fd], [], [], pause)[0]:
+            yield taken(len(raw))  # the input paused: translate what came
+            continue
+        data = os.read(fd, 1 << 16)
+        ended = not data
+        *lines, pending = (pending + data).split(b"\n") if data else (pending, b"")
+        raw.extend(line + b"\n" for line in lines if data or line)
+        while len(raw) >= max_lines:
+            yield taken(max_lines)
+    if raw:
+        yield taken(len(raw))
+
+
 def _check_translate_options(args: argparse.Namespace) -> None:
     """Refuse options the engine cannot do (before anything is loaded)."""
     if args.engine != "torch":
@@ -706,7 +744,7 @@ def _translate_documents(
 
 
 def run_translate(args: argparse.Namespace) -> None:
-    from .translating import hypothesis_lines, trained_source_length, translate_in_order, warn_long_sources
+    from .translating import SORT_WINDOW, hypothesis_lines, trained_source_length, translate_in_order, warn_long_sources
 
     check_generation_length(args.model, args.max_new_tokens)
     _check_translate_options(args)
@@ -736,21 +774,26 @@ def run_translate(args: argparse.Namespace) -> None:
             warned = warned or warn_long_sources(lengths, trained)
             sys.stdout.write(hypothesis_lines(0, translate([0])[0], n_best))
         return
-    texts = list(args.text) if args.text else _stdin_lines()
-    written = 0
+    # stdin in chunks: the sort window's worth of lines, or what came before the input paused
+    chunks = [list(args.text)] if args.text else _stdin_chunks(SORT_WINDOW)
+    written = read = 0
+    warned = False
     try:  # each batch is written as soon as it can be, in input order: an interrupted run keeps what it has done
         with terminate_as_interrupt():
             if args.heatmap:
-                _write_heatmap(model, translator.tokenizer, texts[0], args, **options)
-            lengths, translate = _hypotheses_function(model, translator, texts, args)
-            warn_long_sources(lengths, trained)
-            progress = sys.stderr.isatty()  # a bar on a terminal, not in a log file
-            for batch in translate_in_order(translate, lengths, args.batch_tokens, args.batch_size, progress):
-                sys.stdout.write("".join(hypothesis_lines(written + i, row, n_best) for i, row in enumerate(batch)))
-                sys.stdout.flush()
-                written += len(batch)
+                _write_heatmap(model, translator.tokenizer, args.text[0], args, **options)
+            for texts in chunks:
+                read += len(texts)
+                lengths, translate = _hypotheses_function(model, translator, texts, args)
+                warned = warned or warn_long_sources(lengths, trained)
+                progress = sys.stderr.isatty()  # a bar on a terminal, not in a log file
+                for batch in translate_in_order(translate, lengths, args.batch_tokens, args.batch_size, progress):
+                    lines = (hypothesis_lines(written + i, row, n_best) for i, row in enumerate(batch))
+                    sys.stdout.write("".join(lines))
+                    sys.stdout.flush()
+                    written += len(batch)
     except KeyboardInterrupt:
-        raise KeyboardInterrupt(f"interrupted: wrote {written} of {len(texts)} translations") from None
+        raise KeyboardInterrupt(f"interrupted: wrote {written} translations of the {read} lines read") from None
 
 
 # ---- export -----------------------------------------------------------------------------------------------
