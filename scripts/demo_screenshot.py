@@ -1,7 +1,7 @@
 """Serve `hf-bahdanau demo` on 127.0.0.1, translate a sentence on the page in headless Chromium (Debian's, driven by
 Playwright) and take a screenshot, e.g. the README's:
 
-    python scripts/demo_screenshot.py --model runs/quick-de-en --output docs/images/demo.png
+    python scripts/demo_screenshot.py --model runs/quick-de-en --output docs/images/demo.png --overwrite
 
 `tests/test_demo.py` drives the page with the functions here. Chromium is started without any network service of
 its own (no updates, sync or QUIC), and every request that leaves the demo's address is refused and recorded.
