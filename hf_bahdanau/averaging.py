@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -100,6 +101,15 @@ def last_checkpoints(output_dir: str | Path, count: int) -> list[Path]:
     return [folder for folder in numbered_checkpoints(Path(output_dir)) if is_complete_checkpoint(folder)][-count:]
 
 
+def planned_checkpoints(training_args: TrainingArguments) -> int | None:
+    """How many checkpoints a new run of `--max_steps` saves every `--save_steps` (the last step saved too), or None
+    where that is not known before training (epochs, a save ratio)."""
+    steps, every = training_args.max_steps, training_args.save_steps
+    if training_args.save_strategy != "steps" or steps <= 0 or every < 1:
+        return None
+    return math.ceil(steps / int(every))
+
+
 def check_averaging(count: int, training_args: TrainingArguments) -> None:
     """Check `train --average_checkpoints N` before any work, and keep enough checkpoints for it: `--save_total_limit`
     is raised to N (N + 1 with --load_best_model_at_end, whose best checkpoint is kept besides the last ones)."""
@@ -109,6 +119,12 @@ def check_averaging(count: int, training_args: TrainingArguments) -> None:
         return
     if training_args.save_strategy == "no":
         raise ValueError(f"--average_checkpoints {count} needs checkpoints: --save_strategy is 'no'")
+    saves = planned_checkpoints(training_args)
+    if saves is not None and saves < count:
+        raise ValueError(
+            f"--average_checkpoints {count}: the run saves only {saves} checkpoint(s); save more often (--save_steps) "
+            "or average fewer"
+        )
     needed = count + int(bool(training_args.load_best_model_at_end))
     limit = training_args.save_total_limit
     if limit is not None and 0 < limit < needed:

@@ -1,4 +1,4 @@
-"""The `hf-bahdanau` command line: train, evaluate, translate, publish.
+"""The `hf-bahdanau` command line: train, evaluate, translate, export, publish, demo.
 
 `train` takes transformers' example-script options (`HfArgumentParser` over `ModelArguments`, `TokenizerArguments`,
 `DataArguments`, `Seq2SeqTrainingArguments`, `RunArguments`; underscores or dashes), optionally from a YAML/JSON
@@ -12,6 +12,7 @@ import argparse
 import contextlib
 import json
 import logging
+import math
 import os
 import signal
 import sys
@@ -95,6 +96,8 @@ def _read_config_file(path: str) -> dict:
         values = json.loads(text) if file.suffix == ".json" else yaml.safe_load(text)
     except json.JSONDecodeError as err:
         raise UsageError(f"config file {file}: line {err.lineno} is not valid JSON ({err.msg})") from err
+    except RecursionError:
+        raise UsageError(f"config file {file}: nested too deeply to read") from None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f"line {mark.line + 1} is not valid YAML" if mark else "not valid YAML"
@@ -280,6 +283,17 @@ def positive_int(text: str) -> int:
     return value
 
 
+def finite_float(text: str) -> float:
+    """argparse type: a finite number (nan and inf are one-line usage errors)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {text}")
+    return value
+
+
 def _add_generation_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", required=True, help="A saved model folder (from `train`).")
     parser.add_argument(
@@ -301,7 +315,7 @@ def _add_generation_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--length-penalty",
         "--length_penalty",
-        type=float,
+        type=finite_float,
         help="Beam search divides a translation's log-probability by its length to this power (default: the "
         "model's, 1.0).",
     )
@@ -371,18 +385,22 @@ def terminate_as_interrupt() -> Iterator[None]:
 # ---- evaluate ---------------------------------------------------------------------------------------------
 
 
-def _check_output_file(output: Path, model_dir: Path, inputs: Sequence[str | None] = ()) -> None:
-    """Refuse a hypotheses file that would overwrite a file of the model folder (earlier hypotheses excepted) or an
-    input (a corpus file, or any file in a corpus folder); paths compared resolved, symlinks followed."""
+def _check_output_file(output: Path, model_dirs: Sequence[str], inputs: Sequence[str | None] = ()) -> None:
+    """Refuse a hypotheses file that is any file evaluate reads (by inode: through a symlink or a hard link too) or
+    lies in a model folder (an earlier hypotheses file there excepted) or a corpus folder."""
+    from .folders import files_by_inode, inode
+
     target = output.resolve()
-    if output.exists() and target.is_relative_to(model_dir.resolve()):
-        if not (target.is_file() and target.name.startswith("hypotheses")):
-            raise UsageError(f"--output {output} would overwrite part of the model folder {model_dir}: choose another")
+    homes = [Path(folder) for folder in model_dirs if target.is_relative_to(Path(folder).resolve())]
+    single = output.is_file() and not output.is_symlink() and output.stat().st_nlink == 1  # no other name
+    hypotheses = target.name.startswith("hypotheses") and (single or not output.exists())
+    if homes and not hypotheses:
+        raise UsageError(f"--output {output} would overwrite part of the model folder {homes[0]}: choose another")
+    read = files_by_inode([*model_dirs, *inputs])
+    if (key := inode(output)) in read and not (homes and hypotheses):
+        raise UsageError(f"--output {output} is {read[key]}, which evaluate reads: choose another")
     for path in filter(None, inputs):
-        source = Path(path).resolve()
-        inside = source.is_dir() and target.is_relative_to(source)
-        same_file = output.is_file() and source.is_file() and os.path.samefile(output, source)  # hard links too
-        if Path(path).exists() and (target == source or inside or same_file):
+        if Path(path).is_dir() and target.is_relative_to(Path(path).resolve()):
             raise UsageError(f"--output {output} would overwrite the corpus {path}, which it evaluates: choose another")
 
 
@@ -406,8 +424,9 @@ def run_evaluate(args: argparse.Namespace) -> None:
     check_generation_length(args.model, args.max_new_tokens)
     if args.compare:
         _check_comparable(args)
+    models = [args.model, *([args.compare] if args.compare else [])]
     if args.output:
-        _check_output_file(Path(args.output), Path(args.model))
+        _check_output_file(Path(args.output), models)
     model, translator = load_translator(args)
     # Unless told otherwise, read the corpus exactly as training did (same normalisation, hence the same split).
     settings = read_data_settings(args.model)
@@ -426,11 +445,12 @@ def run_evaluate(args: argparse.Namespace) -> None:
         raise UsageError("the model does not record its corpus: pass --data")
     if not src_lang or not tgt_lang:
         raise UsageError("the model does not record its languages: pass --src-lang and --tgt-lang")
+    _check_direction("--model", args.model, model.config, (src_lang, tgt_lang))
     normalize = args.d2l_normalize if args.d2l_normalize is not None else settings.get("d2l_normalize", False)
     test_split = args.test_split or settings.get("test_split", "test_2016_flickr")
     corpus = load_parallel_corpus(data, src_lang, tgt_lang, test_split=test_split, normalize=normalize)
     if args.output:  # the corpus found (a name resolved to its file or folder) is no place for the hypotheses
-        _check_output_file(Path(args.output), Path(args.model), [data, named_corpus_path(data)])
+        _check_output_file(Path(args.output), models, [data, named_corpus_path(data)])
     if args.split not in corpus:
         raise UsageError(f"{data} has no {args.split!r} split (it has {', '.join(corpus)})")
     rows = corpus[args.split]
@@ -447,12 +467,6 @@ def run_evaluate(args: argparse.Namespace) -> None:
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text("".join(f"{line}\n" for line in hypotheses), encoding="utf-8")
     scores = load_metric().compute(predictions=hypotheses, references=[[ref] for ref in references])
-    if args.quantize is None and args.engine == "torch":  # the folder's card reports its fp32 weights' scores only
-        record_evaluation(args.model, scores, data=data, split=split, languages=(src_lang, tgt_lang),
-                          num_beams=beams, samples=len(hypotheses))  # fmt: skip
-    else:
-        engine = f"{args.engine} {args.quantize or 'fp32'}"
-        logger.info("scores of the %s engine not stored in %s (its card reports torch fp32)", engine, args.model)
     sys.stdout.write(
         f"BLEU = {scores['bleu']:.2f}  ({scores['bleu_signature']})\n"
         f"BLEU lowercased = {scores['bleu_lowercase']:.2f}  ({scores['bleu_lowercase_signature']})\n"
@@ -463,9 +477,19 @@ def run_evaluate(args: argparse.Namespace) -> None:
         f"{count_repeating(hypotheses, times=3)} three times or more (a decoder caught in a loop)\n"
         f"{len(hypotheses)} {args.split} sentences, {src_lang}->{tgt_lang}, beams {beams}; hypotheses in {output}\n"
     )
+    sys.stdout.flush()  # the scores stand even where they cannot be stored
+    if args.quantize is None and args.engine == "torch":  # the folder's card reports its fp32 weights' scores only
+        try:
+            record_evaluation(args.model, scores, data=data, split=split, languages=(src_lang, tgt_lang),
+                              num_beams=beams, samples=len(hypotheses))  # fmt: skip
+        except ValueError as error:
+            raise UsageError(f"the scores above were not stored: {error}") from None
+    else:
+        engine = f"{args.engine} {args.quantize or 'fp32'}"
+        logger.info("scores of the %s engine not stored in %s (its card reports torch fp32)", engine, args.model)
     if args.compare:
         other = Path(args.compare) / output.name if args.output is None else output.with_suffix(".compare.txt")
-        _check_output_file(other, Path(args.compare), [data, named_corpus_path(data)])
+        _check_output_file(other, models, [data, named_corpus_path(data)])
         _compare(args, sources, references, hypotheses, (src_lang, tgt_lang), other)
 
 
@@ -476,6 +500,13 @@ def _check_comparable(args: argparse.Namespace) -> None:
         raise UsageError(f"--compare {args.compare} is not a saved model folder (no config.json)")
     if Path(args.compare).resolve() == Path(args.model).resolve():
         raise UsageError(f"--compare {args.compare} is the --model folder itself: compare another model")
+
+
+def _check_direction(option: str, folder: str, config: Any, languages: tuple[str, str]) -> None:
+    """Refuse to score a model in a direction other than the one its config records (where it records one)."""
+    recorded = (config.source_language, config.target_language)
+    if any(mine and mine != wanted for mine, wanted in zip(recorded, languages, strict=True)):
+        raise UsageError(f"{option} {folder} translates {'->'.join(map(str, recorded))}, not {'->'.join(languages)}")
 
 
 def _compare(
@@ -491,11 +522,7 @@ def _compare(
     from .metrics import BOOTSTRAP_SAMPLES, SIGNIFICANCE_LEVEL, paired_bootstrap
 
     model, translator = load_translator(argparse.Namespace(**{**vars(args), "model": args.compare}))
-    recorded = (model.config.source_language, model.config.target_language)
-    if any(mine and mine != wanted for mine, wanted in zip(recorded, languages, strict=True)):
-        raise UsageError(
-            f"--compare {args.compare} translates {'->'.join(map(str, recorded))}, not {'->'.join(languages)}"
-        )
+    _check_direction("--compare", args.compare, model.config, languages)
     progress = sys.stderr.isatty()
     others = translate_texts(translator, sources, args.batch_size, progress, **_generation_options(args))
     output.write_text("".join(f"{line}\n" for line in others), encoding="utf-8")
@@ -565,6 +592,43 @@ def _stdin_lines() -> list[str]:
     return [line.rstrip("\r\n") for line in decode_lines(raw, "stdin", replace=True)]
 
 
+def _stdin_chunks(max_lines: int, pause: float = 0.05) -> Iterator[list[str]]:
+    """The lines of stdin (as `_stdin_lines` reads them) in chunks to translate: `max_lines` at a time, and what has
+    come whenever the input pauses for `pause` seconds, so that a line typed into a pipe is translated at once. A
+    stand-in without a file descriptor (io.StringIO) is one chunk."""
+    import select
+
+    from .text_lines import decode_lines
+
+    try:
+        fd = sys.stdin.buffer.fileno()
+    except (AttributeError, OSError, ValueError):
+        yield _stdin_lines()
+        return
+    raw: list[bytes] = []
+    pending, number, ended = b"", 1, False
+
+    def taken(count: int) -> list[str]:
+        nonlocal number
+        chunk, raw[:count] = raw[:count], []
+        lines = [line.rstrip("\r\n") for line in decode_lines(chunk, "stdin", replace=True, start=number)]
+        number += len(chunk)
+        return lines
+
+    while not ended:
+        if raw and not select.select([fd], [], [], pause)[0]:
+            yield taken(len(raw))  # the input paused: translate what came
+            continue
+        data = os.read(fd, 1 << 16)
+        ended = not data
+        *lines, pending = (pending + data).split(b"\n") if data else (pending, b"")
+        raw.extend(line + b"\n" for line in lines if data or line)
+        while len(raw) >= max_lines:
+            yield taken(max_lines)
+    if raw:
+        yield taken(len(raw))
+
+
 def _check_translate_options(args: argparse.Namespace) -> None:
     """Refuse options the engine cannot do (before anything is loaded)."""
     if args.engine != "torch":
@@ -632,7 +696,7 @@ def _translate_documents(
     """`--document FILE` (paragraphs split into sentences, written back as paragraphs) and `--input-format jsonl`
     (a `text` field per line, written back with `translation`, and `score` with --scores: the mean of its
     sentences' scores); every sentence translated in length-sorted token batches, the output written in order."""
-    from .documents import check_language, grouped, join_document, read_jsonl, split_document
+    from .documents import check_language, grouped, join_document, jsonl_line, read_jsonl, split_document, text_lines
     from .translating import trained_source_length, translate_in_order, warn_long_sources
 
     source = args.document if args.document and args.document != "-" else "stdin"
@@ -645,7 +709,7 @@ def _translate_documents(
             raise UsageError(f"{source} is not UTF-8 text (byte {error.start})") from None
     language = check_language(args.document_language or model.config.source_language) if args.document else None
     jsonl = args.input_format == "jsonl"
-    records = read_jsonl(text.splitlines(), source) if jsonl else None
+    records = read_jsonl(text_lines(text), source) if jsonl else None
     if records is None:  # the document's lines, each the sentences of a paragraph or none (a blank line)
         layouts = [[sentences] for sentences in split_document(text, language)]
     else:  # each record's text as a document, or as one sentence; a blank line as nothing
@@ -672,7 +736,7 @@ def _translate_documents(
                     if args.scores:  # null where nothing was translated (0.0 would say "certain")
                         scores = [hypothesis.score for hypothesis in hypotheses]
                         record["score"] = round(sum(scores) / len(scores), 4) if scores else None
-                    sys.stdout.write(json.dumps(record, ensure_ascii=False) + "\n")
+                    sys.stdout.write(jsonl_line(record))
                 sys.stdout.flush()
                 written += 1
     except KeyboardInterrupt:
@@ -681,7 +745,7 @@ def _translate_documents(
 
 
 def run_translate(args: argparse.Namespace) -> None:
-    from .translating import hypothesis_lines, trained_source_length, translate_in_order, warn_long_sources
+    from .translating import SORT_WINDOW, hypothesis_lines, trained_source_length, translate_in_order, warn_long_sources
 
     check_generation_length(args.model, args.max_new_tokens)
     _check_translate_options(args)
@@ -711,21 +775,26 @@ def run_translate(args: argparse.Namespace) -> None:
             warned = warned or warn_long_sources(lengths, trained)
             sys.stdout.write(hypothesis_lines(0, translate([0])[0], n_best))
         return
-    texts = list(args.text) if args.text else _stdin_lines()
-    written = 0
+    # stdin in chunks: the sort window's worth of lines, or what came before the input paused
+    chunks = [list(args.text)] if args.text else _stdin_chunks(SORT_WINDOW)
+    written = read = 0
+    warned = False
     try:  # each batch is written as soon as it can be, in input order: an interrupted run keeps what it has done
         with terminate_as_interrupt():
             if args.heatmap:
-                _write_heatmap(model, translator.tokenizer, texts[0], args, **options)
-            lengths, translate = _hypotheses_function(model, translator, texts, args)
-            warn_long_sources(lengths, trained)
-            progress = sys.stderr.isatty()  # a bar on a terminal, not in a log file
-            for batch in translate_in_order(translate, lengths, args.batch_tokens, args.batch_size, progress):
-                sys.stdout.write("".join(hypothesis_lines(written + i, row, n_best) for i, row in enumerate(batch)))
-                sys.stdout.flush()
-                written += len(batch)
+                _write_heatmap(model, translator.tokenizer, args.text[0], args, **options)
+            for texts in chunks:
+                read += len(texts)
+                lengths, translate = _hypotheses_function(model, translator, texts, args)
+                warned = warned or warn_long_sources(lengths, trained)
+                progress = sys.stderr.isatty()  # a bar on a terminal, not in a log file
+                for batch in translate_in_order(translate, lengths, args.batch_tokens, args.batch_size, progress):
+                    lines = (hypothesis_lines(written + i, row, n_best) for i, row in enumerate(batch))
+                    sys.stdout.write("".join(lines))
+                    sys.stdout.flush()
+                    written += len(batch)
     except KeyboardInterrupt:
-        raise KeyboardInterrupt(f"interrupted: wrote {written} of {len(texts)} translations") from None
+        raise KeyboardInterrupt(f"interrupted: wrote {written} translations of the {read} lines read") from None
 
 
 # ---- export -----------------------------------------------------------------------------------------------
@@ -867,7 +936,8 @@ the Transformer, of the layer and head chosen). Gradio's analytics are off; noth
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="hf-bahdanau",
-        description=__doc__.splitlines()[0],
+        description="Train, evaluate, translate with, export, publish and demonstrate d2l's attention translation "
+        "models as Hugging Face models.",
         epilog="Each command has its own help, e.g. hf-bahdanau train --help.",
     )
     commands = parser.add_subparsers(dest="command", required=True)
@@ -1028,11 +1098,12 @@ def build_parser() -> argparse.ArgumentParser:
     exporting.add_argument(
         "--quantization", choices=EXPORT_QUANTIZATIONS, default="float32", help="How the weights are stored."
     )
-    exporting.add_argument("--overwrite", action="store_true", help="Replace a non-empty --output folder.")
+    exporting.add_argument("--overwrite", action="store_true", help="Replace an earlier export in --output.")
 
     from .serving.command import SERVE_EPILOG, SERVE_SUMMARY, add_serve_arguments
 
     add_serve_arguments(command("serve", SERVE_SUMMARY, SERVE_EPILOG))
+    parser.description += f" Commands: {', '.join(commands.choices)}."
     return parser
 
 

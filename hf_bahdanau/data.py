@@ -20,6 +20,7 @@ import logging
 import os
 import random
 import re
+import zlib
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -84,14 +85,18 @@ class BuilderRefused(ValueError):
 
 # What a builder raises on a file it cannot read (wrapped in DatasetGenerationError, or not, by where it fails).
 _BUILDER_ERRORS = (datasets.exceptions.DatasetGenerationError, ValueError, TypeError, KeyError, pa.ArrowException)
+GZIP_ERRORS = (EOFError, gzip.BadGzipFile, zlib.error)  # what reading a cut-off or corrupt .gz file raises
 
 
 def _read_lines(path: Path, keep_ends: bool = False) -> Iterator[str]:
     """Lines of a UTF-8 (optionally gzipped) text file, by default without line ends; bad bytes name file and line."""
     opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rb") as f:
-        for line in decode_lines(f, path):
-            yield line if keep_ends else line.rstrip("\r\n")
+    try:
+        with opener(path, "rb") as f:
+            for line in decode_lines(f, path):
+                yield line if keep_ends else line.rstrip("\r\n")
+    except GZIP_ERRORS as error:
+        raise ValueError(f"{path} is cut off or not valid gzip ({error or type(error).__name__})") from None
 
 
 def _build(builder: str, path: Path, diagnose: Callable[[], Iterable[Any]], **config: Any) -> datasets.Dataset:
@@ -499,14 +504,16 @@ def _translation_format(pairs: datasets.Dataset, src_lang: str, tgt_lang: str) -
 
 
 def pair_cleaner(
-    max_length: int | None, drop_empty: bool, normalize: bool
+    max_length: int | None, drop_empty: bool, normalize: bool, where: str = "the corpus"
 ) -> Callable[[dict[str, list[str]]], dict[str, list[str]]]:
     """A batched map function over `src`/`tgt` columns: strip (and optionally normalise) both sides, drop empty and
-    over-long pairs."""
+    over-long pairs. A missing side (files zipped by line, one shorter) is a ValueError naming `where`."""
 
     def clean(batch: dict[str, list[str]]) -> dict[str, list[str]]:
         out: dict[str, list[str]] = {"src": [], "tgt": []}
         for src, tgt in zip(batch["src"], batch["tgt"], strict=True):
+            if src is None or tgt is None:
+                raise ValueError(f"parallel files differ in length: {where} has more lines on one side")
             src, tgt = src.strip(), tgt.strip()
             if normalize:
                 src, tgt = normalize_d2l(src), normalize_d2l(tgt)

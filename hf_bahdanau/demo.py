@@ -219,8 +219,13 @@ def launch(
     share link only with `share`; `block=False` returns while the server runs in a thread (`demo.close()`)."""
     import gradio as gr
 
-    demo.launch(server_name=host, server_port=port, share=share, prevent_thread_lock=not block, ssr_mode=False,
-                theme=gr.themes.Default(), mcp_server=False, pwa=False, quiet=not block)  # fmt: skip
+    # Gradio's own start-up lines name its Python options (`share=True`); ours name the command's
+    demo.launch(server_name=host, server_port=port, share=share, prevent_thread_lock=True, ssr_mode=False,
+                theme=gr.themes.Default(), mcp_server=False, pwa=False, quiet=True)  # fmt: skip
+    link = f"; public link {demo.share_url}" if demo.share_url else " (a public link: --share true)"
+    logger.info("the demo runs at %s%s; Ctrl-C stops it", demo.local_url, link)
+    if block:
+        demo.block_thread()
 
 
 __all__ = [

@@ -87,7 +87,7 @@ def adopt_teacher(teacher: Path, model_args: Any, tokenizer_args: Any, data_args
     the student's languages or tokenizer differ from the teacher's."""
     from transformers import AutoConfig, AutoTokenizer
 
-    from .data import read_data_settings
+    from .run_settings import read_data_settings
     from .pipelines import tokenizer_fingerprint
 
     config, settings = _teacher_config(teacher), read_data_settings(teacher)
@@ -150,7 +150,8 @@ def run(args: argparse.Namespace, rest: list[str], prepare: Callable[[], None] =
         raise SystemExit(0)
     if not args.teacher:
         raise UsageError("distill needs --teacher (the teacher's model folder)")
-    from .data import corpus_id, load_parallel_corpus
+    from .data import load_parallel_corpus
+    from .run_settings import corpus_id
     from .distillation import Decoding, default_engine, student_pairs, teacher_translations
     from .hub import DISTILLATION_FILE
     from .run_folder import check_output_dir

@@ -6,6 +6,8 @@
   its sentences' translations joined by a space, on one line; blank lines stay where they were, as empty lines.
 - JSON lines: each line an object with a string `text` field; the output line is that object with `translation`
   (and `score`) added. Blank lines stay blank lines.
+
+Lines end at a line feed (or CR LF, CR) only: a form feed or U+2028 is text within a line, as JSON allows in a string.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import TypeVar
 
 T = TypeVar("T")
+LINE_END = re.compile(r"\r\n|\r|\n")
 LANGUAGE_CODE = re.compile(r"^[a-z]{2,3}(-[a-z0-9]{2,8})*$", re.IGNORECASE)  # ISO 639 codes, BCP 47 subtags
 
 
@@ -34,6 +37,13 @@ def check_language(language: str | None) -> str:
     return language
 
 
+def text_lines(text: str) -> list[str]:
+    """The lines of `text`, cut at line ends only (not at the form feeds, U+2028 and the like `str.splitlines` cuts
+    at); a last line end starts no line."""
+    lines = LINE_END.split(text)
+    return lines[:-1] if lines[-1] == "" else lines
+
+
 def split_sentences(text: str, language: str) -> list[str]:
     """The sentences of `text` (one paragraph), stripped, empty ones left out."""
     from sentencex import segment
@@ -46,7 +56,7 @@ def split_document(text: str, language: str) -> list[list[str]]:
     blank line, joined by a space) as its sentences, a blank line as none."""
     lines: list[list[str]] = []
     paragraph: list[str] = []
-    for line in [*text.splitlines(), ""]:  # a last blank line ends the last paragraph
+    for line in [*text_lines(text), ""]:  # a last blank line ends the last paragraph
         if line.strip():
             paragraph.append(line.strip())
             continue
@@ -70,6 +80,17 @@ def grouped(counts: Iterable[int], items: Iterable[T]) -> Iterator[list[T]]:
         yield [next(ahead) for _ in range(count)]
 
 
+def _not_json(constant: str) -> None:
+    raise ValueError(f"{constant} is not a JSON number")
+
+
+def jsonl_line(record: dict) -> str:
+    """`record` as one line of JSON: text as is but for U+2028/U+2029, escaped (they end a line in JavaScript and
+    in `str.splitlines` readers); a value JSON has no number for (NaN, infinities) is a ValueError."""
+    line = json.dumps(record, ensure_ascii=False, allow_nan=False)
+    return line.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029") + "\n"
+
+
 def read_jsonl(lines: Iterable[str], source: str = "stdin") -> list[dict | None]:
     """The objects of JSON lines (None for a blank line); a ValueError names the line (from 1) of invalid JSON, a
     line that is not an object, or one without a string `text` field."""
@@ -79,9 +100,13 @@ def read_jsonl(lines: Iterable[str], source: str = "stdin") -> list[dict | None]
             records.append(None)
             continue
         try:
-            record = json.loads(line)
+            record = json.loads(line, parse_constant=_not_json)
         except json.JSONDecodeError as error:
             raise ValueError(f"{source} line {number}: invalid JSON ({error.msg} at column {error.colno})") from None
+        except RecursionError:
+            raise ValueError(f"{source} line {number}: JSON nested too deeply to read") from None
+        except ValueError as error:
+            raise ValueError(f"{source} line {number}: invalid JSON ({error})") from None
         if not isinstance(record, dict):
             raise ValueError(f"{source} line {number}: expected a JSON object with a 'text' field")
         if "text" not in record:
@@ -94,4 +119,13 @@ def read_jsonl(lines: Iterable[str], source: str = "stdin") -> list[dict | None]
     return records
 
 
-__all__ = ["check_language", "grouped", "join_document", "read_jsonl", "split_document", "split_sentences"]
+__all__ = [
+    "check_language",
+    "grouped",
+    "join_document",
+    "jsonl_line",
+    "read_jsonl",
+    "split_document",
+    "split_sentences",
+    "text_lines",
+]

@@ -34,7 +34,9 @@ from typing import Any
 
 import torch
 
+from .choices import EXPORT_INFO
 from .choices import EXPORT_QUANTIZATIONS as QUANTIZATIONS  # what `export --quantization` offers
+from .folders import fresh_sibling, replace_with
 from .pipelines import check_tokenizer_matches, encode, source_limit
 
 try:  # an optional extra: `pip install hf_bahdanau[ctranslate2]`
@@ -49,11 +51,10 @@ except ImportError:  # the classes below are then defined on `object` and refuse
 logger = logging.getLogger(__name__)
 
 INSTALL_HINT = "pip install hf_bahdanau[ctranslate2]"
-EXPORT_INFO = "hf_bahdanau_export.json"
 # Files of the model folder copied beside the CTranslate2 model (its own config.json is CTranslate2's).
 COPIED_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "generation_config.json")
-# Files whose content decides the export: a cached export is redone when one of them changes.
-SOURCE_PATTERNS = ("config.json", "*.safetensors", "tokenizer.json", "tokenizer_config.json")
+# Every file an export reads: a cached export is redone when one of them changes.
+SOURCE_PATTERNS = ("config.json", "*.safetensors", "model.safetensors.index.json", *COPIED_FILES)
 PUBLISHED_FOLDER = "ctranslate2"  # the repo's subfolder that `publish --with-ctranslate2` uploads
 CACHE_PREFIX = "ctranslate2-"  # MODEL/ctranslate2-<quantization>/: the export `--engine ctranslate2` caches
 _ACTIVATIONS = {"relu": "RELU", "gelu": "GELU", "gelu_new": "GELUTanh", "silu": "SWISH", "swish": "SWISH"}
@@ -184,12 +185,11 @@ def _local_folder(model_dir_or_repo_id: str | os.PathLike) -> Path:
         raise ValueError(f"{model_dir_or_repo_id} is neither a model folder nor a Hub repo id (OWNER/NAME)")
     from huggingface_hub import snapshot_download
 
-    patterns = [*SOURCE_PATTERNS, *COPIED_FILES, "model.safetensors.index.json"]
-    return Path(snapshot_download(str(model_dir_or_repo_id), allow_patterns=patterns))
+    return Path(snapshot_download(str(model_dir_or_repo_id), allow_patterns=list(SOURCE_PATTERNS)))
 
 
 def source_fingerprint(folder: str | os.PathLike) -> str:
-    """A sha256 over the files that decide an export (config, weights, tokenizer)."""
+    """A sha256 over every file an export reads (config, weights, tokenizer, generation config)."""
     digest = hashlib.sha256()
     paths = sorted({path for pattern in SOURCE_PATTERNS for path in Path(folder).glob(pattern) if path.is_file()})
     for path in paths:
@@ -214,7 +214,40 @@ def _check_exportable(folder: Path) -> dict[str, Any]:
         )
     if model_type != "d2l_transformer":
         raise ValueError(f"{folder} holds a {model_type!r} model: only d2l_transformer models export to CTranslate2")
+    check_tokenizer_file(folder)
     return config
+
+
+def check_tokenizer_file(folder: Path) -> None:
+    """A ValueError naming the file when `folder` lacks the `tokenizer.json` an export reads and carries."""
+    if not (folder / "tokenizer.json").is_file():
+        raise ValueError(f"{folder} has no tokenizer.json: save the model with its tokenizer (save_pretrained)")
+
+
+def _model_folder_around(path: Path) -> Path | None:
+    """The saved model folder that `path` is or lies in (a CTranslate2 export is none), or None."""
+    for folder in (path, *path.parents):
+        if (folder / "config.json").is_file() and not is_ctranslate2_folder(folder):
+            return folder
+    return None
+
+
+def check_export_output(output: Path, folder: Path, overwrite: bool) -> None:
+    """Refuse an export folder that would destroy something: the model folder (or a folder holding it), a file, a
+    folder holding anything but an export this package made, or (without `overwrite`) an earlier export."""
+    if folder.resolve().is_relative_to(output.resolve()):
+        raise ValueError(f"the export folder {output} would replace the model folder {folder}: choose another")
+    if output.is_symlink() or (output.exists() and not output.is_dir()):
+        raise ValueError(f"{output} exists and is not a folder: choose another export folder")
+    if not output.exists() or not any(output.iterdir()):
+        return
+    if not is_ctranslate2_folder(output):
+        raise ValueError(
+            f"{output} holds files that are not an export of this package (no {EXPORT_INFO}): export replaces only "
+            "its own exports; choose another folder"
+        )
+    if not overwrite:
+        raise ValueError(f"{output} holds an earlier export: pass --overwrite to replace it")
 
 
 def export_ctranslate2(
@@ -225,46 +258,51 @@ def export_ctranslate2(
 ) -> Path:
     """Write the CTranslate2 export of a `d2l_transformer` folder (or Hub repo) to `output_dir`; its path.
 
-    `quantization`: the stored weights, one of `QUANTIZATIONS` (`int8` computes in int8 on CPU). An existing
-    non-empty `output_dir` needs `overwrite`. The folder is written beside its final place and moved there at the
-    end, so a failed export leaves no half-written model.
+    `quantization`: the stored weights, one of `QUANTIZATIONS` (`int8` computes in int8 on CPU). `output_dir` is a
+    new or empty folder outside any model folder, or (with `overwrite`) an earlier export, recognised by its
+    `hf_bahdanau_export.json`. The export is written into a fresh folder beside it and moved into place at the end,
+    so a failed export leaves no half-written model.
     """
     require_ctranslate2()
+    output = Path(output_dir)
+    inside = _model_folder_around(output.resolve())
+    if inside is not None:
+        raise ValueError(f"the export folder {output} is in the model folder {inside}: choose a folder outside it")
+    return _export(_local_folder(model_dir_or_repo_id), output, quantization, overwrite)
+
+
+def _export(folder: Path, output: Path, quantization: str, overwrite: bool) -> Path:
+    """`export_ctranslate2` once the place of `output` is allowed."""
     from transformers import AutoTokenizer
 
     from .modeling_transformer import TransformerForConditionalGeneration
 
     if quantization not in QUANTIZATIONS:
         raise ValueError(f"quantization must be one of {', '.join(QUANTIZATIONS)}, got {quantization!r}")
-    folder = _local_folder(model_dir_or_repo_id)
     model_config = _check_exportable(folder)  # as saved: no local path in it (the export may be published)
-    output = Path(output_dir)
-    if folder.resolve().is_relative_to(output.resolve()):
-        raise ValueError(f"the export folder {output} would replace the model folder {folder}: choose another")
-    if output.exists() and (not output.is_dir() or any(output.iterdir())) and not overwrite:
-        raise ValueError(f"{output} exists and is not empty: choose another folder or overwrite it")
+    check_export_output(output, folder, overwrite)
     fingerprint = source_fingerprint(folder)
     tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=False)  # never a folder's own code
     model = TransformerForConditionalGeneration.from_pretrained(folder, use_safetensors=True).float().eval()
     check_tokenizer_matches(model.config, tokenizer)
-    staging = output.with_name(f"{output.name}.exporting")
-    shutil.rmtree(staging, ignore_errors=True)
-    D2LTransformerConverter(model, tokenizer).convert(str(staging), quantization=quantization, force=True)
-    for name in COPIED_FILES:
-        if (folder / name).is_file():
-            shutil.copy2(folder / name, staging / name)
-    info = {"quantization": quantization, "source_fingerprint": fingerprint, "model_config": model_config}
-    (staging / EXPORT_INFO).write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
-    if output.exists():
-        shutil.rmtree(output) if output.is_dir() else output.unlink()
-    staging.rename(output)
-    logger.info("exported %s to CTranslate2 (%s) in %s", model_dir_or_repo_id, quantization, output)
+    staging = fresh_sibling(output, "exporting")
+    try:
+        D2LTransformerConverter(model, tokenizer).convert(str(staging), quantization=quantization, force=True)
+        for name in COPIED_FILES:
+            if (folder / name).is_file():
+                shutil.copy2(folder / name, staging / name)
+        info = {"quantization": quantization, "source_fingerprint": fingerprint, "model_config": model_config}
+        (staging / EXPORT_INFO).write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
+        replace_with(output, staging)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)  # made above; gone once moved into place
+    logger.info("exported %s to CTranslate2 (%s) in %s", folder, quantization, output)
     return output
 
 
 def cached_export(model_dir: str | os.PathLike, quantization: str = "float32", folder: str | None = None) -> Path:
     """The CTranslate2 export kept in `model_dir` (`ctranslate2-<quantization>/`, or `folder`), exported now if
-    it is missing or the model's config, weights or tokenizer changed since."""
+    it is missing or a file it was made from (config, weights, tokenizer, generation config) changed since."""
     model_dir = Path(model_dir)
     output = model_dir / (folder or f"{CACHE_PREFIX}{quantization}")
     if is_ctranslate2_folder(output):
@@ -274,7 +312,7 @@ def cached_export(model_dir: str | os.PathLike, quantization: str = "float32", f
         logger.info("the model in %s changed since its CTranslate2 export: exporting it again", model_dir)
     else:
         logger.info("exporting %s to CTranslate2 (%s) into %s, once", model_dir, quantization, output)
-    return export_ctranslate2(model_dir, output, quantization, overwrite=True)
+    return _export(model_dir, output, quantization, overwrite=True)
 
 
 def published_export(model_dir: str | os.PathLike, dry_run: bool = False) -> list[str]:
@@ -313,6 +351,7 @@ class CTranslate2Translator:
         self.folder = Path(folder)
         if not is_ctranslate2_folder(self.folder):
             raise ValueError(f"{self.folder} is no CTranslate2 export of this package (no model.bin or {EXPORT_INFO})")
+        check_tokenizer_file(self.folder)
         info = json.loads((self.folder / EXPORT_INFO).read_text(encoding="utf-8"))
         self.config = TransformerConfig.from_dict(info["model_config"])
         self.quantization = info["quantization"]

@@ -121,10 +121,24 @@ def dataset_label(data: str) -> str:
     return Path(data).name if Path(data).exists() else data
 
 
+# The fields of a stored evaluation that cards and `record_evaluation` read, with their types.
+_RESULT_FIELDS = {"dataset": str, "split": str, "source_language": str, "target_language": str, "num_beams": int,
+                  "bleu": (int, float), "bleu_signature": str, "chrf": (int, float), "chrf_signature": str}  # fmt: skip
+
+
 def read_evaluations(folder: str | Path) -> list[dict[str, Any]]:
-    """The scores `hf-bahdanau evaluate` stored in `folder` (empty when never evaluated)."""
+    """The scores `hf-bahdanau evaluate` stored in `folder` (empty when never evaluated); a ValueError naming the
+    file when it does not hold them as `record_evaluation` writes them."""
     path = Path(folder) / EVAL_RESULTS_FILE
-    return json.loads(path.read_text(encoding="utf-8"))["results"] if path.is_file() else []
+    if not path.is_file():
+        return []
+    results = _read_json(path).get("results")
+    if not isinstance(results, list) or not all(
+        isinstance(result, dict) and all(isinstance(result.get(name), kind) for name, kind in _RESULT_FIELDS.items())
+        for result in results
+    ):
+        raise ValueError(f"{path} does not hold evaluation results as evaluate writes them: fix or remove it")
+    return results
 
 
 def decoding_name(num_beams: int) -> str:
@@ -175,7 +189,18 @@ def record_evaluation(
 
 
 def _read_json(path: Path) -> dict[str, Any]:
-    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    """The JSON object in `path` ({} where there is no file); a one-line ValueError naming the file otherwise."""
+    if not path.is_file():
+        return {}
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except RecursionError:
+        raise ValueError(f"{path} is nested too deeply to read: fix or remove it") from None
+    except ValueError as error:
+        raise ValueError(f"{path} is not valid JSON ({error}): fix or remove it") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"{path} does not hold a JSON object: fix or remove it")
+    return value
 
 
 def check_model_folder(folder: str | Path) -> Path:
@@ -301,6 +326,10 @@ def _recorded_command(folder: Path) -> tuple[str | None, dict[str, str] | None]:
     recorded before redaction)."""
     recorded = _read_json(folder / COMMAND_FILE)
     command, config_file = recorded.get("command"), recorded.get("config_file")
+    if not isinstance(command, str | None) or not (
+        config_file is None or isinstance(config_file, dict) and isinstance(config_file.get("text", ""), str)
+    ):
+        raise ValueError(f"{folder / COMMAND_FILE} does not hold a command as train records it: fix or remove it")
     if command:
         try:
             command = shlex.join(redact_argv(shlex.split(command)))
@@ -382,8 +411,12 @@ def _distillation(folder: Path, evaluations: list[dict[str, Any]]) -> dict[str, 
 
 
 def is_generated_card(path: str | Path) -> bool:
-    """Whether the card at `path` was made by `publish` (it holds `CARD_MARKER`), so that `publish` may refresh it."""
-    return CARD_MARKER in Path(path).read_text(encoding="utf-8", errors="replace")
+    """Whether the card at `path` was made by `publish`: its first line after the metadata block starts with
+    `CARD_MARKER`, where the template writes it (a card that mentions the marker elsewhere is not), so that
+    `publish` may refresh it."""
+    text = Path(path).read_text(encoding="utf-8", errors="replace")
+    body = text.split("\n---\n", 1)[1] if text.startswith("---\n") and "\n---\n" in text else text
+    return body.lstrip().startswith(CARD_MARKER)
 
 
 def write_card(folder: str | Path, repo_id: str, license: str = DEFAULT_LICENSE) -> Path:

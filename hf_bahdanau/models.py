@@ -7,10 +7,12 @@ folders (the remote code of a folder is its own model's files).
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import NamedTuple
 
 from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM, PretrainedConfig
 
+from .choices import EXPORT_INFO
 from .configuration_bahdanau import BahdanauConfig
 from .configuration_transformer import TransformerConfig
 from .configuration_translation import TranslationConfig
@@ -46,6 +48,8 @@ def check_saved_model_type(path: str | os.PathLike[str]) -> ModelType:
     line never runs a folder's code: every load passes `trust_remote_code=False`)."""
     config, _ = PretrainedConfig.get_config_dict(str(path))
     model_type = config.get("model_type")
+    if model_type is None and (Path(path) / EXPORT_INFO).is_file():
+        raise ValueError(f"{path} is a CTranslate2 export: translate with it through --engine ctranslate2")
     if model_type not in MODEL_TYPES:
         raise ValueError(
             f"{path}: model type {model_type!r} is not one of this package's ({', '.join(MODEL_TYPES)}); "

@@ -23,6 +23,7 @@ from safetensors import safe_open
 from transformers import PreTrainedTokenizerBase, TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 from transformers.trainer_pt_utils import safe_globals
 
+from .folders import replace_with
 from .models import MODEL_TYPES
 from .run_settings import DATA_SETTINGS_FILE, read_data_settings
 
@@ -106,9 +107,31 @@ def write_failure(folder: Path, error: Exception, kept: str) -> OSError:
     return OSError(f"could not write {folder} ({reason}{free}); {kept}: free disk space and continue with --resume")
 
 
+STAGING_MARKER = ".hf_bahdanau_staging"  # in a staging folder a run made: the folder it will replace
+
+
 def staging_dir(output_dir: Path) -> Path:
     """Where a run that replaces `output_dir` (--overwrite) trains; it takes `output_dir`'s place when done."""
     return output_dir.with_name(f"{output_dir.name}.staging")
+
+
+def is_staging_dir(folder: Path) -> bool:
+    """Whether `folder` is a staging folder a run made (it holds the marker), not a user's folder of that name."""
+    return (folder / STAGING_MARKER).is_file()
+
+
+def _replaced_by(staging: Path) -> Path:
+    """The folder that staging folder `staging` is to replace."""
+    return staging.with_name(staging.name.removesuffix(".staging"))
+
+
+def _check_not_a_users(staging: Path) -> None:
+    """Refuse to use (or remove) a folder of the staging folder's name that no run made."""
+    if staging.exists() and not is_staging_dir(staging):
+        raise FileExistsError(
+            f"{staging} exists and is not a staging folder of train (no {STAGING_MARKER}): a run replacing "
+            f"{_replaced_by(staging)} works there; move it away"
+        )
 
 
 @contextlib.contextmanager
@@ -148,8 +171,13 @@ def check_output_dir(output_dir: Path, resume: bool, overwrite: bool, inputs: Se
 
     `inputs` are the paths the run reads (model, tokenizer, data): --overwrite must not delete them.
     """
+    if is_staging_dir(output_dir):
+        raise FileExistsError(
+            f"{output_dir} is the staging folder of a run into {_replaced_by(output_dir)}: choose another --output-dir"
+        )
     if resume:
-        for folder in (staging_dir(output_dir), output_dir):
+        staging = staging_dir(output_dir)
+        for folder in ([staging] if is_staging_dir(staging) else []) + [output_dir]:
             checkpoint = last_complete_checkpoint(folder) if folder.is_dir() else None
             if checkpoint is not None:
                 return checkpoint
@@ -171,6 +199,25 @@ def check_output_dir(output_dir: Path, resume: bool, overwrite: bool, inputs: Se
     return None
 
 
+def check_resume_steps(checkpoint: str, max_steps: int) -> None:
+    """Refuse a --resume that would end with an older model than its folder has: from a checkpoint past
+    `max_steps`, or in a folder whose saved model trained for more than `max_steps` steps."""
+    if max_steps <= 0:  # the epochs decide; the Trainer counts the steps
+        return
+    folder, step = Path(checkpoint).parent, int(Path(checkpoint).name.rpartition("-")[2])
+    try:
+        saved = json.loads((folder / "trainer_state.json").read_text(encoding="utf-8"))["global_step"]
+    except (OSError, ValueError, KeyError, TypeError):
+        saved = None  # no finished model in the folder
+    if isinstance(saved, int) and saved > max_steps:
+        raise ValueError(
+            f"--resume: {folder} holds a model trained for {saved} steps; resuming to --max_steps {max_steps} "
+            "would replace it with an earlier one"
+        )
+    if step > max_steps:
+        raise ValueError(f"--resume: {checkpoint} is at step {step}, past --max_steps {max_steps}")
+
+
 def choose_work_dir(output_dir: Path, checkpoint: str | None, is_main: bool) -> Path:
     """The folder this run trains into: the resumed checkpoint's, a fresh staging folder when it replaces a
     non-empty `output_dir` (the old run stays intact until the new one is saved), else `output_dir` itself."""
@@ -178,20 +225,21 @@ def choose_work_dir(output_dir: Path, checkpoint: str | None, is_main: bool) -> 
     if checkpoint is not None:
         return Path(checkpoint).parent
     if not is_main:  # the main process has decided (and made the folder) already
-        return staging if staging.is_dir() else output_dir
+        return staging if is_staging_dir(staging) else output_dir
+    _check_not_a_users(staging)
     if staging.is_dir():  # left by a cut-off --overwrite run that is not resumed
         shutil.rmtree(staging)
-    return staging if output_dir.is_dir() and any(output_dir.iterdir()) else output_dir
+    if not (output_dir.is_dir() and any(output_dir.iterdir())):
+        return output_dir
+    staging.mkdir()
+    (staging / STAGING_MARKER).write_text(str(output_dir), encoding="utf-8")
+    return staging
 
 
 def replace_folder(output_dir: Path, staging: Path) -> None:
     """Put the finished run in `staging` in the place of the old run in `output_dir`."""
-    old = output_dir.with_name(f"{output_dir.name}.replaced")
-    if old.exists():
-        shutil.rmtree(old)
-    output_dir.rename(old)
-    staging.rename(output_dir)
-    shutil.rmtree(old)
+    (staging / STAGING_MARKER).unlink(missing_ok=True)
+    replace_with(output_dir, staging)
     logger.info("replaced the previous run in %s", output_dir)
 
 
@@ -217,8 +265,10 @@ __all__ = [
     "CHECKPOINT_MANIFEST",
     "CheckpointManifest",
     "check_output_dir",
+    "check_resume_steps",
     "choose_work_dir",
     "is_complete_checkpoint",
+    "is_staging_dir",
     "last_complete_checkpoint",
     "locked_output_dir",
     "replace_folder",

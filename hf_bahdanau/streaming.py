@@ -26,7 +26,7 @@ import torch
 from transformers import PreTrainedTokenizerBase, TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
 from .corpus_cache import named_corpus_path
-from .data import folder_files, pair_cleaner, pair_encoder
+from .data import GZIP_ERRORS, folder_files, pair_cleaner, pair_encoder
 
 logger = logging.getLogger(__name__)
 
@@ -61,10 +61,14 @@ def stream_train_pairs(
             "text", data_files=str(path.resolve()), split="train", streaming=True, encoding="utf-8-sig"
         )
         sides.append(stream.rename_column("text", column))
-    pairs = datasets.concatenate_datasets(sides, axis=1)  # the two files zipped by line
+    try:  # (reads the files' first lines)
+        pairs = datasets.concatenate_datasets(sides, axis=1)  # the two files zipped by line
+    except GZIP_ERRORS as error:
+        raise ValueError(f"a train file of {folder} is cut off or not valid gzip ({error})") from None
     if world_size > 1:
         pairs = datasets.distributed.split_dataset_by_node(pairs, rank=rank, world_size=world_size)
-    return pairs.map(pair_cleaner(None, True, normalize), batched=True)
+    where = " and ".join(map(str, files["train"]))
+    return pairs.map(pair_cleaner(None, True, normalize, where), batched=True)
 
 
 def tokenized_stream(
@@ -96,10 +100,13 @@ class LengthBucketedBatches(torch.utils.data.IterableDataset):
     a `DataLoader(batch_size=None, collate_fn=...)` pads them.
     """
 
-    def __init__(self, stream: datasets.IterableDataset, batch_size: int, buffer_size: int, seed: int = 0) -> None:
+    def __init__(
+        self, stream: datasets.IterableDataset, batch_size: int, buffer_size: int, seed: int = 0, source: str = ""
+    ) -> None:
         if buffer_size < batch_size:
             raise ValueError(f"--bucket_buffer_size {buffer_size} must hold at least one batch ({batch_size} pairs)")
         self.stream, self.batch_size, self.buffer_size, self.seed = stream, batch_size, buffer_size, seed
+        self.source = source or "the train stream"  # what errors name
         self._start = copy.deepcopy(stream.state_dict())
         self.batches = 0  # batches yielded (or skipped when resuming) over all passes
         self.passes = 0  # passes started
@@ -114,19 +121,40 @@ class LengthBucketedBatches(torch.utils.data.IterableDataset):
         return batches
 
     def __iter__(self) -> Iterator[list[dict[str, Any]]]:
+        """One pass: the rest of the resumed pass, or the next pass when nothing of it is left (a run stopped at a
+        pass's end, or a corpus that shrank since), so that the Trainer never sees an empty pass and stops."""
         if self._resume is not None:
             mark, self._resume = self._resume, None
-            pass_index, number, state, skip = mark["pass"], mark["buffer"], mark["state"], mark["skip"]
-            self.passes, self.batches = pass_index + 1, mark["batches"]
-        else:
-            pass_index, number, state, skip = self.passes, 0, self._start, 0
-            self.passes += 1
+            self.passes, self.batches = mark["pass"] + 1, mark["batches"]
+            resumed = False
+            for batch in self._pass(mark["pass"], mark["buffer"], mark["state"], mark["skip"]):
+                resumed = True
+                yield batch
+            if resumed:
+                return
+            if self.batches - mark["batches"] < mark["skip"]:
+                logger.warning("the train stream ended before the stored position: the corpus changed since")
+            logger.info("the resumed pass %d has no batch left: pass %d starts", mark["pass"], self.passes)
+        pass_index = self.passes
+        self.passes += 1
+        empty = True
+        for batch in self._pass(pass_index, 0, self._start, 0):
+            empty = False
+            yield batch
+        if empty:
+            raise ValueError(f"{self.source} holds no training pair: its train files are empty")
+
+    def _pass(self, pass_index: int, number: int, state: dict[str, Any], skip: int) -> Iterator[list[dict[str, Any]]]:
+        """The batches of pass `pass_index` from buffer `number` (starting at stream state `state`), less `skip`."""
         self.stream.load_state_dict(copy.deepcopy(state))
         rows = iter(self.stream)
         while True:
             mark = {"pass": pass_index, "buffer": number, "batches": self.batches}
             mark["state"] = copy.deepcopy(self.stream.state_dict())
-            buffer = [row for _, row in zip(range(self.buffer_size), rows, strict=False)]
+            try:
+                buffer = [row for _, row in zip(range(self.buffer_size), rows, strict=False)]
+            except GZIP_ERRORS as error:
+                raise ValueError(f"a train file of {self.source} is cut off or not valid gzip ({error})") from None
             if not buffer:
                 return
             self._marks.append(mark)

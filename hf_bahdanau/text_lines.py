@@ -12,13 +12,15 @@ from pathlib import Path
 logger = logging.getLogger(__name__)
 
 
-def decode_lines(raw_lines: Iterable[bytes], where: str | Path, replace: bool = False) -> Iterator[str]:
-    """UTF-8 lines of `raw_lines` (line ends kept), without the byte order mark a first line may start with.
+def decode_lines(
+    raw_lines: Iterable[bytes], where: str | Path, replace: bool = False, start: int = 1
+) -> Iterator[str]:
+    """UTF-8 lines of `raw_lines` (line ends kept, numbered from `start`), without the byte order mark a first line may start with.
 
     Undecodable bytes raise a ValueError naming `where` and the line; with `replace`, they become U+FFFD and a
     warning names the line instead.
     """
-    for number, raw in enumerate(raw_lines, start=1):
+    for number, raw in enumerate(raw_lines, start=start):
         try:
             line = raw.decode("utf-8")
         except UnicodeDecodeError as err:

@@ -66,6 +66,7 @@ from .pipelines import check_tokenizer_matches, save_for_pipeline, tokenizer_fin
 from .run_folder import (
     CheckpointManifest,
     check_output_dir,
+    check_resume_steps,
     choose_work_dir,
     locked_output_dir,
     replace_folder,
@@ -420,6 +421,22 @@ def build_trainer(
     return trainer
 
 
+def check_reached_end(trainer: Seq2SeqTrainer, work_dir: Path) -> None:
+    """Fail, before anything is saved, when training stopped short of its last step other than by early stopping
+    (the Trainer ends a run whose data ran out with a warning only)."""
+    state = trainer.state
+    stopped_early = any(
+        isinstance(callback, EarlyStoppingCallback)
+        and callback.early_stopping_patience_counter >= callback.early_stopping_patience
+        for callback in trainer.callback_handler.callbacks
+    )
+    if state.global_step < state.max_steps and not stopped_early:
+        raise ValueError(
+            f"training stopped at step {state.global_step} of {state.max_steps}: its train data ran out; nothing was "
+            f"saved (the checkpoints in {work_dir} are kept)"
+        )
+
+
 def save_run(
     trainer: Seq2SeqTrainer, tokenizer: PreTrainedTokenizerBase, output_dir: Path, push: hub.HubPush | None = None
 ) -> None:
@@ -524,6 +541,8 @@ def _train_in(
         checkpoint = None
         if is_main or run_args.resume:  # the others find what the main process found
             checkpoint = check_output_dir(output_dir, run_args.resume, run_args.overwrite, inputs)
+        if checkpoint is not None:
+            check_resume_steps(checkpoint, training_args.max_steps)
         work_dir = choose_work_dir(output_dir, checkpoint, is_main)
         corpus, tokenizer = prepare_data(
             data_args,
@@ -576,6 +595,7 @@ def _train_in(
         raise KeyboardInterrupt(
             f"interrupted at step {trainer.state.global_step}: checkpoint saved in {work_dir}; continue with --resume"
         )
+    check_reached_end(trainer, work_dir)
     if run_args.average_checkpoints:
         average_last_checkpoints(trainer, run_args.average_checkpoints)
     save_run(trainer, tokenizer, output_dir, push)
@@ -597,9 +617,8 @@ def _train_stream(
         data_args.max_target_length,
     )
     seed = training_args.data_seed if training_args.data_seed is not None else training_args.seed
-    return LengthBucketedBatches(
-        features, training_args.per_device_train_batch_size, data_args.bucket_buffer_size, seed
-    )
+    batch_size, buffer_size = training_args.per_device_train_batch_size, data_args.bucket_buffer_size
+    return LengthBucketedBatches(features, batch_size, buffer_size, seed, source=data_args.data)
 
 
 def _follow_stream(trainer: Seq2SeqTrainer, batches: LengthBucketedBatches, checkpoint: str | None, rank: int) -> None:

@@ -1,7 +1,7 @@
 """Serve `hf-bahdanau demo` on 127.0.0.1, translate a sentence on the page in headless Chromium (Debian's, driven by
 Playwright) and take a screenshot, e.g. the README's:
 
-    python scripts/demo_screenshot.py --model runs/quick-de-en --output docs/images/demo.png
+    python scripts/demo_screenshot.py --model runs/quick-de-en --output docs/images/demo.png --overwrite
 
 `tests/test_demo.py` drives the page with the functions here. Chromium is started without any network service of
 its own (no updates, sync or QUIC), and every request that leaves the demo's address is refused and recorded.
@@ -116,8 +116,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", required=True, help="A model folder or a Hub repo id.")
     parser.add_argument("--text", default="Ein Mann mit einem roten Hut fährt mit dem Fahrrad die Straße entlang.")
-    parser.add_argument("--output", default="docs/images/demo.png", help="The screenshot (PNG).")
+    parser.add_argument("--output", required=True, help="The screenshot (PNG); an existing file needs --overwrite.")
+    parser.add_argument("--overwrite", action="store_true", help="Replace an existing --output file.")
     args = parser.parse_args()
+    if Path(args.output).exists() and not args.overwrite:
+        parser.error(f"{args.output} exists: pass --overwrite to replace it")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     outside: list[str] = []
     with served(args.model) as url, page_of(url, outside) as page:

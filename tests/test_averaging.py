@@ -144,3 +144,10 @@ def test_averaging_keeps_enough_checkpoints_and_bad_counts_are_one_line_errors(t
     assert main(argv) == 1
     assert "--average_checkpoints must be 0 (off) or a number of checkpoints, got -1" in caplog.text
     assert not (tmp_path / "run").exists()
+
+
+def test_averaging_more_checkpoints_than_the_run_saves_fails_before_training(tmp_path):
+    with pytest.raises(ValueError, match="--average_checkpoints 3: the run saves only 2 checkpoint"):
+        check_averaging(3, TrainingArguments(str(tmp_path), max_steps=10, save_steps=5))
+    check_averaging(3, TrainingArguments(str(tmp_path), max_steps=11, save_steps=5))  # steps 5, 10 and the last, 11
+    check_averaging(3, TrainingArguments(str(tmp_path), num_train_epochs=1, save_steps=5))  # not known: checked after

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import importlib.util
+import logging
 import os
 import shutil
 import socket
@@ -263,3 +264,32 @@ def test_publish_space_uploads_a_space_whose_app_loads_the_model_by_repo_id(
     namespace = {"__name__": "space_app"}
     exec(compile((uploaded / "app.py").read_text(), "app.py", "exec"), namespace)
     assert asked == [MODEL_REPO] and type(namespace["demo"]).__name__ == "Blocks"
+
+
+def test_the_demo_start_up_hint_names_the_commands_option_not_gradios(capsys, caplog):
+    import gradio as gr
+
+    with gr.Blocks() as page:
+        gr.Markdown("a page")
+    caplog.set_level(logging.INFO)
+    demo_module.launch(page, block=False)
+    try:
+        printed = capsys.readouterr()
+        assert "share=True" not in printed.out + printed.err + caplog.text
+        assert "(a public link: --share true)" in caplog.text and "http://127.0.0.1:" in caplog.text
+    finally:
+        page.close()
+
+
+def test_the_screenshot_script_never_replaces_a_file_unasked(tmp_path, monkeypatch, capsys):
+    screenshot = load_script("demo_screenshot")
+    existing = tmp_path / "demo.png"
+    existing.write_bytes(b"tracked")
+    monkeypatch.setattr(sys, "argv", ["demo_screenshot.py", "--model", "m"])
+    with pytest.raises(SystemExit):  # no default: the tracked docs/images/demo.png is never the silent target
+        screenshot.main()
+    monkeypatch.setattr(sys, "argv", ["demo_screenshot.py", "--model", "m", "--output", str(existing)])
+    with pytest.raises(SystemExit):
+        screenshot.main()
+    assert "exists: pass --overwrite to replace it" in capsys.readouterr().err
+    assert existing.read_bytes() == b"tracked"

@@ -11,7 +11,7 @@ import pytest
 from helpers import tiny_translator
 
 from hf_bahdanau.cli import main
-from hf_bahdanau.documents import check_language, grouped, join_document, read_jsonl, split_document
+from hf_bahdanau.documents import check_language, grouped, join_document, read_jsonl, split_document, text_lines
 from hf_bahdanau.translating import source_ids, translate_ids
 
 CORPUS = [
@@ -131,6 +131,18 @@ def test_translate_jsonl_adds_translation_and_score_to_each_record(folder, model
         (["--document", "-", "--scores"], "", "--scores with --document needs --input-format jsonl"),
         (["--document", "-", "--n-best", "2"], "", "--n-best do not apply to --document"),
         (["--input-format", "jsonl", "Ein Hund."], "", "--input-format jsonl reads stdin: leave out the sentences"),
+        pytest.param(
+            ["--input-format", "jsonl"],
+            '{"text": "a", "n": NaN}\n',
+            "stdin line 1: invalid JSON (NaN is not a JSON",
+            id="NaN",
+        ),
+        pytest.param(
+            ["--input-format", "jsonl"],
+            "[" * 100_000 + "\n",
+            "stdin line 1: JSON nested too deeply to read",
+            id="nested",
+        ),
     ],
 )
 def test_document_and_jsonl_errors_are_one_line(folder, monkeypatch, caplog, argv, stdin, message):
@@ -160,3 +172,16 @@ def test_odd_paragraphs_stay_bounded_and_blank_lines_stay_blank(folder, tokenize
         sentences = split_document(source, "en")[0]
         bound = sum(length_bound(len(tokenizer(sentence)["input_ids"])) for sentence in sentences)
         assert len(tokenizer(translation, add_special_tokens=False)["input_ids"]) <= bound, (source, translation)
+
+
+def test_a_form_feed_line_of_a_document_stays_one_line():
+    assert text_lines("Ein Hund.\n\f\r\nZwei\u2028Hunde.\n") == ["Ein Hund.", "\f", "Zwei\u2028Hunde."]
+    assert len(split_document("Ein Hund.\n\f\nZwei Hunde.\n", "de")) == 3  # a paragraph, a blank line, a paragraph
+
+
+def test_jsonl_keeps_a_u2028_inside_a_string_and_writes_it_escaped(folder, monkeypatch, capsys):
+    monkeypatch.setattr(sys, "stdin", io.StringIO('{"id": 1, "text": "Zwei Hunde\u2028spielen."}\n'))
+    assert main(["translate", "--model", str(folder), "--input-format", "jsonl"]) == 0
+    output = capsys.readouterr().out
+    assert "\u2028" not in output and output.count("\n") == 1 and "\\u2028" in output
+    assert json.loads(output)["text"] == "Zwei Hunde\u2028spielen."

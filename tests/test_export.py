@@ -216,7 +216,7 @@ def test_export_command_int8_and_an_exported_folder(trained, tmp_path, capsys, c
     assert main(["export", "--model", str(trained), "--output", str(fp32), "--overwrite"]) == 0
     assert main(["export", "--model", str(trained), "--output", str(trained.parent), "--overwrite"]) == 1
     errors = [record.getMessage() for record in caplog.records if record.levelname == "ERROR"]
-    assert "exists and is not empty" in errors[0] and "would replace the model folder" in errors[1]
+    assert "holds an earlier export" in errors[0] and "would replace the model folder" in errors[1]
     assert (trained / "model.safetensors").is_file()
 
 

@@ -220,7 +220,7 @@ def test_an_interrupted_translate_keeps_the_batches_it_wrote(signal_number, rnn_
     written = translated.read_text(encoding="utf-8").splitlines()
     assert process.returncode == 130 and 0 < len(written) < 5000 and len(written) % 8 == 0
     last = log.read_text(encoding="utf-8").strip().splitlines()[-1]
-    assert last.endswith(f"ERROR hf_bahdanau: interrupted: wrote {len(written)} of 5000 translations")
+    assert f"ERROR hf_bahdanau: interrupted: wrote {len(written)} translations of the " in last
     # in order: the translations of the first lines, as an uninterrupted run gives them
     capsys.readouterr()
     assert main(["translate", "--model", str(rnn_folder), "--num-beams", "1", "--batch-size", "8",

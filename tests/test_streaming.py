@@ -175,3 +175,27 @@ def test_two_processes_stream_disjoint_parts(corpus_folder, tmp_path):
     assert digests == [f"rank 0 weights {saved}", f"rank 1 weights {saved}"]
     for rank in (0, 1):
         assert (output / "checkpoint-16" / f"stream_state-{rank}.json").is_file()
+
+
+def test_a_resume_at_the_end_of_a_pass_trains_on_to_max_steps(corpus_folder, tmp_path):
+    """A finished run of one whole pass (26 batches: 5 buffers of 40 pairs, then 3 pairs), resumed with more steps,
+    starts the next pass instead of finding the stream empty and saving the step-26 model as if it were done."""
+    run = tmp_path / "run"
+    common = ["--data", str(corpus_folder), "--output-dir", str(run), *TINY_STREAM, "--save_steps", "26"]
+    train(*parse_train_args([*common, "--max_steps", "26"]))
+    with pytest.raises(ValueError, match="holds a model trained for 26 steps; resuming to --max_steps 20 would"):
+        train(*parse_train_args([*common, "--max_steps", "20", "--resume"]))
+    resumed = train(*parse_train_args([*common, "--max_steps", "28", "--resume"]))
+    assert resumed.state.global_step == 28
+    assert json.loads((run / "trainer_state.json").read_text())["global_step"] == 28
+
+
+def test_a_position_past_the_end_of_a_shrunk_corpus_resumes_with_the_next_pass(corpus_folder, caplog):
+    stream = _batches(corpus_folder)
+    whole_pass = list(stream)
+    past_the_end = {**stream.position(len(whole_pass)), "skip": 40}  # the corpus lost pairs since the checkpoint
+    resumed = _batches(corpus_folder)
+    resumed.resume_from(past_the_end)
+    next_pass = list(resumed)
+    assert _ids(next_pass) == _ids(list(stream))  # the second pass of the uninterrupted stream, not nothing
+    assert "the train stream ended before the stored position" in caplog.text

@@ -1,0 +1,89 @@
+"""What `evaluate` refuses: an --output that is a file it reads (through a link too) or lies in either model folder,
+and a model scored in another direction than it translates."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from helpers import tiny_translator
+
+from hf_bahdanau.cli import main
+
+PAIRS = [("Ein Mann fährt Fahrrad.", "A man is riding a bicycle."), ("Zwei Hunde spielen.", "Two dogs play.")]
+
+
+@pytest.fixture(scope="module")
+def model(tokenizer):
+    return tiny_translator("bahdanau", tokenizer, beams=1, max_new_tokens=4, source_language="de",
+                           target_language="en")  # fmt: skip
+
+
+@pytest.fixture
+def models(folder: Path, tmp_path: Path) -> tuple[Path, Path]:
+    """Two copies of the tiny de->en model folder, to evaluate and to compare."""
+    return Path(shutil.copytree(folder, tmp_path / "model")), Path(shutil.copytree(folder, tmp_path / "other"))
+
+
+@pytest.fixture
+def corpus(tmp_path: Path) -> Path:
+    """A corpus folder of gzipped `train`, `val` and `test` files, German and English."""
+    folder = tmp_path / "corpus"
+    folder.mkdir()
+    for stem in ("train", "val", "test"):
+        for index, lang in enumerate(("de", "en")):
+            with gzip.open(folder / f"{stem}.{lang}.gz", "wt", encoding="utf-8") as file:
+                file.write("".join(pair[index] + "\n" for pair in PAIRS))
+    return folder
+
+
+def _evaluate(model: Path, corpus: Path, *extra: str) -> int:
+    return main(["evaluate", "--model", str(model), "--data", str(corpus), "--test-split", "test", *extra])
+
+
+def _contents(*folders: Path) -> dict[Path, bytes]:
+    return {path: path.read_bytes() for folder in folders for path in folder.rglob("*") if path.is_file()}
+
+
+def test_evaluate_output_is_never_a_file_it_reads_through_a_link(models, corpus, tmp_path, caplog):
+    model, other = models
+    os.link(corpus / "test.de.gz", tmp_path / "corpus-link.txt")
+    os.link(model / "model.safetensors", tmp_path / "weights-link.txt")
+    (tmp_path / "symlink.txt").symlink_to(other / "config.json")
+    before = _contents(model, other, corpus)
+    for name in ("corpus-link.txt", "weights-link.txt"):
+        assert _evaluate(model, corpus, "--compare", str(other), "--output", str(tmp_path / name)) == 1
+        assert "which evaluate reads: choose another" in caplog.records[-1].getMessage()
+    for output in (tmp_path / "symlink.txt", other / "model.safetensors"):
+        assert _evaluate(model, corpus, "--compare", str(other), "--output", str(output)) == 1
+        assert f"would overwrite part of the model folder {other}" in caplog.records[-1].getMessage()
+    assert _contents(model, other, corpus) == before
+
+
+def test_evaluate_output_may_be_a_new_file_or_an_earlier_hypotheses_file(models, corpus, tmp_path):
+    model, _ = models
+    assert _evaluate(model, corpus, "--output", str(tmp_path / "hyp.txt")) == 0
+    earlier = model / "hypotheses.test.de-en.txt"
+    earlier.write_text("old\n")
+    assert _evaluate(model, corpus, "--output", str(earlier)) == 0
+    assert len(earlier.read_text().splitlines()) == len(PAIRS)
+
+
+def test_evaluate_refuses_the_direction_the_model_does_not_translate(models, corpus, caplog):
+    model, _ = models
+    assert _evaluate(model, corpus, "--src-lang", "en", "--tgt-lang", "de") == 1
+    assert f"--model {model} translates de->en, not en->de" in caplog.records[-1].getMessage()
+    assert not (model / "eval_results.json").exists()
+
+
+def test_evaluate_prints_its_scores_before_saying_a_corrupt_record_was_not_updated(models, corpus, capsys, caplog):
+    model, _ = models
+    (model / "eval_results.json").write_text("{not json")
+    assert _evaluate(model, corpus) == 1
+    assert capsys.readouterr().out.startswith("BLEU = ")
+    message = caplog.records[-1].getMessage()
+    assert message.startswith("the scores above were not stored: ") and f"{model / 'eval_results.json'}" in message
+    assert (model / "eval_results.json").read_text() == "{not json"

@@ -1,0 +1,89 @@
+"""What `export` and the CTranslate2 export cache may replace, and what they read: only folders that are exports this
+package made, never a model folder, a path inside one or a folder a user made; a cache redone when any file it was
+made from changes."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from helpers import tiny_translator
+
+from hf_bahdanau.export import EXPORT_INFO, cached_export, export_ctranslate2
+from hf_bahdanau.models import check_saved_model_type
+
+pytest.importorskip("ctranslate2")
+
+
+@pytest.fixture(scope="module")
+def model(tokenizer):
+    return tiny_translator("d2l_transformer", tokenizer, beams=2, max_new_tokens=8)
+
+
+@pytest.fixture
+def model_copy(folder: Path, tmp_path: Path) -> Path:
+    """A copy of the tiny saved Transformer that a test may change."""
+    return Path(shutil.copytree(folder, tmp_path / "model"))
+
+
+def test_a_cached_export_is_made_again_when_the_generation_config_changes(model_copy):
+    export = cached_export(model_copy)
+    settings = json.loads((model_copy / "generation_config.json").read_text())
+    (model_copy / "generation_config.json").write_text(json.dumps({**settings, "no_repeat_ngram_size": 2}))
+    again = cached_export(model_copy)
+    assert json.loads((again / "generation_config.json").read_text())["no_repeat_ngram_size"] == 2
+    assert again == export
+
+
+def test_export_never_replaces_a_folder_it_did_not_make(model_copy, tmp_path):
+    mine = tmp_path / "project"
+    (mine / "src").mkdir(parents=True)
+    (mine / "notes.txt").write_text("mine")
+    (mine / "src" / "main.py").write_text("print()")
+    with pytest.raises(ValueError, match="not an export of this package"):
+        export_ctranslate2(model_copy, mine, overwrite=True)
+    assert (mine / "notes.txt").read_text() == "mine" and (mine / "src" / "main.py").is_file()
+
+
+def test_export_never_writes_into_a_model_folder(model_copy):
+    for inside in (model_copy / "tokenizer.json", model_copy / "sub" / "ct2", model_copy):
+        with pytest.raises(ValueError, match="model folder"):
+            export_ctranslate2(model_copy, inside, overwrite=True)
+    assert (model_copy / "tokenizer.json").is_file() and not (model_copy / "sub").exists()
+    check_saved_model_type(model_copy)
+
+
+def test_export_keeps_a_users_folder_named_like_its_working_folder(model_copy, tmp_path):
+    output = tmp_path / "mydata"
+    own = tmp_path / "mydata.exporting"
+    own.mkdir()
+    (own / "important.txt").write_text("keep")
+    export_ctranslate2(model_copy, output)
+    assert (own / "important.txt").read_text() == "keep"
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["model", "mydata", "mydata.exporting"]
+
+
+def test_export_replaces_an_earlier_export_only_when_asked(model_copy, tmp_path):
+    output = export_ctranslate2(model_copy, tmp_path / "ct2")
+    (output / "model.bin").write_bytes(b"stale")
+    with pytest.raises(ValueError, match="holds an earlier export: pass --overwrite"):
+        export_ctranslate2(model_copy, output)
+    export_ctranslate2(model_copy, output, overwrite=True)
+    assert (output / "model.bin").read_bytes() != b"stale" and (output / EXPORT_INFO).is_file()
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["ct2", "model"]  # no working folder left
+
+
+def test_a_missing_tokenizer_json_is_named(model_copy, tmp_path):
+    (model_copy / "tokenizer.json").unlink()
+    with pytest.raises(ValueError, match="has no tokenizer.json"):
+        export_ctranslate2(model_copy, tmp_path / "ct2")
+    with pytest.raises(ValueError, match="has no tokenizer.json"):
+        cached_export(model_copy)
+
+
+def test_an_export_given_as_a_model_names_the_engine_option(model_copy, tmp_path):
+    export = export_ctranslate2(model_copy, tmp_path / "ct2")
+    with pytest.raises(ValueError, match="is a CTranslate2 export: translate with it through --engine ctranslate2"):
+        check_saved_model_type(export)

@@ -1,0 +1,45 @@
+"""The records a model folder keeps (`eval_results.json`, `training_command.json`) and a --config file: unreadable
+or malformed ones give a one-line error naming the file, not a traceback."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from hf_bahdanau import hub
+from hf_bahdanau.cli import main
+
+MALFORMED = ['{"results": [{"dataset": "x"}]}', '{"results": 3}', "[1]", "{", "[" * 100_000]
+
+
+@pytest.mark.parametrize("text", MALFORMED, ids=["a field missing", "no list", "no object", "cut off", "nested"])
+def test_a_malformed_evaluation_record_is_named(text, tmp_path):
+    (tmp_path / hub.EVAL_RESULTS_FILE).write_text(text)
+    with pytest.raises(ValueError, match=f"{tmp_path / hub.EVAL_RESULTS_FILE} .*: fix or remove it"):
+        hub.read_evaluations(tmp_path)
+
+
+@pytest.mark.parametrize("record", [{"command": 3}, {"command": "train", "config_file": "x"}, [1]])
+def test_a_malformed_training_command_record_is_named(record, tmp_path):
+    (tmp_path / hub.COMMAND_FILE).write_text(json.dumps(record))
+    with pytest.raises(ValueError, match=f"{tmp_path / hub.COMMAND_FILE} .*: fix or remove it"):
+        hub._recorded_command(tmp_path)
+
+
+@pytest.mark.parametrize("suffix", [".json", ".yaml"])
+def test_a_config_file_nested_too_deeply_is_one_line(suffix, tmp_path, caplog):
+    config = tmp_path / f"run{suffix}"
+    config.write_text("[" * 100_000)
+    assert main(["train", "--config", str(config), "--output-dir", str(tmp_path / "run")]) == 1
+    assert f"config file {config}: nested too deeply to read" in caplog.records[-1].getMessage()
+
+
+def test_only_a_card_publish_wrote_counts_as_generated(tmp_path):
+    card = tmp_path / "README.md"
+    card.write_text(f"---\nlicense: mit\n---\n{hub.CARD_MARKER}: ... -->\n\n# Model\n")
+    assert hub.is_generated_card(card)
+    card.write_text(f"---\nlicense: mit\n---\n# My model\n\nI removed the line `{hub.CARD_MARKER} ...` to keep this.\n")
+    assert not hub.is_generated_card(card)
+    card.write_text(f"# My model\n\n{hub.CARD_MARKER} is what publish writes; this card is mine.\n")
+    assert not hub.is_generated_card(card)

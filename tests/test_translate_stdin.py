@@ -1,0 +1,40 @@
+"""`translate` reading stdin: a line that comes down a pipe is translated as soon as the input pauses, not when the
+pipe closes."""
+
+from __future__ import annotations
+
+import os
+import select
+import subprocess
+import sys
+import time
+
+import pytest
+from helpers import tiny_translator
+
+
+@pytest.fixture(scope="module")
+def model(tokenizer):
+    return tiny_translator("bahdanau", tokenizer, beams=1, max_new_tokens=4)
+
+
+def test_a_line_down_an_open_pipe_is_translated_before_the_pipe_closes(folder):
+    command = [sys.executable, "-m", "hf_bahdanau.cli", "translate", "--model", str(folder), "--num-beams", "1"]
+    process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                               env={**os.environ, "OMP_NUM_THREADS": "1"})  # fmt: skip
+    try:
+        process.stdin.write("Ein Mann fährt Fahrrad.\nZwei Hunde spielen im Schnee.\n".encode())
+        process.stdin.flush()  # and the pipe stays open, as `(echo ...; sleep 45) | hf-bahdanau translate`
+        deadline, lines = time.time() + 240, b""
+        while lines.count(b"\n") < 2 and time.time() < deadline:
+            if select.select([process.stdout], [], [], 1)[0]:
+                lines += os.read(process.stdout.fileno(), 4096)
+            assert process.poll() is None
+        assert lines.count(b"\n") == 2  # both translations, with stdin still open
+        process.stdin.write(b"Ein Junge springt ins Wasser.\n")
+        process.stdin.close()
+        rest = process.stdout.read()
+        process.wait(timeout=120)
+        assert process.returncode == 0 and (lines + rest).count(b"\n") == 3
+    finally:
+        process.kill()
