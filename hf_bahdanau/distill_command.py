@@ -87,8 +87,8 @@ def adopt_teacher(teacher: Path, model_args: Any, tokenizer_args: Any, data_args
     the student's languages or tokenizer differ from the teacher's."""
     from transformers import AutoConfig, AutoTokenizer
 
-    from .run_settings import read_data_settings
     from .pipelines import tokenizer_fingerprint
+    from .run_settings import read_data_settings
 
     config, settings = _teacher_config(teacher), read_data_settings(teacher)
     languages = (config.get("source_language") or settings.get("src_lang"), config.get("target_language") or
@@ -151,10 +151,10 @@ def run(args: argparse.Namespace, rest: list[str], prepare: Callable[[], None] =
     if not args.teacher:
         raise UsageError("distill needs --teacher (the teacher's model folder)")
     from .data import load_parallel_corpus
-    from .run_settings import corpus_id
     from .distillation import Decoding, default_engine, student_pairs, teacher_translations
     from .hub import DISTILLATION_FILE
     from .run_folder import check_output_dir
+    from .run_settings import corpus_id
     from .training import check_options, release_process_group, train
 
     teacher = Path(args.teacher)

@@ -12,10 +12,9 @@ from pathlib import Path
 logger = logging.getLogger(__name__)
 
 
-def decode_lines(
-    raw_lines: Iterable[bytes], where: str | Path, replace: bool = False, start: int = 1
-) -> Iterator[str]:
-    """UTF-8 lines of `raw_lines` (line ends kept, numbered from `start`), without the byte order mark a first line may start with.
+def decode_lines(raw_lines: Iterable[bytes], where: str | Path, replace: bool = False, start: int = 1) -> Iterator[str]:
+    """UTF-8 lines of `raw_lines` (line ends kept, numbered from `start`), without the byte order mark a first
+    line may start with.
 
     Undecodable bytes raise a ValueError naming `where` and the line; with `replace`, they become U+FFFD and a
     warning names the line instead.
