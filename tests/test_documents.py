@@ -11,8 +11,8 @@ import pytest
 from helpers import tiny_translator
 
 from hf_bahdanau.cli import main
+from hf_bahdanau.decoding.translator import Translator
 from hf_bahdanau.documents import check_language, grouped, join_document, read_jsonl, split_document
-from hf_bahdanau.translating import source_ids, translate_ids
 
 CORPUS = [
     "Ein Mann fährt Fahrrad.", "A man is riding a bicycle.", "Zwei Hunde spielen im Schnee.",
@@ -76,9 +76,9 @@ def model(tokenizer):
     return tiny_translator("d2l_transformer", tokenizer, 2, max_new_tokens=12, source_language="de")
 
 
-def alone(model, tokenizer, sentence: str, scores: bool = False):
+def alone(model, tokenizer, sentence: str):
     """The sentence translated by itself (no batch, no sorting)."""
-    return translate_ids(model, tokenizer, source_ids(tokenizer, [sentence], 512), scores=scores, num_beams=2)[0][0]
+    return Translator(model, tokenizer).translate([sentence], num_beams=2)[0]
 
 
 def test_translate_document_writes_paragraphs_back_with_their_blank_lines(folder, model, tokenizer, tmp_path, capsys):
@@ -148,7 +148,7 @@ def test_a_document_that_is_not_utf8_is_named(folder, tmp_path, caplog):
 
 
 def test_odd_paragraphs_stay_bounded_and_blank_lines_stay_blank(folder, tokenizer, tmp_path, capsys):
-    from hf_bahdanau.translating import length_bound
+    from hf_bahdanau.decoding.sources import length_bound
 
     odd = ["-", "...", "😀😀", "12345 678", "https://example.com/a?b=1&c=2", "- - -"]
     path = tmp_path / "odd.txt"
