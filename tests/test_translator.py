@@ -291,7 +291,7 @@ def test_train_reports_to_tensorboard_and_records_its_longest_source(tatoeba_tsv
     assert "eval/bleu" in scalars and [event.step for event in accumulator.Scalars("eval/bleu")] == [6]
 
 
-@pytest.mark.parametrize("options", [[], ["--num-beams", "1"], ["--max-new-tokens", "5", "--length-penalty", "0.5"]])
+@pytest.mark.parametrize("options", [["--num-beams", "1"], ["--num-beams", "2", "--length-penalty", "0.5"]])
 def test_evaluate_writes_what_translate_writes(folder, multi30k_dir, tmp_path, monkeypatch, capsys, options):
     import gzip
 
