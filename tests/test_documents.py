@@ -100,7 +100,7 @@ def test_translate_jsonl_adds_translation_and_score_to_each_record(folder, model
     assert main(["translate", "--model", str(folder), "--input-format", "jsonl", "--scores"]) == 0
     lines = capsys.readouterr().out.split("\n")
     assert len(lines) == 4 and lines[1] == "" and lines[3] == ""  # a blank line stays; each record one line
-    expected = alone(model, tokenizer, "Zwei Hunde spielen im Schnee.", scores=True)
+    expected = alone(model, tokenizer, "Zwei Hunde spielen im Schnee.")
     first = json.loads(lines[0])
     assert first["id"] == 7 and first["text"] == "Zwei Hunde spielen im Schnee."  # the record's own fields kept
     assert first["translation"] == expected.text and first["score"] == pytest.approx(expected.score, abs=1e-4)
@@ -110,7 +110,7 @@ def test_translate_jsonl_adds_translation_and_score_to_each_record(folder, model
     monkeypatch.setattr(sys, "stdin", io.StringIO(json.dumps({"text": text}) + "\n"))
     assert main(["translate", "--model", str(folder), "--input-format", "jsonl", "--document", "-", "--scores"]) == 0
     record = json.loads(capsys.readouterr().out)
-    found = [alone(model, tokenizer, sentence, scores=True) for sentence in [*SENTENCES[0][:2], *SENTENCES[1]]]
+    found = [alone(model, tokenizer, sentence) for sentence in [*SENTENCES[0][:2], *SENTENCES[1]]]
     assert record["translation"] == f"{found[0].text} {found[1].text}\n\n{found[2].text}"
     assert record["score"] == pytest.approx(sum(h.score for h in found) / 3, abs=1e-4)
     # a document with no sentences has no score: null, not 0.0 (certain), which a filter on the score would keep
