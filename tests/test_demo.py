@@ -57,9 +57,9 @@ def test_sampling_gives_n_samples_each_within_its_sources_length_bound(model, to
 
 def test_attention_maps_of_a_given_translation_are_those_of_the_generated_one(model, tokenizer):
     translator = Translator(model, tokenizer)
-    generated = translator.attention_maps(SENTENCE, num_beams=1)
+    generated = translator.attention_maps(SENTENCE, num_beams=1, max_new_tokens=12)
     inputs = tokenizer(SENTENCE, return_tensors="pt")
-    ids = model.generate(**inputs, num_beams=1, pad_token_id=tokenizer.pad_token_id)[0, 1:].tolist()
+    ids = model.generate(**inputs, num_beams=1, max_new_tokens=12, pad_token_id=tokenizer.pad_token_id)[0, 1:].tolist()
     given = attention_maps(model, tokenizer, SENTENCE, ids)
     assert given.translation == generated.translation and given.target_tokens == generated.target_tokens
     torch.testing.assert_close(given.cross, generated.cross)
