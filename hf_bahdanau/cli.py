@@ -16,7 +16,7 @@ import math
 import os
 import signal
 import sys
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import MISSING, field, fields, make_dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, get_args, get_type_hints
@@ -29,8 +29,7 @@ if TYPE_CHECKING:
     from transformers import PreTrainedModel
     from transformers.tokenization_utils_base import PreTrainedTokenizerBase
 
-    from .export import CTranslate2Translator
-    from .pipelines import TranslationPipeline
+    from .decoding.translator import Translation, Translator
 
 logger = logging.getLogger("hf_bahdanau")
 
@@ -330,38 +329,29 @@ def _add_generation_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threads", type=positive_int, help="CPU threads (default: the engine's).")
 
 
-def load_translator(args: argparse.Namespace) -> tuple[PreTrainedModel | CTranslate2Translator, Callable]:
-    """The model (for `--engine ctranslate2`, its translator, which has the model's `config` and
-    `generation_config` too) and what translates: `translator(texts, **generate_options)` -> pipeline rows."""
+def load_translator(args: argparse.Namespace, model_dir: str | None = None) -> Translator:
+    """The `Translator` of `--model` (or `model_dir`) with the command's engine, quantization, threads and batches."""
+    from .decoding.sources import trained_source_length
+    from .decoding.translator import Translator
+
+    path = model_dir or args.model
+    options = dict(batch_size=args.batch_size, batch_tokens=getattr(args, "batch_tokens", None),
+                   trained_source_length=trained_source_length(path))  # fmt: skip
     if args.engine == "ctranslate2":
-        from .export import CTranslate2Translator
-
         _require_ctranslate2()
-        translator = CTranslate2Translator.from_model(args.model, args.quantize, threads=args.threads or 0)
-        return translator, translator
-    from .pipelines import TranslationPipeline
-
+        return Translator.from_folder(path, engine=args.engine, quantize=args.quantize, threads=args.threads, **options)
     if args.threads:
         import torch
 
         torch.set_num_threads(args.threads)
-    model, tokenizer = load_translation_model(args.model, args.quantize)
-    return model, TranslationPipeline(model=model, tokenizer=tokenizer, device=model.device)
+    model, tokenizer = load_translation_model(path, args.quantize)
+    return Translator(model, tokenizer, **options)
 
 
-def translate_texts(
-    translator: TranslationPipeline, texts: Sequence[str], batch_size: int, progress: bool = False, **options: int
-) -> list[str]:
-    """Translations of `texts`, in order, in batches of `batch_size`, with a progress bar when asked."""
-    from tqdm.auto import tqdm
-
-    outputs: list[str] = []
-    with tqdm(total=len(texts), desc="translating", unit="sent", disable=not progress) as bar:
-        for start in range(0, len(texts), batch_size):
-            batch = list(texts[start : start + batch_size])
-            outputs += [row["translation_text"] for row in translator(batch, batch_size=batch_size, **options)]
-            bar.update(len(batch))
-    return outputs
+def translate_texts(translator: Translator, texts: Sequence[str], args: argparse.Namespace) -> list[str]:
+    """The best translation of each text, in order, with the command's decoding options (a bar on a terminal)."""
+    options = _generation_options(args)
+    return [found.text for found in translator.translate(texts, progress=sys.stderr.isatty(), **options)]
 
 
 @contextlib.contextmanager
@@ -427,7 +417,7 @@ def run_evaluate(args: argparse.Namespace) -> None:
     models = [args.model, *([args.compare] if args.compare else [])]
     if args.output:
         _check_output_file(Path(args.output), models)
-    model, translator = load_translator(args)
+    translator = load_translator(args)
     # Unless told otherwise, read the corpus exactly as training did (same normalisation, hence the same split).
     settings = read_data_settings(args.model)
     if args.data and corpus_id(args.data) not in (settings.get("data"), settings.get("data_path")):
@@ -439,13 +429,13 @@ def run_evaluate(args: argparse.Namespace) -> None:
         data = location
     elif location:
         logger.warning("%s is no longer in %s, where training read it: looking it up by name", data, location)
-    src_lang = args.src_lang or model.config.source_language
-    tgt_lang = args.tgt_lang or model.config.target_language
+    src_lang = args.src_lang or translator.config.source_language
+    tgt_lang = args.tgt_lang or translator.config.target_language
     if not data:
         raise UsageError("the model does not record its corpus: pass --data")
     if not src_lang or not tgt_lang:
         raise UsageError("the model does not record its languages: pass --src-lang and --tgt-lang")
-    _check_direction("--model", args.model, model.config, (src_lang, tgt_lang))
+    _check_direction("--model", args.model, translator.config, (src_lang, tgt_lang))
     normalize = args.d2l_normalize if args.d2l_normalize is not None else settings.get("d2l_normalize", False)
     test_split = args.test_split or settings.get("test_split", "test_2016_flickr")
     corpus = load_parallel_corpus(data, src_lang, tgt_lang, test_split=test_split, normalize=normalize)
@@ -458,9 +448,8 @@ def run_evaluate(args: argparse.Namespace) -> None:
         rows = rows.select(range(min(args.max_samples, len(rows))))
     sources = [pair[src_lang] for pair in rows["translation"]]
     references = [pair[tgt_lang] for pair in rows["translation"]]
-    progress = sys.stderr.isatty()  # a bar on a terminal, not in a log file
-    hypotheses = translate_texts(translator, sources, args.batch_size, progress, **_generation_options(args))
-    beams = args.num_beams if args.num_beams is not None else model.generation_config.num_beams
+    hypotheses = translate_texts(translator, sources, args)
+    beams = args.num_beams if args.num_beams is not None else translator.generation_config.num_beams
     # The test split of a folder by its file (test_2016_flickr): the name the results and the hypotheses file carry.
     split = test_split if args.split == "test" and Path(named_corpus_path(data) or data).is_dir() else args.split
     output = Path(args.output or Path(args.model) / hypotheses_file_name(split, (src_lang, tgt_lang), beams, args))
@@ -521,10 +510,9 @@ def _compare(
     and print sacreBLEU's paired bootstrap test of both models' BLEU and chrF (--model is the baseline)."""
     from .metrics import BOOTSTRAP_SAMPLES, SIGNIFICANCE_LEVEL, paired_bootstrap
 
-    model, translator = load_translator(argparse.Namespace(**{**vars(args), "model": args.compare}))
-    _check_direction("--compare", args.compare, model.config, languages)
-    progress = sys.stderr.isatty()
-    others = translate_texts(translator, sources, args.batch_size, progress, **_generation_options(args))
+    translator = load_translator(args, args.compare)
+    _check_direction("--compare", args.compare, translator.config, languages)
+    others = translate_texts(translator, sources, args)
     output.write_text("".join(f"{line}\n" for line in others), encoding="utf-8")
     lines = [
         f"paired bootstrap resampling (sacreBLEU, {BOOTSTRAP_SAMPLES} resamples), {args.model} (baseline) against "
@@ -559,12 +547,10 @@ def _interactive_lines(prompt: str) -> Iterable[str]:
         yield line
 
 
-def _write_heatmap(
-    model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, text: str, args: argparse.Namespace, **options: int
-) -> str:
+def _write_heatmap(translator: Translator, text: str, args: argparse.Namespace, **options: int) -> str:
     """Translate `text` and draw its attention to `args.heatmap`: one figure of the words' cross-attention (a layer,
     a head), or with `args.heatmap_all` every layer and head, and the self-attention beside it; the translation."""
-    from .translation_attention import attention_maps, plot_attention_maps, plot_word_attention
+    from .decoding.attention_maps import plot_attention_maps, plot_word_attention
 
     class Untruncated(logging.Filter):  # the translation of `text` says it was cut: once is enough
         def filter(self, record: logging.LogRecord) -> bool:
@@ -573,7 +559,7 @@ def _write_heatmap(
     said = Untruncated()
     logging.getLogger("hf_bahdanau.pipelines").addFilter(said)
     try:
-        maps = attention_maps(model, tokenizer, text, **options)
+        maps = translator.attention_maps(text, **options)
     finally:
         logging.getLogger("hf_bahdanau.pipelines").removeFilter(said)
     if args.heatmap_all:
@@ -640,43 +626,6 @@ def _check_translate_options(args: argparse.Namespace) -> None:
         _check_document_options(args)
 
 
-def _hypotheses_function(
-    model: PreTrainedModel | CTranslate2Translator, translator: Callable, texts: Sequence[str], args: argparse.Namespace
-) -> tuple[list[int], Callable[[list[int]], list]]:
-    """Each text's source length in tokens, and what translates the texts of given indices into their hypotheses
-    (`translating.translate_ids` for torch; the CTranslate2 translator, each sentence bounded as torch bounds it)."""
-    from .pipelines import source_limit
-    from .translating import Hypothesis, length_bound, source_ids, translate_ids
-
-    options = _generation_options(args)
-    tokenizer = translator.tokenizer
-    rows = source_ids(tokenizer, texts, source_limit(model, tokenizer))
-    lengths = [len(row) for row in rows]
-    if args.engine != "torch":
-
-        def translate(indices: list[int]) -> list[list[Hypothesis]]:
-            # each sentence bounded as torch bounds it (its last token is a forced </s>, which CTranslate2 leaves
-            # out): a CTranslate2 call per bound, one with --max-new-tokens
-            bounds = {i: options.get("max_new_tokens") or length_bound(lengths[i]) - 1 for i in indices}
-            rows = {}
-            for bound in sorted(set(bounds.values())):
-                group = [i for i in indices if bounds[i] == bound]
-                found = translator(
-                    [texts[i] for i in group], batch_size=len(group), **{**options, "max_new_tokens": bound}
-                )
-                rows.update(zip(group, found, strict=True))
-            return [[Hypothesis(rows[i]["translation_text"])] for i in indices]
-
-        return lengths, translate
-
-    def translate(indices: list[int]) -> list[list[Hypothesis]]:
-        sources = [rows[i] for i in indices]
-        scores = args.scores or bool(args.n_best)
-        return translate_ids(model, tokenizer, sources, args.n_best or 1, scores, args.alignments, **options)
-
-    return lengths, translate
-
-
 def _check_document_options(args: argparse.Namespace) -> None:
     """Refuse what `--document` and `--input-format jsonl` cannot do (before anything is loaded)."""
     given = "--document" if args.document else "--input-format jsonl"
@@ -690,14 +639,11 @@ def _check_document_options(args: argparse.Namespace) -> None:
         raise UsageError("--scores with --document needs --input-format jsonl (a 'score' field per record)")
 
 
-def _translate_documents(
-    model: PreTrainedModel | CTranslate2Translator, translator: Callable, args: argparse.Namespace
-) -> None:
+def _translate_documents(translator: Translator, args: argparse.Namespace) -> None:
     """`--document FILE` (paragraphs split into sentences, written back as paragraphs) and `--input-format jsonl`
     (a `text` field per line, written back with `translation`, and `score` with --scores: the mean of its
     sentences' scores); every sentence translated in length-sorted token batches, the output written in order."""
     from .documents import check_language, grouped, join_document, jsonl_line, read_jsonl, split_document, text_lines
-    from .translating import trained_source_length, translate_in_order, warn_long_sources
 
     source = args.document if args.document and args.document != "-" else "stdin"
     if source == "stdin":
@@ -707,7 +653,7 @@ def _translate_documents(
             text = Path(source).read_bytes().decode("utf-8-sig")  # a byte-order mark is not text
         except UnicodeDecodeError as error:
             raise UsageError(f"{source} is not UTF-8 text (byte {error.start})") from None
-    language = check_language(args.document_language or model.config.source_language) if args.document else None
+    language = check_language(args.document_language or translator.config.source_language) if args.document else None
     jsonl = args.input_format == "jsonl"
     records = read_jsonl(text_lines(text), source) if jsonl else None
     if records is None:  # the document's lines, each the sentences of a paragraph or none (a blank line)
@@ -717,14 +663,12 @@ def _translate_documents(
                    else [[r["text"]]] if r["text"].strip() else [[]] for r in records]  # fmt: skip
     sentences = [sentence for layout in layouts for line in layout for sentence in line]
     counts = [sum(len(line) for line in layout) for layout in layouts]
-    lengths, translate = _hypotheses_function(model, translator, sentences, args)
-    warn_long_sources(lengths, trained_source_length(args.model))
     progress = sys.stderr.isatty()  # a bar on a terminal, not in a log file
     written = 0
     try:  # each paragraph (record) is written as soon as its sentences are translated
         with terminate_as_interrupt():
-            batches = translate_in_order(translate, lengths, args.batch_tokens, args.batch_size, progress)
-            found = grouped(counts, (row[0] for batch in batches for row in batch))
+            batches = translator.translate_stream(sentences, progress=progress, **_generation_options(args))
+            found = grouped(counts, (translation for batch in batches for translation in batch))
             for index, (layout, hypotheses) in enumerate(zip(layouts, found, strict=True)):
                 translation = join_document(layout, [hypothesis.text for hypothesis in hypotheses])
                 if records is None:
@@ -745,13 +689,14 @@ def _translate_documents(
 
 
 def run_translate(args: argparse.Namespace) -> None:
-    from .translating import SORT_WINDOW, hypothesis_lines, trained_source_length, translate_in_order, warn_long_sources
+    from .decoding.batching import SORT_WINDOW
+    from .decoding.translator import hypothesis_lines
 
     check_generation_length(args.model, args.max_new_tokens)
     _check_translate_options(args)
-    model, translator = load_translator(args)
+    translator = load_translator(args)
     options = _generation_options(args)
-    beams = options.get("num_beams") or model.generation_config.num_beams or 1
+    beams = options.get("num_beams") or translator.generation_config.num_beams or 1
     if args.n_best and args.n_best > beams:
         raise UsageError(
             f"--n-best {args.n_best} is more than the {beams} beams searched: pass --num-beams {args.n_best}"
@@ -763,34 +708,31 @@ def run_translate(args: argparse.Namespace) -> None:
     if args.heatmap_all and (args.heatmap_layer or args.heatmap_head):
         raise UsageError("--heatmap-all draws every layer and head: leave out --heatmap-layer and --heatmap-head")
     if args.document or args.input_format == "jsonl":
-        _translate_documents(model, translator, args)
+        _translate_documents(translator, args)
         return
     n_best = bool(args.n_best)
-    trained = trained_source_length(args.model)  # a source longer than any seen in training: one warning
+    decoding = dict(options, n_best=args.n_best or 1, alignments=args.alignments)
+
+    def lines(index: int, translation: Translation) -> str:
+        return hypothesis_lines(index, translation, n_best, args.scores or n_best, args.alignments)
+
     if not args.text and sys.stdin.isatty():
         logger.info("type a sentence and press Enter to translate it; q (or Ctrl-D) quits")
-        warned = False
-        for line in _interactive_lines(f"{model.config.source_language or 'source'} > "):
-            lengths, translate = _hypotheses_function(model, translator, [line], args)
-            warned = warned or warn_long_sources(lengths, trained)
-            sys.stdout.write(hypothesis_lines(0, translate([0])[0], n_best))
+        for line in _interactive_lines(f"{translator.config.source_language or 'source'} > "):
+            sys.stdout.write(lines(0, translator.translate([line], **decoding)[0]))
         return
     # stdin in chunks: the sort window's worth of lines, or what came before the input paused
     chunks = [list(args.text)] if args.text else _stdin_chunks(SORT_WINDOW)
     written = read = 0
-    warned = False
     try:  # each batch is written as soon as it can be, in input order: an interrupted run keeps what it has done
         with terminate_as_interrupt():
             if args.heatmap:
-                _write_heatmap(model, translator.tokenizer, args.text[0], args, **options)
+                _write_heatmap(translator, args.text[0], args, **options)
+            progress = sys.stderr.isatty()  # a bar on a terminal, not in a log file
             for texts in chunks:
                 read += len(texts)
-                lengths, translate = _hypotheses_function(model, translator, texts, args)
-                warned = warned or warn_long_sources(lengths, trained)
-                progress = sys.stderr.isatty()  # a bar on a terminal, not in a log file
-                for batch in translate_in_order(translate, lengths, args.batch_tokens, args.batch_size, progress):
-                    lines = (hypothesis_lines(written + i, row, n_best) for i, row in enumerate(batch))
-                    sys.stdout.write("".join(lines))
+                for batch in translator.translate_stream(texts, progress=progress, **decoding):
+                    sys.stdout.write("".join(lines(written + i, translation) for i, translation in enumerate(batch)))
                     sys.stdout.flush()
                     written += len(batch)
     except KeyboardInterrupt:

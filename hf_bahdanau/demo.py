@@ -1,8 +1,8 @@
 """`hf-bahdanau demo`: a web page (Gradio) to try a translation model.
 
 The page translates a text greedily, by beam search or by sampling; shows the n-best list (or the samples) with each
-translation's score, its mean token log-probability (`translating.translate_ids`); and draws the attention of the
-translation chosen in that list with the figure `translate --heatmap` draws (`attention_maps.plot_word_attention`:
+translation's score, its mean token log-probability (`decoding.Translator`, as `translate` does); and draws the
+attention of the translation chosen in that list with the figure `translate --heatmap` draws (`plot_word_attention`:
 the cross-attention between words of the last layer, heads averaged, or of the layer and head chosen on the page).
 Bad input (an empty text, a text too long, a text mostly in letters the model does not know) gets a message on
 the page.
@@ -28,8 +28,8 @@ if TYPE_CHECKING:
     from PIL.Image import Image
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-    from .translating import Hypothesis
-    from .translation_attention import AttentionMaps
+    from .decoding.attention_maps import AttentionMaps
+    from .decoding.translator import Hypothesis, Translator
 
 logger = logging.getLogger(__name__)
 
@@ -58,8 +58,8 @@ def load_demo_model(model: str) -> tuple[PreTrainedModel, PreTrainedTokenizerBas
 
 def check_text(text: str, tokenizer: PreTrainedTokenizerBase, limit: int) -> str | None:
     """Why `text` cannot be translated here (one line), or None: empty, over `MAX_CHARACTERS` or `limit` tokens, or
-    mostly tokens the model does not know (`translating.unknown_text_message`: a script the tokenizer never saw)."""
-    from .translating import unknown_text_message
+    mostly tokens the model does not know (`unknown_text_message`: a script the tokenizer never saw)."""
+    from .decoding.sources import unknown_text_message
 
     if not text.strip():
         return "Nothing to translate: type a sentence first."
@@ -81,28 +81,21 @@ def decoding_options(decoding: str, beams: int) -> tuple[dict[str, Any], int]:
     return {"num_beams": 1, "do_sample": decoding == "sampling"}, 1 if decoding == "greedy" else beams
 
 
-def translate(
-    model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, text: str, decoding: str, beams: int
-) -> list[Hypothesis]:
+def translate(translator: Translator, text: str, decoding: str, beams: int) -> list[Hypothesis]:
     """The hypotheses of `text` with their scores, in beam search's order (as `translate --n-best` writes them),
     samples ranked by score; ValueError with the page's message for bad input."""
-    from .pipelines import source_limit
-    from .translating import source_ids, translate_ids
-
-    limit = source_limit(model, tokenizer)
-    message = check_text(text, tokenizer, limit)
+    message = check_text(text, translator.tokenizer, translator.limit)
     if message:
         raise ValueError(message)
     options, n_best = decoding_options(decoding, beams)
-    hypotheses = translate_ids(model, tokenizer, source_ids(tokenizer, [text], limit), n_best, True, **options)[0]
-    return sorted(hypotheses, key=lambda hypothesis: -hypothesis.score) if decoding == "sampling" else hypotheses
+    return translator.translate([text], n_best=n_best, **options)[0].hypotheses
 
 
 def attention_image(maps: AttentionMaps, text: str, layer: int | None = None, head: int | None = None) -> Image:
     """`translate --heatmap`'s figure of `maps` (`plot_word_attention`) as an image."""
     from PIL import Image as Images
 
-    from .translation_attention import plot_word_attention
+    from .decoding.attention_maps import plot_word_attention
 
     with tempfile.TemporaryDirectory() as folder:
         path = plot_word_attention(maps, text, Path(folder) / "attention.png", layer=layer, head=head)
@@ -122,13 +115,14 @@ def build_demo(
     given). Serve it with `launch`."""
     import gradio as gr
 
-    from .translating import trained_source_length, warn_long_sources
-    from .translation_attention import attention_maps
+    from .decoding.sources import trained_source_length, warn_long_sources
+    from .decoding.translator import Translator
 
     trained = None
     if model is None or tokenizer is None:
         model, tokenizer, folder = load_demo_model(model_dir)
         trained = trained_source_length(str(folder))
+    translator = Translator(model, tokenizer)
     source, target = model.config.source_language or "source", model.config.target_language or "target"
     name = Path(model_dir).resolve().name if Path(model_dir).exists() else model_dir  # a folder, or a repo id
     beams = model.generation_config.num_beams or 1
@@ -146,14 +140,14 @@ def build_demo(
         hypotheses = state.get("hypotheses") or []
         if not 1 <= chosen <= len(hypotheses):
             return None, ""
-        maps = attention_maps(model, tokenizer, state["text"], target_ids=hypotheses[chosen - 1].ids)
+        maps = translator.attention_maps(state["text"], hypotheses[chosen - 1])
         return figure_of(maps, state["text"], layer, head)
 
     def on_translate(text: str, decoding: str, size: float, progress: gr.Progress = gr.Progress()) -> tuple:  # noqa: B008
         # outputs: message, translation, n-best list, chosen, layer, head, figure, state
         progress(0.1, desc="translating")
         try:
-            hypotheses = translate(model, tokenizer, text, decoding, int(size))
+            hypotheses = translate(translator, text, decoding, int(size))
         except ValueError as error:
             gr.Warning(str(error))
             hidden = gr.update(visible=False)
@@ -165,7 +159,7 @@ def build_demo(
             gr.Warning(message)
         progress(0.6, desc="drawing the attention")
         state = {"text": text, "hypotheses": hypotheses}
-        maps = attention_maps(model, tokenizer, text, target_ids=hypotheses[0].ids)
+        maps = translator.attention_maps(text, hypotheses[0])
         layers, heads = maps.cross.shape[:2]
         selectable = layers > 1 or heads > 1
         image, said = figure_of(maps, text, None, None)

@@ -291,7 +291,7 @@ def explain_differences(
 
 def exactness(args: argparse.Namespace) -> str:
     """The exactness table of `args.exactness` (a trained model folder) on its test split."""
-    from hf_bahdanau.cli import load_translation_model, translate_texts
+    from hf_bahdanau.cli import load_translation_model
     from hf_bahdanau.export import CTranslate2Translator, export_ctranslate2
     from hf_bahdanau.metrics import load_metric
     from hf_bahdanau.pipelines import TranslationPipeline
@@ -309,7 +309,7 @@ def exactness(args: argparse.Namespace) -> str:
             engines[f"CTranslate2 {label}"] = CTranslate2Translator(folder, threads=1)
         for beams in (1, args.beams):
             decoding = "greedy" if beams == 1 else f"beam {beams}"
-            outputs = {engine: translate_texts(translator, sources, 32, num_beams=beams)
+            outputs = {engine: [row["translation_text"] for row in translator(sources, batch_size=32, num_beams=beams)]
                        for engine, translator in engines.items()}  # fmt: skip
             bleu = {engine: metric.compute(predictions=hypotheses, references=[[ref] for ref in references])["bleu"]
                     for engine, hypotheses in outputs.items()}  # fmt: skip

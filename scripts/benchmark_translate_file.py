@@ -1,14 +1,13 @@
 """File translation speed: `translate`'s length-sorted token batches against fixed-size batches in input order.
 
-The file is Multi30k's test_2016_flickr source side repeated to `--lines` lines. Both ways translate it chunk by chunk
-(`translating.SORT_WINDOW` lines), in turn (fixed, sorted, fixed, ...), so that noise from other processes hits both
-alike; the table gives each way's total time, sentences/s and how many translations differ.
+The file is Multi30k's test_2016_flickr source side repeated to `--lines` lines. Both ways translate it chunk by
+chunk (`decoding.batching.SORT_WINDOW` lines), in turn (fixed, sorted, fixed, ...), so that noise from other processes
+hits both alike; the table gives each way's total time, sentences/s and how many translations differ.
 
-- fixed: the pipeline in input order, `--batch-size` sentences a batch (`cli.translate_texts`);
-- sorted: `translating.translate_in_order` over `translating.translate_ids`, batches of at most `--batch-tokens`
-  padded source tokens (and `--batch-size` sentences with `--cap`), as `hf-bahdanau translate --batch-tokens` does;
-  each translation bounded by `translating.length_bound` of its source (translate's default); with beams, the
-  search of `beam_search.py`, which lets each sentence leave the batch once its result is final;
+- fixed: the pipeline (`generate()`) in input order, `--batch-size` sentences a batch;
+- sorted: the `Translator`, batches of at most `--batch-tokens` padded source tokens (and `--batch-size` sentences
+  with `--cap`), as `hf-bahdanau translate --batch-tokens` does; each translation bounded by `length_bound` of its
+  source (translate's default); the package's search, which lets each sentence leave the batch once it is final;
 - sorted, unbounded: the same with the model's own `max_new_tokens` (what sorting alone gives).
 
     HF_BAHDANAU_DATA_DIR=../shared/data python scripts/benchmark_translate_file.py --model runs/quick-de-en \\
@@ -31,9 +30,10 @@ import benchmark_speed as shared  # scripts/ is on sys.path when this file runs 
 import torch
 
 from hf_bahdanau import register
-from hf_bahdanau.cli import load_translation_model, translate_texts
-from hf_bahdanau.pipelines import TranslationPipeline, source_limit
-from hf_bahdanau.translating import SORT_WINDOW, source_ids, translate_ids, translate_in_order
+from hf_bahdanau.cli import load_translation_model
+from hf_bahdanau.decoding.batching import SORT_WINDOW
+from hf_bahdanau.decoding.translator import Translator
+from hf_bahdanau.pipelines import TranslationPipeline
 
 logger = logging.getLogger("benchmark_translate_file")
 
@@ -55,31 +55,24 @@ def main() -> None:
     register()
     model, tokenizer = load_translation_model(args.model)
     pipe = TranslationPipeline(model=model, tokenizer=tokenizer, device=model.device)
+    cap = args.batch_size if args.cap else None
+    translator = Translator(model, tokenizer, batch_size=cap, batch_tokens=args.batch_tokens)
     source = model.config.source_language or "de"
     path = Path(os.environ.get("HF_BAHDANAU_DATA_DIR", "../shared/data")) / "multi30k" / f"test_2016_flickr.{source}.gz"
     sentences = gzip.open(path, "rt", encoding="utf-8").read().splitlines()
     lines = [sentences[i % len(sentences)] for i in range(args.lines)]
     options = {"num_beams": args.num_beams}
-    limit = source_limit(model, tokenizer)
     times = {"fixed": 0.0, "sorted": 0.0} if args.skip_unbounded else {"fixed": 0.0, "sorted": 0.0, "unbounded": 0.0}
     outputs: dict[str, list[str]] = {name: [] for name in times}
     unbounded = {"max_new_tokens": model.generation_config.max_new_tokens}
     for start in range(0, len(lines), SORT_WINDOW):
         chunk = lines[start : start + SORT_WINDOW]
         began = time.perf_counter()
-        outputs["fixed"] += translate_texts(pipe, chunk, args.batch_size, **options)
+        outputs["fixed"] += [row["translation_text"] for row in pipe(chunk, batch_size=args.batch_size, **options)]
         times["fixed"] += time.perf_counter() - began
         for name, extra in (("sorted", {}), ("unbounded", unbounded))[: len(times) - 1]:
             began = time.perf_counter()
-            rows = source_ids(tokenizer, chunk, limit)
-            lengths = [len(row) for row in rows]
-
-            def translate(indices: list[int], rows: list[list[int]] = rows, extra: dict = extra) -> list:
-                return translate_ids(model, tokenizer, [rows[i] for i in indices], **options, **extra)
-
-            cap = args.batch_size if args.cap else None
-            for done in translate_in_order(translate, lengths, args.batch_tokens, cap):
-                outputs[name] += [hypotheses[0].text for hypotheses in done]
+            outputs[name] += [found.text for found in translator.translate(chunk, **options, **extra)]
             times[name] += time.perf_counter() - began
         differ = [sum(a != b for a, b in zip(outputs["fixed"], outputs[name], strict=True)) for name in times]
         logger.info("%d lines: %s s, %s differ", len(outputs["fixed"]), [round(t, 1) for t in times.values()], differ)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import torch
-from transformers import GenerationConfig
+from transformers import GenerationConfig, LogitsProcessor
 
 from hf_bahdanau import get_model_type
 
@@ -64,3 +64,19 @@ def tiny_train_argv(data, output, *extra: str) -> list[str]:
             "--hidden_size", "16", "--per_device_train_batch_size", "32", "--max_steps", "6", "--logging_steps", "2",
             "--eval_steps", "6", "--save_steps", "6", "--generation_max_length", "10", "--generation_num_beams", "1",
             *extra]  # fmt: skip
+
+
+class SourceLengthLimit(LogitsProcessor):
+    """`generate()`'s version of the search's per-source length bound (`decoding.search.force_end`), for the oracle:
+    `</s>` forced once a row has generated its limit's tokens but one."""
+
+    def __init__(self, limits: torch.Tensor, eos_token_id: int) -> None:
+        self.limits = limits  # (rows,): each row's most new tokens, `</s>` included
+        self.eos_token_id = eos_token_id
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        ended = self.limits.to(scores.device) - 1 <= input_ids.shape[1] - 1  # (rows,), after the decoder start
+        scores = scores.clone()
+        scores[ended] = -torch.inf
+        scores[ended, self.eos_token_id] = 0.0
+        return scores

@@ -25,9 +25,10 @@ from huggingface_hub import HfApi, RepoUrl
 
 from hf_bahdanau import demo as demo_module
 from hf_bahdanau.cli import main
+from hf_bahdanau.decoding.attention_maps import attention_maps
+from hf_bahdanau.decoding.sources import length_bound
+from hf_bahdanau.decoding.translator import Translator
 from hf_bahdanau.pipelines import save_for_pipeline
-from hf_bahdanau.translating import length_bound, source_ids, translate_ids
-from hf_bahdanau.translation_attention import attention_maps
 
 SENTENCE = "Zwei Hunde spielen im Schnee."
 pytestmark = pytest.mark.filterwarnings(  # gradio's own use of pandas options that pandas 3 deprecates
@@ -41,40 +42,33 @@ def model(request, tokenizer):
     return tiny_translator(request.param, tokenizer, 3, source_language="de", target_language="en")
 
 
-def test_sampling_gives_n_samples_each_within_its_sources_length_bound(model, tokenizer, monkeypatch):
-    generated = []  # the sequences generate returns: (sources * samples, 1 + new tokens)
-    generate = model.generate
-
-    def recording(*args, **kwargs):
-        outputs = generate(*args, **kwargs)
-        generated.append(outputs.sequences[:, 1:])
-        return outputs
-
-    monkeypatch.setattr(model, "generate", recording)
-    rows = source_ids(tokenizer, ["Ein Junge.", "Eine Frau liest ein Buch im Park am Strand."], 512)
+def test_sampling_gives_n_samples_each_within_its_sources_length_bound(model, tokenizer):
+    translator = Translator(model, tokenizer)
+    texts = ["Ein Junge.", "Eine Frau liest ein Buch im Park am Strand."]
     torch.manual_seed(0)
-    found = translate_ids(model, tokenizer, rows, 4, scores=True, num_beams=1, do_sample=True)
-    assert [len(hypotheses) for hypotheses in found] == [4, 4]
-    assert all(hypothesis.score <= 0 for hypotheses in found for hypothesis in hypotheses)
-    assert len({hypothesis.text for hypothesis in found[1]}) > 1  # samples, not one translation 4 times
+    found = translator.translate(texts, n_best=4, num_beams=1, do_sample=True)
+    assert [len(translation.hypotheses) for translation in found] == [4, 4]
+    assert all(hypothesis.score <= 0 for translation in found for hypothesis in translation.hypotheses)
+    assert len({hypothesis.text for hypothesis in found[1].hypotheses}) > 1  # samples, not one translation 4 times
     eos = model.generation_config.eos_token_id
-    for sequence, row in zip(generated[0], [rows[0]] * 4 + [rows[1]] * 4, strict=True):
-        ends = (sequence == eos).nonzero()
-        assert len(ends) and ends[0].item() < length_bound(len(row))  # </s> by the bound of its own source
+    for translation, row in zip(found, translator.source_ids(texts), strict=True):
+        for hypothesis in translation.hypotheses:  # </s> by the bound of its own source
+            assert hypothesis.ids[-1] == eos and len(hypothesis.ids) <= length_bound(len(row))
 
 
 def test_attention_maps_of_a_given_translation_are_those_of_the_generated_one(model, tokenizer):
-    generated = attention_maps(model, tokenizer, SENTENCE, num_beams=1)
+    translator = Translator(model, tokenizer)
+    generated = translator.attention_maps(SENTENCE, num_beams=1, max_new_tokens=12)
     inputs = tokenizer(SENTENCE, return_tensors="pt")
-    ids = model.generate(**inputs, num_beams=1, pad_token_id=tokenizer.pad_token_id)[0, 1:].tolist()
-    given = attention_maps(model, tokenizer, SENTENCE, target_ids=ids)
+    ids = model.generate(**inputs, num_beams=1, max_new_tokens=12, pad_token_id=tokenizer.pad_token_id)[0, 1:].tolist()
+    given = attention_maps(model, tokenizer, SENTENCE, ids)
     assert given.translation == generated.translation and given.target_tokens == generated.target_tokens
     torch.testing.assert_close(given.cross, generated.cross)
     # each hypothesis of an n-best list carries its ids, which give the maps of that translation
-    hypotheses = translate_ids(model, tokenizer, source_ids(tokenizer, [SENTENCE], 512), 3, num_beams=3)[0]
+    hypotheses = translator.translate([SENTENCE], n_best=3, num_beams=3)[0].hypotheses
     for hypothesis in hypotheses:
         assert hypothesis.ids[-1] == model.generation_config.eos_token_id or len(hypothesis.ids) >= 8
-        maps = attention_maps(model, tokenizer, SENTENCE, target_ids=hypothesis.ids)
+        maps = translator.attention_maps(SENTENCE, hypothesis)
         assert maps.translation == hypothesis.text and maps.cross.shape[2] == len(hypothesis.ids)
 
 
@@ -86,19 +80,19 @@ def run_translate_command(folder, capsys, *options: str) -> str:
 
 
 def test_the_page_translates_as_the_translate_command_does(model, tokenizer, folder, capsys):
-    model, tokenizer, _ = demo_module.load_demo_model(str(folder))
-    beam = demo_module.translate(model, tokenizer, SENTENCE, "beam", 3)
+    translator = Translator(*demo_module.load_demo_model(str(folder))[:2])
+    beam = demo_module.translate(translator, SENTENCE, "beam", 3)
     assert len(beam) == 3 and beam[0].text == run_translate_command(folder, capsys)
     n_best = run_translate_command(folder, capsys, "--n-best", "3").splitlines()  # INDEX SCORE TRANSLATION
     assert [(f"{hypothesis.score:.4f}", hypothesis.text) for hypothesis in beam] == [
         tuple(line.split("\t")[1:]) for line in n_best
     ]
-    greedy = demo_module.translate(model, tokenizer, SENTENCE, "greedy", 5)
+    greedy = demo_module.translate(translator, SENTENCE, "greedy", 5)
     assert len(greedy) == 1 and greedy[0].text == run_translate_command(folder, capsys, "--num-beams", "1")
     torch.manual_seed(0)
-    samples = demo_module.translate(model, tokenizer, SENTENCE, "sampling", 4)
+    samples = demo_module.translate(translator, SENTENCE, "sampling", 4)
     assert len(samples) == 4 and [h.score for h in samples] == sorted((h.score for h in samples), reverse=True)
-    image = demo_module.attention_image(attention_maps(model, tokenizer, SENTENCE, target_ids=beam[1].ids), SENTENCE)
+    image = demo_module.attention_image(translator.attention_maps(SENTENCE, beam[1]), SENTENCE)
     assert image.width > 100 and image.height > 100
 
 
@@ -128,7 +122,7 @@ def test_text_mostly_in_a_script_the_model_does_not_know_is_refused(model, token
     )
     assert demo_module.check_text(chinese, tokenizer, 64) == message
     with pytest.raises(ValueError) as refused:  # the page shows this message instead of a translation
-        demo_module.translate(model, tokenizer, chinese, "greedy", 1)
+        demo_module.translate(Translator(model, tokenizer), chinese, "greedy", 1)
     assert str(refused.value) == message
     assert demo_module.check_text("Zwei Hunde 你好", tokenizer, 64) is None  # 2 unknown of 8: a word or two is fine
 

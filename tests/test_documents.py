@@ -11,8 +11,8 @@ import pytest
 from helpers import tiny_translator
 
 from hf_bahdanau.cli import main
+from hf_bahdanau.decoding.translator import Translator
 from hf_bahdanau.documents import check_language, grouped, join_document, read_jsonl, split_document, text_lines
-from hf_bahdanau.translating import source_ids, translate_ids
 
 CORPUS = [
     "Ein Mann fährt Fahrrad.", "A man is riding a bicycle.", "Zwei Hunde spielen im Schnee.",
@@ -76,9 +76,9 @@ def model(tokenizer):
     return tiny_translator("d2l_transformer", tokenizer, 2, max_new_tokens=12, source_language="de")
 
 
-def alone(model, tokenizer, sentence: str, scores: bool = False):
+def alone(model, tokenizer, sentence: str):
     """The sentence translated by itself (no batch, no sorting)."""
-    return translate_ids(model, tokenizer, source_ids(tokenizer, [sentence], 512), scores=scores, num_beams=2)[0][0]
+    return Translator(model, tokenizer).translate([sentence], num_beams=2)[0]
 
 
 def test_translate_document_writes_paragraphs_back_with_their_blank_lines(folder, model, tokenizer, tmp_path, capsys):
@@ -100,7 +100,7 @@ def test_translate_jsonl_adds_translation_and_score_to_each_record(folder, model
     assert main(["translate", "--model", str(folder), "--input-format", "jsonl", "--scores"]) == 0
     lines = capsys.readouterr().out.split("\n")
     assert len(lines) == 4 and lines[1] == "" and lines[3] == ""  # a blank line stays; each record one line
-    expected = alone(model, tokenizer, "Zwei Hunde spielen im Schnee.", scores=True)
+    expected = alone(model, tokenizer, "Zwei Hunde spielen im Schnee.")
     first = json.loads(lines[0])
     assert first["id"] == 7 and first["text"] == "Zwei Hunde spielen im Schnee."  # the record's own fields kept
     assert first["translation"] == expected.text and first["score"] == pytest.approx(expected.score, abs=1e-4)
@@ -110,7 +110,7 @@ def test_translate_jsonl_adds_translation_and_score_to_each_record(folder, model
     monkeypatch.setattr(sys, "stdin", io.StringIO(json.dumps({"text": text}) + "\n"))
     assert main(["translate", "--model", str(folder), "--input-format", "jsonl", "--document", "-", "--scores"]) == 0
     record = json.loads(capsys.readouterr().out)
-    found = [alone(model, tokenizer, sentence, scores=True) for sentence in [*SENTENCES[0][:2], *SENTENCES[1]]]
+    found = [alone(model, tokenizer, sentence) for sentence in [*SENTENCES[0][:2], *SENTENCES[1]]]
     assert record["translation"] == f"{found[0].text} {found[1].text}\n\n{found[2].text}"
     assert record["score"] == pytest.approx(sum(h.score for h in found) / 3, abs=1e-4)
     # a document with no sentences has no score: null, not 0.0 (certain), which a filter on the score would keep
@@ -160,7 +160,7 @@ def test_a_document_that_is_not_utf8_is_named(folder, tmp_path, caplog):
 
 
 def test_odd_paragraphs_stay_bounded_and_blank_lines_stay_blank(folder, tokenizer, tmp_path, capsys):
-    from hf_bahdanau.translating import length_bound
+    from hf_bahdanau.decoding.sources import length_bound
 
     odd = ["-", "...", "😀😀", "12345 678", "https://example.com/a?b=1&c=2", "- - -"]
     path = tmp_path / "odd.txt"

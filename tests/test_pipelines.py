@@ -19,7 +19,8 @@ from transformers import pipeline
 from transformers.pipelines import REMOVED_TASKS, SUPPORTED_TASKS, get_supported_tasks
 from transformers.pipelines.base import pad_collate_fn
 
-from hf_bahdanau import attention_maps, plot_attention_maps
+from hf_bahdanau import Translator, plot_attention_maps
+from hf_bahdanau.decoding.attention_maps import display_tokens
 from hf_bahdanau.pipelines import (
     REGISTERED_ALIASES,
     TASK,
@@ -30,7 +31,6 @@ from hf_bahdanau.pipelines import (
     transformers_provides,
 )
 from hf_bahdanau.tokenization import train_tokenizer
-from hf_bahdanau.translation_attention import display_tokens
 
 SUBJECTS = ["i", "you", "we", "they", "the cat"]
 VERBS = ["see", "like", "want", "have", "need"]
@@ -310,7 +310,7 @@ def test_remote_code_pipeline_without_the_package(model, tokenizer, pipe, tmp_pa
 @pytest.mark.parametrize("num_beams", [1, 3])
 def test_attention_maps_of_a_translation(model, tokenizer, pipe, num_beams):
     text = TEXTS[1]
-    maps = attention_maps(model, tokenizer, text, num_beams=num_beams, max_new_tokens=MAX_NEW)
+    maps = Translator(model, tokenizer).attention_maps(text, num_beams=num_beams, max_new_tokens=MAX_NEW)
     assert maps.translation == pipe(text, num_beams=num_beams)[0]["translation_text"]
     assert maps.source_tokens == tokenizer.convert_ids_to_tokens(tokenizer(text)["input_ids"])  # word-level: as is
     tgt, src = len(maps.target_tokens), len(maps.source_tokens)
@@ -331,7 +331,7 @@ def test_attention_maps_of_a_translation(model, tokenizer, pipe, num_beams):
 def test_attention_matches_generate_cross_attentions(model, tokenizer):
     """Greedy: the teacher-forced weights are those `generate` reports step by step."""
     text = TEXTS[2]
-    maps = attention_maps(model, tokenizer, text, num_beams=1, max_new_tokens=MAX_NEW)
+    maps = Translator(model, tokenizer).attention_maps(text, num_beams=1, max_new_tokens=MAX_NEW)
     output = model.generate(
         **tokenizer(text, return_tensors="pt"),
         num_beams=1,
@@ -345,7 +345,7 @@ def test_attention_matches_generate_cross_attentions(model, tokenizer):
 
 
 def test_attention_heatmaps_are_written_per_attention_kind(model, tokenizer, tmp_path):
-    maps = attention_maps(model, tokenizer, TEXTS[0], num_beams=1, max_new_tokens=MAX_NEW)
+    maps = Translator(model, tokenizer).attention_maps(TEXTS[0], num_beams=1, max_new_tokens=MAX_NEW)
     written = plot_attention_maps(maps, TEXTS[0], tmp_path / "attention.png")
     expected = ["attention.png"] + ([] if maps.encoder is None else ["attention-encoder.png", "attention-decoder.png"])
     assert [path.name for path in written] == expected
@@ -354,7 +354,7 @@ def test_attention_heatmaps_are_written_per_attention_kind(model, tokenizer, tmp
 
 def test_attention_rejects_empty_text(model, tokenizer):
     with pytest.raises(ValueError, match="empty"):
-        attention_maps(model, tokenizer, "  ")
+        Translator(model, tokenizer).attention_maps("  ")
 
 
 def test_subword_labels_drop_word_marks_and_keep_punctuation():

@@ -100,7 +100,7 @@ def attention(layers: int, heads: int, queries: int, keys: int) -> torch.Tensor:
 def test_attention_maps_of_a_long_source_stay_small_and_readable(tmp_path, monkeypatch):
     """A 500-token source (the position table's limit is 512): before, the encoder figure was 175 x 140 inches
     and `translate --heatmap` ran the machine out of memory."""
-    module = importlib.import_module("hf_bahdanau.translation_attention")
+    module = importlib.import_module("hf_bahdanau.decoding.attention_maps")
     source, target = [f"s{i}" for i in range(500)], [f"t{i}" for i in range(20)]
     maps = module.AttentionMaps(
         translation="x" * 300,
@@ -135,7 +135,7 @@ def test_no_public_name_of_the_package_is_also_one_of_its_modules():
 
     modules = {path.stem for path in importlib.resources.files(hf_bahdanau).iterdir() if path.suffix == ".py"}
     assert not modules & set(hf_bahdanau.__all__)
-    importlib.import_module("hf_bahdanau.translation_attention")
+    importlib.import_module("hf_bahdanau.decoding.attention_maps")
     from hf_bahdanau import attention_maps
 
     assert callable(attention_maps)

@@ -13,11 +13,9 @@ from pathlib import Path
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from .pipelines import encode, source_limit
-from .translating import merge_words, word_ids
-from .visualization import show_heatmaps
-
-_WORD_START = ("\u2581", "\u0120")  # SentencePiece's and byte-level BPE's word-start marks
+from ..pipelines import encode, source_limit
+from ..visualization import show_heatmaps
+from .alignment import WORD_START, merge_words, word_ids
 
 
 @dataclass
@@ -54,12 +52,12 @@ def display_tokens(tokenizer: PreTrainedTokenizerBase, ids: list[int]) -> list[s
     """Token labels for a figure: word-start marks dropped, word-continuing pieces prefixed with "-" (punctuation,
     a token of its own, is shown as it is)."""
     tokens = tokenizer.convert_ids_to_tokens(ids)
-    if not any(token.startswith(_WORD_START) for token in tokens):  # a word-level vocabulary
+    if not any(token.startswith(WORD_START) for token in tokens):  # a word-level vocabulary
         return tokens
     special = set(tokenizer.all_special_tokens)
 
     def label(token: str) -> str:
-        if token.startswith(_WORD_START):
+        if token.startswith(WORD_START):
             return token[1:] or token
         return token if token in special or not any(char.isalnum() for char in token) else f"-{token}"
 
@@ -67,7 +65,7 @@ def display_tokens(tokenizer: PreTrainedTokenizerBase, ids: list[int]) -> list[s
 
 
 def _words(tokenizer: PreTrainedTokenizerBase, ids: list[int]) -> tuple[list[int | None], list[str]]:
-    """Each token's word (`translating.word_ids`) and each word's text (its pieces decoded, no marks)."""
+    """Each token's word (`alignment.word_ids`) and each word's text (its pieces decoded, no marks)."""
     words = word_ids(tokenizer, ids)
     pieces: dict[int, list[int]] = {}
     for token, word in zip(ids, words, strict=True):
@@ -83,35 +81,25 @@ def _stack(layers: tuple[torch.Tensor, ...] | None) -> torch.Tensor | None:
 
 @torch.no_grad()
 def attention_maps(
-    model: PreTrainedModel,
-    tokenizer: PreTrainedTokenizerBase,
-    text: str,
-    target_ids: Sequence[int] | None = None,
-    **generate_kwargs: object,
+    model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, text: str, target_ids: Sequence[int]
 ) -> AttentionMaps:
-    """Translate `text` and return its attention maps; with `target_ids`, the maps of that translation (e.g. one
-    of an n-best list, its token ids) instead of one generated here.
-
-    The weights come from a teacher-forced pass over the best generated sequence (up to its end of sentence), so
-    they hold for beam search too: row i is the attention with which generated token i was predicted.
-    """
+    """The attention maps of `text` translated as `target_ids` (a hypothesis's ids, `Translator.attention_maps`),
+    from a teacher-forced pass up to its end of sentence: row i is the attention with which token i was predicted."""
     inputs = encode(tokenizer, text, source_limit(model, tokenizer))
     if not inputs["attention_mask"].any():
         raise ValueError("cannot translate an empty text with attention weights")
     inputs = {name: tensor.to(model.device) for name, tensor in inputs.items()}
+    start = model.generation_config.decoder_start_token_id
+    if start is None:
+        start = model.config.decoder_start_token_id
+    sequence = torch.tensor([start, *target_ids], device=model.device)  # (1 + target,)
+    generated = sequence[1:].tolist()
+    eos = model.generation_config.eos_token_id
+    eos_ids = set(eos) if isinstance(eos, list) else {eos}
+    length = next((i + 1 for i, token in enumerate(generated) if token in eos_ids), len(generated))
     was_training = model.training
     model.eval()
     try:
-        if target_ids is None:
-            generate_kwargs.setdefault("pad_token_id", tokenizer.pad_token_id)
-            sequence = model.generate(**inputs, **generate_kwargs)[0]  # (1 + generated,), the decoder start first
-        else:
-            start = model.generation_config.decoder_start_token_id
-            sequence = torch.tensor([start, *target_ids], device=model.device)  # (1 + target,)
-        generated = sequence[1:].tolist()
-        eos = model.generation_config.eos_token_id
-        eos_ids = set(eos) if isinstance(eos, list) else {eos}
-        length = next((i + 1 for i, token in enumerate(generated) if token in eos_ids), len(generated))
         outputs = model(**inputs, decoder_input_ids=sequence[None, :length], output_attentions=True)
     finally:
         model.train(was_training)

@@ -1,5 +1,5 @@
-"""translate as a translator's tool (issue 29): scores, n-best lists, word alignments, length-sorted token batches,
-odd input, attention figures, the long-source warning, TensorBoard logs."""
+"""The Translator and `translate` as a translator's tool: scores, n-best lists, word alignments, length-sorted token
+batches, odd input, attention figures, the long-source warning; `evaluate` writes what `translate` writes."""
 
 from __future__ import annotations
 
@@ -14,17 +14,10 @@ import torch
 from helpers import MODEL_TYPES, TINY_CORPUS, tiny_train_argv, tiny_translator
 
 from hf_bahdanau.cli import main
-from hf_bahdanau.translating import (
-    Hypothesis,
-    length_bound,
-    merge_words,
-    pharaoh,
-    source_ids,
-    token_batches,
-    translate_ids,
-    translate_in_order,
-    word_ids,
-)
+from hf_bahdanau.decoding.alignment import merge_words, pharaoh, word_ids
+from hf_bahdanau.decoding.batching import in_input_order, token_batches
+from hf_bahdanau.decoding.sources import length_bound
+from hf_bahdanau.decoding.translator import Hypothesis, Translation, Translator
 
 SOURCES = ["Ein Mann fährt Fahrrad.", "Zwei Hunde spielen.", "Eine Frau liest ein Buch im Park am Strand."]
 PIECE = re.compile(r"^(\d+-\d+( \d+-\d+)*)?$")
@@ -51,12 +44,13 @@ def generated_ids(tokenizer, text: str) -> list[int]:
 
 @pytest.mark.parametrize("beams, n_best", [(1, 1), (3, 3)])
 def test_scores_are_the_mean_token_log_probability_of_each_hypothesis(model, tokenizer, beams, n_best):
-    rows = source_ids(tokenizer, SOURCES, 512)
-    results = translate_ids(model, tokenizer, rows, n_best=n_best, scores=True, num_beams=beams, max_new_tokens=12)
+    translator = Translator(model, tokenizer)
+    rows = translator.source_ids(SOURCES)
+    results = [found.hypotheses for found in translator.translate(SOURCES, n_best=n_best, num_beams=beams,
+                                                                   max_new_tokens=12)]  # fmt: skip
     assert [len(hypotheses) for hypotheses in results] == [n_best] * len(SOURCES)
     for text, hypotheses in zip(SOURCES, results, strict=True):  # padding in a batch changes nothing
-        alone = translate_ids(model, tokenizer, source_ids(tokenizer, [text], 512), n_best=n_best, scores=True,
-                              num_beams=beams, max_new_tokens=12)[0]  # fmt: skip
+        alone = translator.translate([text], n_best=n_best, num_beams=beams, max_new_tokens=12)[0].hypotheses
         assert [h.text for h in alone] == [h.text for h in hypotheses]
         assert [h.score for h in alone] == pytest.approx([h.score for h in hypotheses], abs=1e-4)
         assert all(h.score <= 0 for h in hypotheses)
@@ -111,11 +105,11 @@ def test_word_alignment_merges_subwords_into_whitespace_words():
 
 
 def test_alignments_end_to_end_are_pharaoh_pairs_within_the_words(model, tokenizer):
-    results = translate_ids(model, tokenizer, source_ids(tokenizer, [*SOURCES, ""], 512), n_best=2, alignments=True,
-                            num_beams=2, max_new_tokens=10)  # fmt: skip
-    assert results[-1] == [Hypothesis("", None, "")]
-    for text, hypotheses in zip(SOURCES, results[:-1], strict=True):
-        for hypothesis in hypotheses:
+    results = Translator(model, tokenizer).translate([*SOURCES, ""], n_best=2, alignments=True, num_beams=2,
+                                                     max_new_tokens=10)  # fmt: skip
+    assert results[-1] == Translation([Hypothesis("", 0.0, "")])
+    for text, translation in zip(SOURCES, results[:-1], strict=True):
+        for hypothesis in translation.hypotheses:
             assert PIECE.match(hypothesis.alignment), hypothesis.alignment
             pairs = [tuple(map(int, pair.split("-"))) for pair in hypothesis.alignment.split()]
             # one link per translation word, to a word of the source
@@ -151,7 +145,7 @@ def test_token_batches_sort_by_length_and_hold_the_token_budget():
     assert [len(batch) for batch in token_batches(lengths, max_sentences=3)] == [3, 3, 2]
 
 
-def test_translate_in_order_gives_results_in_input_order_as_soon_as_they_can_be():
+def test_results_come_in_input_order_as_soon_as_they_can_be():
     lengths = [1, 5, 2, 6, 3]
     calls = []
 
@@ -159,10 +153,10 @@ def test_translate_in_order_gives_results_in_input_order_as_soon_as_they_can_be(
         calls.append(indices)
         return [[Hypothesis(f"t{i}")] for i in indices]
 
-    chunks = list(translate_in_order(translate, lengths, batch_tokens=12))
+    chunks = list(in_input_order(translate, lengths, batch_tokens=12))
     assert calls == [[3, 1], [4, 2, 0]]  # longest first
     assert [[row[0].text for row in chunk] for chunk in chunks] == [["t0", "t1", "t2", "t3", "t4"]]
-    chunks = list(translate_in_order(translate, [6, 5, 1, 1], batch_tokens=12))  # the first batch is the prefix
+    chunks = list(in_input_order(translate, [6, 5, 1, 1], batch_tokens=12))  # the first batch is the prefix
     assert [[row[0].text for row in chunk] for chunk in chunks] == [["t0", "t1"], ["t2", "t3"]]
 
 
@@ -172,8 +166,8 @@ def test_a_file_translates_the_same_sorted_by_length_as_in_input_order(folder, m
     monkeypatch.setattr(sys, "stdin", io.StringIO("".join(f"{line}\n" for line in lines)))
     assert main(["translate", "--model", str(folder), "--num-beams", "1", "--batch-tokens", "40"]) == 0
     sorted_output = capsys.readouterr().out.splitlines()
-    one_by_one = [translate_ids(model, tokenizer, source_ids(tokenizer, [line], 512), num_beams=1)[0][0].text
-                  for line in lines]  # fmt: skip
+    translator = Translator(model, tokenizer)
+    one_by_one = [translator.translate([line], num_beams=1)[0].text for line in lines]
     assert sorted_output == one_by_one
 
 
@@ -194,15 +188,16 @@ def test_odd_input_never_loops_and_empty_lines_stay_empty(folder, model, tokeniz
     monkeypatch.setattr(sys, "stdin", io.StringIO("-\n"))
     assert main(["translate", "--model", str(folder), "--max-new-tokens", "30", "--num-beams", "1"]) == 0
     unbounded = capsys.readouterr().out.strip()
-    generated = translate_ids(model, tokenizer, source_ids(tokenizer, ["-"], 512), num_beams=1, max_new_tokens=30)
-    assert unbounded == generated[0][0].text
+    generated = model.generate(**tokenizer(["-"], return_tensors="pt"), num_beams=1, max_new_tokens=30)
+    assert unbounded == tokenizer.decode(generated[0], skip_special_tokens=True)
 
 
 def test_the_bound_cuts_each_row_at_its_own_source_length(model, tokenizer):
-    rows = source_ids(tokenizer, ["-", SOURCES[2] * 3], 512)  # 3 and ~50 tokens in one batch
+    translator = Translator(model, tokenizer)
+    rows = translator.source_ids(["-", SOURCES[2] * 3])  # 3 and ~50 tokens in one batch
     assert len(rows[1]) > 20
-    short, long = translate_ids(model, tokenizer, rows, n_best=2, num_beams=2, scores=True)
-    for hypothesis in short:
+    short, long = translator.translate(["-", SOURCES[2] * 3], n_best=2, num_beams=2)
+    for hypothesis in short.hypotheses:
         assert len(tokenizer(hypothesis.text, add_special_tokens=False)["input_ids"]) <= length_bound(len(rows[0]))
 
 
@@ -216,7 +211,7 @@ def test_pharaoh_words_count_as_whitespace_words(tokenizer):
 def test_heatmap_is_one_readable_figure_of_words(folder, model, tokenizer, tmp_path, monkeypatch, caplog):
     from PIL import Image
 
-    module = importlib.import_module("hf_bahdanau.translation_attention")
+    module = importlib.import_module("hf_bahdanau.decoding.attention_maps")
 
     caplog.set_level("INFO")
     path = tmp_path / "figures" / "attention.png"
@@ -229,7 +224,7 @@ def test_heatmap_is_one_readable_figure_of_words(folder, model, tokenizer, tmp_p
 
     calls = []
     monkeypatch.setattr(module, "show_heatmaps", lambda weights, **kwargs: calls.append((weights, kwargs)))
-    maps = module.attention_maps(model, tokenizer, text, num_beams=1, max_new_tokens=6)
+    maps = Translator(model, tokenizer).attention_maps(text, num_beams=1, max_new_tokens=6)
     module.plot_word_attention(maps, text, tmp_path / "a.png")
     weights, kwargs = calls[-1]
     assert kwargs["xticklabels"] == text.split()  # words, no "-" or "▁" pieces
@@ -294,3 +289,19 @@ def test_train_reports_to_tensorboard_and_records_its_longest_source(tatoeba_tsv
     assert [event.step for event in accumulator.Scalars("train/loss")] == [2, 4, 6]
     assert all(math.isfinite(event.value) and event.value > 0 for event in accumulator.Scalars("train/loss"))
     assert "eval/bleu" in scalars and [event.step for event in accumulator.Scalars("eval/bleu")] == [6]
+
+
+@pytest.mark.parametrize("options", [["--num-beams", "1"], ["--num-beams", "2", "--length-penalty", "0.5"]])
+def test_evaluate_writes_what_translate_writes(folder, multi30k_dir, tmp_path, monkeypatch, capsys, options):
+    import gzip
+
+    hypotheses = tmp_path / "hypotheses.txt"
+    evaluate = ["evaluate", "--model", str(folder), "--data", str(multi30k_dir), "--src-lang", "de", "--tgt-lang",
+                "en", "--max-samples", "24", "--batch-size", "8", "--output", str(hypotheses), *options]  # fmt: skip
+    assert main(evaluate) == 0
+    with gzip.open(multi30k_dir / "test_2016_flickr.de.gz", "rt", encoding="utf-8") as file:
+        sources = [next(file).rstrip("\n") for _ in range(24)]
+    capsys.readouterr()
+    monkeypatch.setattr(sys, "stdin", io.StringIO("".join(f"{line}\n" for line in sources)))
+    assert main(["translate", "--model", str(folder), "--batch-size", "8", *options]) == 0
+    assert hypotheses.read_text(encoding="utf-8").splitlines() == capsys.readouterr().out.splitlines()

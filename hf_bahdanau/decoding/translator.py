@@ -1,0 +1,287 @@
+"""The one Translator: every way of translating (CLI translate and evaluate, the demo, the server) goes through it.
+
+    translator = Translator.from_folder("runs/quick-de-en")            # or Translator(model, tokenizer)
+    for translation in translator.translate(["Ein Hund rennt.", "Zwei Männer lachen."], num_beams=5, n_best=2):
+        print(translation.text, translation.score, [h.text for h in translation.hypotheses])
+
+It owns what decides a translation, so that every front end gets the same one:
+- batching: sources sorted by length and cut into token batches (`batching`), results in input order;
+- the length bound: unless `max_new_tokens` is given, a translation has at most `max(8, 3 * source tokens)` tokens
+  (`sources.length_bound`), so odd input (a lone "-", emoji, a URL) cannot loop on; within the position table;
+- the engine: torch (the package's own search, `search.search`) or CTranslate2 (an `export`ed folder), bounded alike;
+- n-best lists, scores and alignments. A hypothesis's score is its mean token log-probability (`</s>` included)
+  under the model, so a score near 0 is a confident translation and a low one a doubtful one. Alignments are
+  Pharaoh `i-j` pairs (`alignment`); attention maps come from `attention_maps`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+import torch
+from transformers import PreTrainedTokenizerBase
+
+from ..pipelines import _pad_id, source_limit
+from .alignment import alignments as pharaoh_alignments
+from .batching import in_input_order
+from .search import SearchSettings, search
+from .sources import length_bound, source_ids, warn_long_sources
+
+if TYPE_CHECKING:
+    from .attention_maps import AttentionMaps
+
+logger = logging.getLogger(__name__)
+ENGINES = ("torch", "ctranslate2")
+
+
+@dataclass
+class Hypothesis:
+    """One translation of a source: its text, score (mean token log-probability; None from CTranslate2), Pharaoh
+    alignment (when asked for) and token ids (`</s>` included)."""
+
+    text: str
+    score: float | None = None
+    alignment: str | None = None
+    ids: list[int] = field(default_factory=list, compare=False, repr=False)
+
+
+@dataclass
+class Translation:
+    """The translation of one source: its `hypotheses`, best first (samples: by score); `text`, `score` and
+    `alignment` are the best one's."""
+
+    hypotheses: list[Hypothesis]
+
+    @property
+    def text(self) -> str:
+        return self.hypotheses[0].text
+
+    @property
+    def score(self) -> float | None:
+        return self.hypotheses[0].score
+
+    @property
+    def alignment(self) -> str | None:
+        return self.hypotheses[0].alignment
+
+
+class Translator:
+    """Translate texts with a model and its tokenizer (`engine="torch"`), or with a `CTranslate2Translator`
+    (`engine="ctranslate2"`, its own tokenizer). `batch_size`, `batch_tokens`: the most sentences and padded source
+    tokens a batch holds (None: no limit). `trained_source_length`: the longest source the model saw in training;
+    longer sources get one warning."""
+
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: PreTrainedTokenizerBase | None = None,
+        *,
+        engine: str = "torch",
+        batch_size: int | None = 32,
+        batch_tokens: int | None = None,
+        trained_source_length: int | None = None,
+    ) -> None:
+        if engine not in ENGINES:
+            raise ValueError(f"engine {engine!r}: choose one of {', '.join(ENGINES)}")
+        self.model, self.engine = model, engine
+        self.tokenizer = tokenizer if tokenizer is not None else model.tokenizer
+        self.batch_size, self.batch_tokens = batch_size, batch_tokens
+        self.trained_source_length = trained_source_length
+        self.limit = source_limit(model, self.tokenizer)  # the longest source the model reads
+        self._warned = False
+
+    @classmethod
+    def from_folder(
+        cls,
+        path: str | os.PathLike,
+        *,
+        engine: str = "torch",
+        quantize: str | None = None,
+        threads: int | None = None,
+        **options: Any,
+    ) -> Translator:
+        """The translator of a saved model folder (safetensors only, no code from the folder), or for
+        `engine="ctranslate2"` of its CTranslate2 export (an `export`ed folder, or the export cached in the model
+        folder); `quantize="int8"`: int8 weights on the CPU; `threads`: CPU threads; `options`: `Translator`'s."""
+        from .. import register
+        from .sources import trained_source_length
+
+        options.setdefault("trained_source_length", trained_source_length(str(path)))
+        if engine == "ctranslate2":
+            from ..export import CTranslate2Translator
+
+            return cls(CTranslate2Translator.from_model(path, quantize, threads=threads or 0), engine=engine, **options)
+        from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+        from ..pipelines import check_tokenizer_matches
+
+        register()
+        if threads:
+            torch.set_num_threads(threads)
+        tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=False)
+        model = AutoModelForSeq2SeqLM.from_pretrained(
+            path, use_safetensors=True, quantize=quantize, trust_remote_code=False
+        ).eval()
+        check_tokenizer_matches(model.config, tokenizer)
+        return cls(model, tokenizer, engine=engine, **options)
+
+    @property
+    def config(self) -> Any:
+        """The model's config (source and target language, model type, ...)."""
+        return self.model.config
+
+    @property
+    def generation_config(self) -> Any:
+        """The model's generation config: the default number of beams, length penalty, ..."""
+        return self.model.generation_config
+
+    def source_ids(self, texts: Sequence[str]) -> list[list[int]]:
+        """Each text's token ids (`</s>` included), cut to the model's limit with a warning; none for a blank text."""
+        return source_ids(self.tokenizer, texts, self.limit)
+
+    def translate(self, texts: Sequence[str], **options: Any) -> list[Translation]:
+        """The translation of each text, in order: `translate_stream`'s, all at once.
+
+        Options: `num_beams` (default: the model's; 1 is greedy), `n_best` (hypotheses a source, at most the beams;
+        samples with `do_sample`), `max_new_tokens` (default: each source's length bound), `length_penalty`
+        (default: the model's), `do_sample`, `alignments` (Pharaoh pairs on each hypothesis), `progress` (a bar)."""
+        return [translation for ready in self.translate_stream(texts, **options) for translation in ready]
+
+    def translate_stream(
+        self,
+        texts: Sequence[str],
+        *,
+        num_beams: int | None = None,
+        n_best: int = 1,
+        max_new_tokens: int | None = None,
+        length_penalty: float | None = None,
+        do_sample: bool | None = None,
+        alignments: bool = False,
+        progress: bool = False,
+    ) -> Iterator[list[Translation]]:
+        """Translate `texts` by length-sorted token batches; yields their translations in input order, as soon as
+        the next ones are done (a file is written as it goes). A blank text translates to "" (score 0)."""
+        texts = list(texts)
+        settings = self.settings(num_beams=num_beams, n_best=n_best, max_new_tokens=max_new_tokens,
+                                 length_penalty=length_penalty, do_sample=do_sample)  # fmt: skip
+        if self.engine == "ctranslate2" and (n_best > 1 or alignments or settings.do_sample):
+            raise ValueError("the CTranslate2 engine gives one translation a source, without alignments or sampling")
+        rows = self.source_ids(texts)
+        lengths = [len(row) for row in rows]
+        if not self._warned:
+            self._warned = warn_long_sources(lengths, self.trained_source_length)
+
+        def translate(indices: list[int]) -> list[Translation]:
+            if self.engine == "ctranslate2":
+                sources = [texts[i] for i in indices]
+                return self._translate_ctranslate2(sources, [lengths[i] for i in indices], settings, max_new_tokens)
+            return self._translate_ids([rows[i] for i in indices], settings, max_new_tokens, alignments)
+
+        yield from in_input_order(translate, lengths, self.batch_tokens, self.batch_size, progress)
+
+    def settings(self, n_best: int = 1, **options: Any) -> SearchSettings:
+        """The search settings of a call: the model's generation config, `options` (None: the model's) on top;
+        ValueError for an n-best list longer than the beams, or a setting the search does not do."""
+        settings = SearchSettings.from_config(self.generation_config, self.config, num_return_sequences=n_best,
+                                              **options)  # fmt: skip
+        if n_best > settings.num_beams and not settings.do_sample:
+            raise ValueError(f"n_best {n_best} is more than the {settings.num_beams} beams searched")
+        return settings
+
+    def _translate_ids(
+        self, rows: list[list[int]], settings: SearchSettings, max_new_tokens: int | None, alignments: bool
+    ) -> list[Translation]:
+        """Translate one batch of sources given as token ids (the torch engine)."""
+        empty = Translation([Hypothesis("", 0.0, "" if alignments else None)])
+        results = [empty for _ in rows]
+        kept = [i for i, row in enumerate(rows) if row]
+        if not kept:
+            return results
+        device = self.model.device
+        input_ids, attention_mask = _pad([rows[i] for i in kept], _pad_id(self.tokenizer), self.tokenizer.padding_side)
+        input_ids, attention_mask = input_ids.to(device), attention_mask.to(device)  # (batch, src_len)
+        limits = None
+        if max_new_tokens is None:
+            limits = torch.tensor([length_bound(len(rows[i])) for i in kept], device=device)  # (batch,)
+            settings = replace(settings, max_new_tokens=int(limits.max()))
+        found = search(self.model, input_ids, attention_mask, settings, limits)
+        n = settings.num_return_sequences
+        lengths = found.lengths
+        scores = (found.log_probs / lengths.clamp(min=1)).tolist()
+        aligned = None
+        if alignments:
+            aligned = pharaoh_alignments(self.model, self.tokenizer, input_ids.repeat_interleave(n, 0),
+                                         attention_mask.repeat_interleave(n, 0), found.sequences, lengths)  # fmt: skip
+        generated = found.sequences[:, 1:].cpu()
+        for k, i in enumerate(kept):
+            hypotheses = []
+            for j in range(k * n, (k + 1) * n):
+                ids = generated[j, : lengths[j]].tolist()
+                text = self.tokenizer.decode(ids, skip_special_tokens=True)
+                hypotheses.append(Hypothesis(text, scores[j], aligned[j] if aligned else None, ids))
+            if settings.do_sample:
+                hypotheses.sort(key=lambda hypothesis: -hypothesis.score)
+            results[i] = Translation(hypotheses)
+        return results
+
+    def _translate_ctranslate2(
+        self, texts: list[str], lengths: list[int], settings: SearchSettings, max_new_tokens: int | None
+    ) -> list[Translation]:
+        """Translate one batch with CTranslate2, each source bounded as the torch engine bounds it (its last token
+        is a forced `</s>`, which CTranslate2 leaves out): one call per bound."""
+        bounds = [max_new_tokens or length_bound(length) - 1 for length in lengths]
+        options = {"num_beams": settings.num_beams, "length_penalty": settings.length_penalty,
+                   "early_stopping": settings.early_stopping}  # fmt: skip
+        found: dict[int, str] = {}
+        for bound in sorted(set(bounds)):
+            group = [i for i, b in enumerate(bounds) if b == bound]
+            rows = self.model([texts[i] for i in group], batch_size=len(group), max_new_tokens=bound, **options)
+            found.update((i, row["translation_text"]) for i, row in zip(group, rows, strict=True))
+        return [Translation([Hypothesis(found[i])]) for i in range(len(texts))]
+
+    def attention_maps(self, text: str, hypothesis: Hypothesis | None = None, **options: Any) -> AttentionMaps:
+        """The attention maps of `text`'s translation (`translate(..., **options)`'s best), or of `hypothesis`
+        (e.g. one of an n-best list) from a teacher-forced pass: `(layers, heads, queries, keys)` for any model."""
+        from .attention_maps import attention_maps
+
+        if self.engine != "torch":
+            raise ValueError("attention maps need the torch engine")
+        if not text.strip():
+            raise ValueError("cannot translate an empty text with attention weights")
+        if hypothesis is None:
+            hypothesis = self.translate([text], **options)[0].hypotheses[0]
+        return attention_maps(self.model, self.tokenizer, text, hypothesis.ids)
+
+
+def _pad(rows: Sequence[list[int]], pad: int, side: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """`input_ids` and `attention_mask` `(batch, longest)` of `rows`, padded on `side` ("left" or "right")."""
+    longest = max(len(row) for row in rows)
+    ids = torch.full((len(rows), longest), pad, dtype=torch.long)
+    mask = torch.zeros((len(rows), longest), dtype=torch.long)
+    for i, row in enumerate(rows):
+        where = slice(longest - len(row), longest) if side == "left" else slice(0, len(row))
+        ids[i, where] = torch.tensor(row)
+        mask[i, where] = 1
+    return ids, mask
+
+
+def hypothesis_lines(index: int, translation: Translation, n_best: bool, scores: bool, alignments: bool) -> str:
+    """The output lines of one source: `[INDEX TAB] [SCORE TAB] TRANSLATION [TAB ALIGNMENT]`, one per hypothesis (the
+    index for n-best lists, the score and alignment when asked for)."""
+    lines = []
+    for hypothesis in translation.hypotheses:
+        fields = [str(index)] if n_best else []
+        if scores and hypothesis.score is not None:
+            fields.append(f"{hypothesis.score:.4f}")
+        fields.append(hypothesis.text)
+        if alignments and hypothesis.alignment is not None:
+            fields.append(hypothesis.alignment)
+        lines.append("\t".join(fields) + "\n")
+    return "".join(lines)
+
+
+__all__ = ["ENGINES", "Hypothesis", "Translation", "Translator", "hypothesis_lines"]
