@@ -20,6 +20,8 @@ import math
 import torch
 from transformers import GenerationConfig, LogitsProcessor, LogitsProcessorList, PreTrainedModel
 
+from .modeling_translation import returned_cache
+
 
 class SourceLengthLimit(LogitsProcessor):
     """Forces `</s>` once a row has generated its own limit's tokens but one (beam rows follow their source)."""
@@ -99,7 +101,8 @@ def beam_search(
     )
     _, kwargs = model._expand_inputs_for_generation(beams, True, start, **encoder_kwargs)
     config = model._prepare_generated_length(config, True, True, "input_ids", 1, input_ids)  # as `generate()`
-    max_length = config.max_length  # the decoder start and the new tokens, within a position table
+    table = getattr(model.config, "max_position_embeddings", None)  # the decoder reads all but the last token
+    max_length = config.max_length if table is None else min(config.max_length, table + 1)
     limit = None
     if limits is not None:
         limit = SourceLengthLimit(limits.to(device).repeat_interleave(beams), eos)
@@ -124,7 +127,7 @@ def beam_search(
         size = left.shape[0]
         flat = running[:, :, :cur_len].reshape(size * beams, cur_len)  # (rows, cur_len)
         outputs = model(decoder_input_ids=flat[:, -1:], cache=cache, use_cache=True, return_dict=True, **kwargs)
-        cache = outputs.cache
+        cache = returned_cache(outputs)
         log_probs = torch.log_softmax(outputs.logits[:, -1, :].float(), dim=-1)  # (rows, vocab)
         if limit is not None:
             log_probs = limit(flat, log_probs)

@@ -8,7 +8,6 @@ import torch
 from helpers import greedy_config, make_model, random_ids
 
 from hf_bahdanau.beam_search import SourceLengthLimit, beam_search, usable
-from hf_bahdanau.modeling_translation import source_rows
 
 VARIANTS = [
     ("bahdanau", {}),
@@ -118,9 +117,3 @@ def test_settled_sentences_leave_the_batch(model_type):
 def test_usable_only_for_a_plain_beam_search(settings, expected):
     model = make_model("d2l_transformer")
     assert usable(model, greedy_config(**{"max_new_tokens": 8, **settings}), random_ids(2, 5)) is expected
-
-
-def test_a_selection_keeps_whole_sentences():
-    assert source_rows(torch.tensor([3, 4, 5, 9, 10, 11]), 3).tolist() == [1, 3]
-    with pytest.raises(ValueError, match="all the rows of a source or none"):
-        source_rows(torch.tensor([3, 4, 9, 10, 11, 12]), 3)
