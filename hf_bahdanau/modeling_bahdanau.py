@@ -137,7 +137,7 @@ class BahdanauEncoder(nn.Module):
         self, embeddings: torch.Tensor, attention_mask: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor | tuple[torch.Tensor, torch.Tensor]]:
         """RNN over the valid tokens only: outputs `(batch, src_len, out)` (zeros at padding) and final state."""
-        if bool(attention_mask.all()):
+        if attention_mask is None or bool(attention_mask.all()):  # None: no padding (no value read, as compile needs)
             return self.rnn(embeddings)
         # Move the valid tokens of each row to the front (any padding side), pack, and move them back.
         order = torch.argsort((~attention_mask).to(torch.int8), dim=1, stable=True)  # (batch, src_len)
@@ -176,7 +176,9 @@ class BahdanauEncoder(nn.Module):
         """`input_ids` `(batch, src_len)`, `attention_mask` `(batch, src_len)` (1 = token, 0 = padding)."""
         mask = check_source(input_ids, attention_mask, self.config.vocab_size)
         embeddings = self.dropout(self.embed_tokens(input_ids))  # (batch, src_len, embedding)
-        outputs, final = self._run_rnn(embeddings, mask)  # (batch, src_len, encoder_output_size)
+        outputs, final = self._run_rnn(
+            embeddings, None if attention_mask is None else mask
+        )  # (batch, src_len, encoder_output_size)
         hidden, cell = final if isinstance(final, tuple) else (final, None)
         hidden = self._decoder_initial_state(hidden)
         if cell is not None:

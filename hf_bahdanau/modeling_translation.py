@@ -79,9 +79,15 @@ def shift_tokens_right(labels: torch.Tensor, pad_token_id: int, decoder_start_to
     return shifted.masked_fill(shifted == -100, pad_token_id)
 
 
+def checking_values() -> bool:
+    """Whether input checks read tensor values (a device sync each): in eager mode; not while `torch.compile` traces
+    the model, where they would break the graph (the tokenizer, pipeline and command line feed valid inputs)."""
+    return not torch.compiler.is_compiling()
+
+
 def check_ids(name: str, ids: torch.Tensor, vocab_size: int) -> None:
-    """Raise a ValueError when `ids` hold a token outside `[0, vocab_size)`."""
-    if not ids.numel():
+    """Raise a ValueError when `ids` hold a token outside `[0, vocab_size)` (in eager mode: `checking_values`)."""
+    if not ids.numel() or not checking_values():
         return
     low, high = (int(value) for value in torch.aminmax(ids))  # one device sync
     if low < 0 or high >= vocab_size:
@@ -103,6 +109,8 @@ def check_source(input_ids: torch.Tensor, attention_mask: torch.Tensor | None, v
             f"attention_mask has shape {tuple(attention_mask.shape)} but input_ids has shape {tuple(input_ids.shape)}"
         )
     mask = attention_mask.bool()
+    if not checking_values():
+        return mask
     empty = (~mask.any(1)).nonzero().flatten()
     if empty.numel():
         raise ValueError(f"source sequence(s) {empty.tolist()} have no token: attention_mask is all zeros there")
@@ -559,6 +567,7 @@ __all__ = [
     "TranslationPreTrainedModel",
     "check_ids",
     "check_source",
+    "checking_values",
     "given_cache",
     "quantizer",
     "rename_unprefixed_keys",
