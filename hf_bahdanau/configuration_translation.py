@@ -9,6 +9,7 @@ keeps it). Under transformers 4, importing it raises an ImportError naming the r
 
 from __future__ import annotations
 
+import inspect
 import os
 from typing import Any
 
@@ -93,6 +94,15 @@ class TranslationConfig(PretrainedConfig):
         ):
             setattr(self, name, value)
         self.check()
+
+    @classmethod
+    def config_fields(cls) -> dict[str, inspect.Parameter]:
+        """`{field: its __init__ parameter}` (annotation as a string, default) of this class and its bases (ours)."""
+        found: dict[str, inspect.Parameter] = {}
+        for klass in reversed([klass for klass in cls.__mro__ if issubclass(klass, TranslationConfig)]):
+            parameters = inspect.signature(klass.__dict__["__init__"]).parameters.values()
+            found.update({p.name: p for p in parameters if p.name != "self" and p.kind is p.POSITIONAL_OR_KEYWORD})
+        return found
 
     def check(self) -> None:
         """Raise a ValueError naming the field for an invalid value or combination (also run before saving)."""

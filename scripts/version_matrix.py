@@ -105,7 +105,7 @@ VARIANTS = {  # name -> (model type, config settings): every model variant a use
     "bidirectional": ("bahdanau", {"bidirectional_encoder": True}),
     "shared embeddings": ("bahdanau", {"tie_word_embeddings": True, "tie_encoder_decoder_embeddings": True}),
     "cGRU": ("bahdanau", {"decoder_type": "cgru"}),
-    "Transformer": ("d2l_transformer", {"max_position_embeddings": 64}),
+    "Transformer": ("d2l_transformer", {"max_position_embeddings": 128}),
 }
 WIDTH = {"bahdanau": {"embedding_size": 32, "hidden_size": 32}, "d2l_transformer": {"d_model": 32, "ffn_dim": 64}}
 SENTENCES = 50
