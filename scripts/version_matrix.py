@@ -211,6 +211,18 @@ def main(argv: list[str] | None = None) -> int:
     venvs = {release: ensure_release(args.cache, release, torch_venv) for release in releases}
     print(f"{len(venvs)} venvs ready ({time.time() - start:.0f} s)", flush=True)
     work = Path(tempfile.mkdtemp(prefix="folders-", dir=args.cache))
+    try:
+        results = probe_all(work, venvs, args, start)
+    finally:
+        shutil.rmtree(work)
+    (args.cache / "results.json").write_text(json.dumps(results, indent=1))
+    print(table(results))
+    # transformers 4 passes when it refuses at load with one line naming the release needed.
+    return 0 if all(passed(report) for report in results.values()) else 1
+
+
+def probe_all(work: Path, venvs: dict[str, Path], args: argparse.Namespace, start: float) -> dict[str, dict]:
+    """Save the folders into `work`, then probe every release's venv (`args.jobs` at once)."""
     make_folders(work, sentences(args.data_dir))
     print(f"folders saved ({time.time() - start:.0f} s)", flush=True)
 
@@ -222,16 +234,7 @@ def main(argv: list[str] | None = None) -> int:
         return release, report
 
     with ThreadPoolExecutor(args.jobs) as pool:
-        results = dict(pool.map(one, releases))
-    shutil.rmtree(work)
-    (args.cache / "results.json").write_text(json.dumps(results, indent=1))
-    print(table(results))
-    # 4.57.6 (transformers 4) passes when it refuses at load with one line naming the release needed.
-    return (
-        0
-        if all("error" not in report and all(cell(c) == "ok" for c in report.values()) for report in results.values())
-        else 1
-    )
+        return dict(pool.map(one, venvs))
 
 
 if __name__ == "__main__":
