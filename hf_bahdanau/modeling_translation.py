@@ -197,6 +197,22 @@ class TranslationPreTrainedModel(PreTrainedModel):
             return {"encoder.embed_tokens.weight": "decoder.embed_tokens.weight"}
         return {}
 
+    def tie_weights(self, *args: Any, **kwargs: Any) -> None:
+        """transformers' tying, then the tied embeddings (and `lm_head`) made one parameter by hand, the one that holds
+        loaded weights: releases differ in how they tie a nested base model's embeddings (some leave one of them
+        on the meta device)."""
+        super().tie_weights(*args, **kwargs)
+        if not self.config.tie_word_embeddings:
+            return
+        base = getattr(self, self.base_model_prefix, self)
+        tied = [base.decoder.embed_tokens, getattr(self, "lm_head", None)]
+        if self.config.tie_encoder_decoder_embeddings:
+            tied.append(base.encoder.embed_tokens)
+        tied = [module for module in tied if module is not None]
+        loaded = next((module.weight for module in tied if not module.weight.is_meta), None)
+        for module in tied if loaded is not None else ():
+            module.weight = loaded
+
     def _load_from_state_dict(self, state_dict: dict[str, Any], prefix: str, *args: Any, **kwargs: Any) -> None:
         """`nn.Module`'s, after `rename_unprefixed_keys` (a state dict saved before the base-model split)."""
         rename_unprefixed_keys(self, state_dict, prefix)
