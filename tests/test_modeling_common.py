@@ -1,7 +1,6 @@
 """What both model types promise: loss, padding, decoding, generation, transformers' model contract, saving,
 loading and remote code. Each test runs for the Bahdanau RNN and for the Transformer."""
 
-import copy
 import itertools
 import os
 import re
@@ -216,12 +215,13 @@ def test_step_by_step_decoding_equals_teacher_forcing(model_type, variant):
     assert state.get_seq_length() == tgt.shape[1]
     torch.testing.assert_close(torch.cat(steps, dim=1), teacher_forced, atol=1e-5, rtol=1e-5)
     first = model(encoder_outputs=encoder_outputs, attention_mask=mask, decoder_input_ids=tgt[:, :1])
+    other = model(encoder_outputs=encoder_outputs, attention_mask=mask, decoder_input_ids=tgt[:, :1]).cache
     old_name = model(encoder_outputs=encoder_outputs, attention_mask=mask, decoder_input_ids=tgt[:, 1:2],
-                     past_key_values=copy.deepcopy(first.cache))  # fmt: skip
+                     past_key_values=first.cache)  # fmt: skip
     torch.testing.assert_close(old_name.logits, steps[1])  # the name generate() uses before transformers 5.24
     with pytest.raises(ValueError, match="past_key_values or as cache"):  # two different states
-        model(encoder_outputs=encoder_outputs, decoder_input_ids=tgt[:, 1:2], cache=first.cache,
-              past_key_values=old_name.cache)  # fmt: skip
+        model(encoder_outputs=encoder_outputs, decoder_input_ids=tgt[:, 2:3], cache=old_name.cache,
+              past_key_values=other)  # fmt: skip
 
 
 def manual_greedy(model, src, max_new_tokens):
