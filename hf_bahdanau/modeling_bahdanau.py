@@ -21,6 +21,10 @@ from transformers.modeling_outputs import BaseModelOutputWithPastAndCrossAttenti
 
 from .attention import AdditiveAttention, BilinearAttention, DotProductAttention, ScoredAttention
 from .configuration_bahdanau import BahdanauConfig
+
+# A direct import of every sibling file the modules below import: transformers 5.8 and 5.9 copy only a remote-code
+# module's direct relative imports into their modules cache.
+from .configuration_translation import TranslationConfig  # noqa: F401
 from .modeling_translation import (
     TranslationForConditionalGeneration,
     TranslationModel,

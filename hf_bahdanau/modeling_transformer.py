@@ -26,6 +26,10 @@ from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
 from .attention import MultiHeadAttention, PositionalEncoding
 from .configuration_transformer import TransformerConfig
+
+# A direct import of every sibling file the modules below import: transformers 5.8 and 5.9 copy only a remote-code
+# module's direct relative imports into their modules cache.
+from .configuration_translation import TranslationConfig  # noqa: F401
 from .modeling_translation import (
     TranslationForConditionalGeneration,
     TranslationModel,
