@@ -74,10 +74,10 @@ def test_the_sequences_are_generate_s(model_type, overrides, settings):
 def test_the_position_table_bounds_the_search_as_it_bounds_generate():
     model = eager_model("d2l_transformer", 0, max_position_embeddings=10)
     ids, mask = sources(0)
-    config = greedy_config(num_beams=3, max_new_tokens=12)
-    expected = generate_sequences(model, ids, mask, config, None)
-    assert expected.shape[1] == 11  # the start and 10 new tokens: the table, not max_new_tokens (12)
-    assert torch.equal(beam_search(model, ids, mask, config), expected)
+    found = beam_search(model, ids, mask, greedy_config(num_beams=3, max_new_tokens=12))
+    assert found.shape[1] == 11  # the start and 10 new tokens: the table, not max_new_tokens (12)
+    expected = generate_sequences(model, ids, mask, greedy_config(num_beams=3, max_new_tokens=10), None)
+    assert torch.equal(found, expected)  # generate() asked for what fits
 
 
 @pytest.mark.parametrize("model_type", ["bahdanau", "d2l_transformer"])
