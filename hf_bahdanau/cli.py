@@ -241,9 +241,9 @@ def load_translation_model(path: str, quantize: str | None = None) -> tuple[PreT
             f"use_safetensors=False).save_pretrained('{folder}')"
         )
     tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=False)
-    # safetensors only; no "Loading weights" bar (see the model class)
+    # safetensors only; every weight found (strict); no "Loading weights" bar (see the model class)
     model = AutoModelForSeq2SeqLM.from_pretrained(
-        folder, use_safetensors=True, quantize=quantize, trust_remote_code=False
+        folder, use_safetensors=True, quantize=quantize, trust_remote_code=False, strict=True
     ).eval()
     check_tokenizer_matches(model.config, tokenizer)
     return model, tokenizer

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from huggingface_hub.dataclasses import strict
-
 from .configuration_translation import TranslationConfig
 
 RNN_TYPES = ("gru", "lstm")
@@ -13,7 +11,6 @@ DECODER_TYPES = ("d2l", "cgru")
 ATTENTION_TYPES = ("additive", "dot", "general")
 
 
-@strict
 class BahdanauConfig(TranslationConfig):
     r"""Configuration of a [`BahdanauForConditionalGeneration`]: d2l's "Bahdanau attention" seq2seq.
 
@@ -65,22 +62,33 @@ class BahdanauConfig(TranslationConfig):
     attribute_map = {"num_hidden_layers": "decoder_layers"}
     run_options = (*TranslationConfig.run_options, "teacher_forcing_ratio")
 
-    embedding_size: int = 256
-    hidden_size: int = 256
-    encoder_layers: int = 2
-    decoder_layers: int = 2
-    rnn_type: str = "gru"
-    decoder_type: str = "d2l"
-    bidirectional_encoder: bool = False
-    attention_type: str = "additive"
-    attention_hidden_size: int | None = None
-    embedding_dropout: float | int = 0.0
-    teacher_forcing_ratio: float | int = 1.0
-
-    def __post_init__(self, **kwargs: Any) -> None:
-        if self.attention_hidden_size is None:
-            self.attention_hidden_size = self.hidden_size
-        super().__post_init__(**kwargs)
+    def __init__(
+        self,
+        embedding_size: int = 256,
+        hidden_size: int = 256,
+        encoder_layers: int = 2,
+        decoder_layers: int = 2,
+        rnn_type: str = "gru",
+        decoder_type: str = "d2l",
+        bidirectional_encoder: bool = False,
+        attention_type: str = "additive",
+        attention_hidden_size: int | None = None,
+        embedding_dropout: float = 0.0,
+        teacher_forcing_ratio: float = 1.0,
+        **kwargs: Any,
+    ) -> None:
+        self.embedding_size = embedding_size
+        self.hidden_size = hidden_size
+        self.encoder_layers = encoder_layers
+        self.decoder_layers = decoder_layers
+        self.rnn_type = rnn_type
+        self.decoder_type = decoder_type
+        self.bidirectional_encoder = bidirectional_encoder
+        self.attention_type = attention_type
+        self.attention_hidden_size = hidden_size if attention_hidden_size is None else attention_hidden_size
+        self.embedding_dropout = embedding_dropout
+        self.teacher_forcing_ratio = teacher_forcing_ratio
+        super().__init__(**kwargs)
 
     def check(self) -> None:
         super().check()

@@ -4,14 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from huggingface_hub.dataclasses import strict
-
 from .configuration_translation import TranslationConfig
 
 ACTIVATIONS = ("relu", "gelu", "gelu_new", "silu", "swish")
 
 
-@strict
 class TransformerConfig(TranslationConfig):
     r"""Configuration of a [`TransformerForConditionalGeneration`]: d2l's chapter "The Transformer Architecture".
 
@@ -60,23 +57,35 @@ class TransformerConfig(TranslationConfig):
         "hidden_size": "d_model",
     }
 
-    d_model: int = 256
-    encoder_layers: int = 2
-    decoder_layers: int = 2
-    attention_heads: int = 4
-    ffn_dim: int = 64
-    activation_function: str = "relu"
-    attention_dropout: float | int | None = None
-    attention_bias: bool = False
-    max_position_embeddings: int = 1024
-    norm_first: bool = False
-    scale_embedding: bool = True
-    init_std: float | int = 1.0
-
-    def __post_init__(self, **kwargs: Any) -> None:
-        if self.attention_dropout is None:
-            self.attention_dropout = self.dropout
-        super().__post_init__(**kwargs)
+    def __init__(
+        self,
+        d_model: int = 256,
+        encoder_layers: int = 2,
+        decoder_layers: int = 2,
+        attention_heads: int = 4,
+        ffn_dim: int = 64,
+        activation_function: str = "relu",
+        attention_dropout: float | None = None,
+        attention_bias: bool = False,
+        max_position_embeddings: int = 1024,
+        norm_first: bool = False,
+        scale_embedding: bool = True,
+        init_std: float = 1.0,
+        **kwargs: Any,
+    ) -> None:
+        self.d_model = d_model
+        self.encoder_layers = encoder_layers
+        self.decoder_layers = decoder_layers
+        self.attention_heads = attention_heads
+        self.ffn_dim = ffn_dim
+        self.activation_function = activation_function
+        self.attention_dropout = kwargs.get("dropout", 0.1) if attention_dropout is None else attention_dropout
+        self.attention_bias = attention_bias
+        self.max_position_embeddings = max_position_embeddings
+        self.norm_first = norm_first
+        self.scale_embedding = scale_embedding
+        self.init_std = init_std
+        super().__init__(**kwargs)
 
     def check(self) -> None:
         super().check()

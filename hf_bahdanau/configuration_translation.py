@@ -1,23 +1,29 @@
 """What the configurations of both translation models share: vocabulary, regularisation, tying, languages, ids.
 
 This file is copied into saved model folders beside the models' own configuration files (`trust_remote_code`),
-so it imports nothing but transformers and huggingface_hub.
+so it imports nothing but transformers, and it runs on every transformers 5 release: the configs are plain
+`PretrainedConfig` subclasses with an `__init__` that takes every field as a keyword, which works where
+`PretrainedConfig` is a plain class (5.0-5.5) and where it is a dataclass (5.6 on; a subclass with its own `__init__`
+keeps it). Under transformers 4, importing it raises an ImportError naming the release it needs.
 """
 
 from __future__ import annotations
 
+import inspect
 import os
 from typing import Any
 
-from huggingface_hub.dataclasses import strict
+import transformers
 from transformers import PretrainedConfig
+
+if int(transformers.__version__.split(".")[0]) < 5:
+    raise ImportError(f"this model needs transformers>=5.0,<6 (installed: {transformers.__version__})")
 
 SPECIAL_IDS = ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id")
 # Fields the tokenizer, the corpus or transformers decide: neither architecture shown on a card nor `train` options.
 NOT_ARCHITECTURE = ("source_language", "target_language", "use_cache", "is_encoder_decoder", *SPECIAL_IDS)
 
 
-@strict
 class TranslationConfig(PretrainedConfig):
     r"""The fields every translation model of this package has; a model's config adds its architecture.
 
@@ -44,27 +50,59 @@ class TranslationConfig(PretrainedConfig):
             Special token ids, matching the tokenizers of `hf_bahdanau.tokenization` (0, 1, 2, 1).
     """
 
-    keys_to_ignore_at_inference = ["cache"]
+    keys_to_ignore_at_inference = ["past_key_values", "cache"]  # the field's name per release
     run_options = ("unlikelihood",)  # fields a saved model may change when training goes on (not architecture)
 
-    vocab_size: int = 8000
-    dropout: float | int = 0.1
-    label_smoothing: float | int = 0.0
-    unlikelihood: float | int = 0.0
-    tie_word_embeddings: bool = False
-    tie_encoder_decoder_embeddings: bool = False
-    source_language: str | None = None
-    target_language: str | None = None
-    use_cache: bool = True
-    is_encoder_decoder: bool = True
-    pad_token_id: int | None = 0
-    bos_token_id: int | None = 1
-    eos_token_id: int | list[int] | None = 2
-    decoder_start_token_id: int | None = 1
-
-    def __post_init__(self, **kwargs: Any) -> None:
-        super().__post_init__(**kwargs)
+    def __init__(
+        self,
+        vocab_size: int = 8000,
+        dropout: float = 0.1,
+        label_smoothing: float = 0.0,
+        unlikelihood: float = 0.0,
+        tie_word_embeddings: bool = False,
+        tie_encoder_decoder_embeddings: bool = False,
+        source_language: str | None = None,
+        target_language: str | None = None,
+        use_cache: bool = True,
+        pad_token_id: int | None = 0,
+        bos_token_id: int | None = 1,
+        eos_token_id: int | list[int] | None = 2,
+        decoder_start_token_id: int | None = 1,
+        **kwargs: Any,
+    ) -> None:
+        self.vocab_size = vocab_size
+        self.dropout = dropout
+        self.label_smoothing = label_smoothing
+        self.unlikelihood = unlikelihood
+        self.tie_encoder_decoder_embeddings = tie_encoder_decoder_embeddings
+        self.source_language = source_language
+        self.target_language = target_language
+        self.use_cache = use_cache
+        kwargs["is_encoder_decoder"] = True
+        super().__init__(
+            tie_word_embeddings=tie_word_embeddings,
+            pad_token_id=pad_token_id,
+            bos_token_id=bos_token_id,
+            eos_token_id=eos_token_id,
+            decoder_start_token_id=decoder_start_token_id,
+            **kwargs,
+        )
+        # Set after the base class, which sets some of them itself on some releases.
+        self.tie_word_embeddings = tie_word_embeddings
+        for name, value in zip(
+            SPECIAL_IDS, (pad_token_id, bos_token_id, eos_token_id, decoder_start_token_id), strict=True
+        ):
+            setattr(self, name, value)
         self.check()
+
+    @classmethod
+    def config_fields(cls) -> dict[str, inspect.Parameter]:
+        """`{field: its __init__ parameter}` (annotation as a string, default) of this class and its bases (ours)."""
+        found: dict[str, inspect.Parameter] = {}
+        for klass in reversed([klass for klass in cls.__mro__ if issubclass(klass, TranslationConfig)]):
+            parameters = inspect.signature(klass.__dict__["__init__"]).parameters.values()
+            found.update({p.name: p for p in parameters if p.name != "self" and p.kind is p.POSITIONAL_OR_KEYWORD})
+        return found
 
     def check(self) -> None:
         """Raise a ValueError naming the field for an invalid value or combination (also run before saving)."""

@@ -21,14 +21,18 @@ from transformers.modeling_outputs import BaseModelOutputWithPastAndCrossAttenti
 
 from .attention import AdditiveAttention, BilinearAttention, DotProductAttention, ScoredAttention
 from .configuration_bahdanau import BahdanauConfig
+
+# A direct import of every sibling file the modules below import: transformers 5.8 and 5.9 copy only a remote-code
+# module's direct relative imports into their modules cache.
+from .configuration_translation import TranslationConfig  # noqa: F401
 from .modeling_translation import (
     TranslationForConditionalGeneration,
     TranslationModel,
     TranslationPreTrainedModel,
-    check_beams_keep_their_source,
     check_ids,
     check_source,
-    source_rows,
+    returned_cache,
+    with_cache,
 )
 
 
@@ -67,7 +71,7 @@ class BahdanauDecoderState:
         self,
         hidden: torch.Tensor,  # (decoder_layers, batch, hidden)
         cell: torch.Tensor | None,  # (decoder_layers, batch, hidden) for an LSTM
-        projected_keys: torch.Tensor,  # (batch / repeats, src_len, key_projection), once per source: see below
+        projected_keys: torch.Tensor,  # (batch, src_len, key_projection), the attention keys projected once
         steps: int = 0,
     ) -> None:
         self.hidden, self.cell, self.projected_keys, self.steps = hidden, cell, projected_keys, steps
@@ -81,24 +85,15 @@ class BahdanauDecoderState:
         return self.steps
 
     def reorder_cache(self, beam_idx: torch.LongTensor) -> None:
-        """Keep, in place, the recurrent rows that beam search chose (`beam_idx` indexes the flattened batch).
-
-        The projected keys (and the encoder outputs, which `generate` keeps as they are) hold the source of each
-        row, or one copy for the consecutive rows of a sentence's beams; beam search moves rows only among the beams
-        of one sentence, so the keys stay as they are. With one copy per sentence, a reorder across sentences is
-        refused.
-        """
-        repeats = self.hidden.shape[1] // self.projected_keys.shape[0]
-        if repeats > 1:
-            check_beams_keep_their_source(beam_idx, repeats)
+        """Keep, in place, the rows that beam search chose (`beam_idx` indexes the flattened batch)."""
+        self.projected_keys = self.projected_keys.index_select(0, beam_idx.to(self.projected_keys.device))
         self.hidden = self.hidden.index_select(1, beam_idx.to(self.hidden.device))
         if self.cell is not None:
             self.cell = self.cell.index_select(1, beam_idx.to(self.cell.device))
 
     def batch_select_indices(self, indices: torch.Tensor) -> None:
-        """Keep only the decoder rows `indices` (whole sentences where the keys are shared: see `source_rows`)."""
-        repeats = self.hidden.shape[1] // self.projected_keys.shape[0]
-        self.projected_keys = self.projected_keys[source_rows(indices, repeats)]
+        """Keep only the decoder rows `indices`."""
+        self.projected_keys = self.projected_keys[indices]
         self.hidden = self.hidden[:, indices]
         if self.cell is not None:
             self.cell = self.cell[:, indices]
@@ -146,7 +141,7 @@ class BahdanauEncoder(nn.Module):
         self, embeddings: torch.Tensor, attention_mask: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor | tuple[torch.Tensor, torch.Tensor]]:
         """RNN over the valid tokens only: outputs `(batch, src_len, out)` (zeros at padding) and final state."""
-        if bool(attention_mask.all()):
+        if attention_mask is None or bool(attention_mask.all()):  # None: no padding (no value read, as compile needs)
             return self.rnn(embeddings)
         # Move the valid tokens of each row to the front (any padding side), pack, and move them back.
         order = torch.argsort((~attention_mask).to(torch.int8), dim=1, stable=True)  # (batch, src_len)
@@ -185,7 +180,9 @@ class BahdanauEncoder(nn.Module):
         """`input_ids` `(batch, src_len)`, `attention_mask` `(batch, src_len)` (1 = token, 0 = padding)."""
         mask = check_source(input_ids, attention_mask, self.config.vocab_size)
         embeddings = self.dropout(self.embed_tokens(input_ids))  # (batch, src_len, embedding)
-        outputs, final = self._run_rnn(embeddings, mask)  # (batch, src_len, encoder_output_size)
+        outputs, final = self._run_rnn(
+            embeddings, None if attention_mask is None else mask
+        )  # (batch, src_len, encoder_output_size)
         hidden, cell = final if isinstance(final, tuple) else (final, None)
         hidden = self._decoder_initial_state(hidden)
         if cell is not None:
@@ -213,14 +210,13 @@ class BahdanauDecoder(nn.Module):
         self.attention = _attention(config)
         self.rnn = _rnn(config, config.encoder_output_size + config.embedding_size, config.decoder_layers)
 
-    def initial_state(self, encoder_outputs: BahdanauEncoderOutput, source_repeats: int = 1) -> BahdanauDecoderState:
-        """The state before the first target token; projects the attention keys once per source (one copy for
-        the `source_repeats` rows that repeat it)."""
+    def initial_state(self, encoder_outputs: BahdanauEncoderOutput) -> BahdanauDecoderState:
+        """The state before the first target token; projects the attention keys once for all the steps."""
         cell = encoder_outputs.decoder_initial_cell
         return BahdanauDecoderState(
             hidden=encoder_outputs.decoder_initial_hidden.transpose(0, 1).contiguous(),
             cell=None if cell is None else cell.transpose(0, 1).contiguous(),
-            projected_keys=self.attention.project_keys(encoder_outputs.last_hidden_state[::source_repeats]),
+            projected_keys=self.attention.project_keys(encoder_outputs.last_hidden_state),
         )
 
     def forward(
@@ -232,42 +228,33 @@ class BahdanauDecoder(nn.Module):
         use_cache: bool = True,
         output_attentions: bool = False,
         output_hidden_states: bool = False,
-        source_repeats: int = 1,
     ) -> BaseModelOutputWithPastAndCrossAttentions:
         """RNN outputs `(batch, tgt_len, hidden)`, the new state and, if asked, the embeddings and outputs as
         hidden states and the attention weights `(batch, 1, tgt_len, src_len)` as cross-attentions.
 
-        `source_repeats`: each source row is repeated this many times in a row (by `generate`, for the beams or
-        returned sequences of a sentence); their queries attend to one copy, as several queries of one sentence.
-        Read when the state is made (no `cache`); later steps take it from the state.
+        A `cache` that is not a `BahdanauDecoderState` (an empty key/value cache that some transformers releases make
+        for every model) counts as none: the state starts from the encoder's.
         """
-        if cache is None:
-            cache = self.initial_state(encoder_outputs, source_repeats)
-        state, (batch, length), sources = cache, input_ids.shape, cache.projected_keys.shape[0]
-        if batch % sources:
-            raise ValueError(
-                f"{batch} decoder rows do not fit a state made for {sources} sources: each source serves the same "
-                "number of consecutive rows"
-            )
-        repeats = batch // sources  # as when the state was made
-        source = encoder_outputs.last_hidden_state[::repeats]  # (batch / repeats, src_len, encoder_output_size)
-        if encoder_attention_mask is not None:
-            encoder_attention_mask = encoder_attention_mask[::repeats]
+        if not isinstance(cache, BahdanauDecoderState):
+            cache = self.initial_state(encoder_outputs)
+        state, (batch, length) = cache, input_ids.shape
+        source = encoder_outputs.last_hidden_state  # (batch, src_len, encoder_output_size)
         embeddings = self.dropout(self.embed_tokens(input_ids))  # (batch, tgt_len, embedding)
         rnn_state = state.rnn_state  # (decoder_layers, batch, hidden), and the cell for an LSTM
         outputs, weights = [], []
         for step in range(length):
             output, rnn_state, step_weights = self._step(
-                embeddings[:, step], rnn_state, source, encoder_attention_mask, state.projected_keys, repeats
-            )  # output (batch, 1, hidden), step_weights (batch / repeats, repeats, src_len)
+                embeddings[:, step], rnn_state, source, encoder_attention_mask, state.projected_keys
+            )  # output (batch, 1, hidden), step_weights (batch, 1, src_len)
             outputs.append(output)
             if output_attentions:
                 weights.append(step_weights.reshape(batch, 1, -1))
         output = self.dropout(torch.cat(outputs, dim=1))  # (batch, tgt_len, hidden)
         hidden, cell = (rnn_state, None) if state.cell is None else rnn_state
-        return BaseModelOutputWithPastAndCrossAttentions(
+        return with_cache(
+            BaseModelOutputWithPastAndCrossAttentions,
+            BahdanauDecoderState(hidden, cell, state.projected_keys, state.steps + length),
             last_hidden_state=output,
-            cache=BahdanauDecoderState(hidden, cell, state.projected_keys, state.steps + length),
             hidden_states=(embeddings, output) if output_hidden_states else None,
             cross_attentions=(torch.cat(weights, dim=1).unsqueeze(1),) if output_attentions else None,
         )
@@ -275,23 +262,15 @@ class BahdanauDecoder(nn.Module):
     def _attend(
         self,
         query: torch.Tensor,  # (batch, hidden)
-        source: torch.Tensor,  # (batch / repeats, src_len, encoder_output_size)
-        mask: torch.Tensor | None,  # (batch / repeats, src_len)
+        source: torch.Tensor,  # (batch, src_len, encoder_output_size)
+        mask: torch.Tensor | None,  # (batch, src_len)
         projected_keys: torch.Tensor,
-        repeats: int,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """The context `(batch, encoder_output_size)` of each query and the weights `(batch / repeats, repeats,
-        src_len)`; the `repeats` queries of a source attend to its one copy."""
-        batch = query.shape[0]
+        """The context `(batch, encoder_output_size)` of each query and the weights `(batch, 1, src_len)`."""
         context, weights = self.attention(
-            query.reshape(batch // repeats, repeats, -1),  # the queries of each source
-            source,
-            source,
-            mask,
-            projected_keys=projected_keys,
-            return_weights=True,
-        )  # (batch / repeats, repeats, encoder_output_size), (batch / repeats, repeats, src_len)
-        return context.reshape(batch, -1), weights
+            query.unsqueeze(1), source, source, mask, projected_keys=projected_keys, return_weights=True
+        )  # (batch, 1, encoder_output_size), (batch, 1, src_len)
+        return context.squeeze(1), weights
 
     def _step(
         self,
@@ -300,12 +279,11 @@ class BahdanauDecoder(nn.Module):
         source: torch.Tensor,
         mask: torch.Tensor | None,
         projected_keys: torch.Tensor,
-        repeats: int,
     ) -> tuple[torch.Tensor, torch.Tensor | tuple[torch.Tensor, torch.Tensor], torch.Tensor]:
         """One target token: the previous top-layer state attends, and the RNN reads `[context; embedding]`.
         Returns the output `(batch, 1, hidden)`, the new state and the attention weights."""
         top = (rnn_state if isinstance(rnn_state, torch.Tensor) else rnn_state[0])[-1]  # (batch, hidden)
-        context, weights = self._attend(top, source, mask, projected_keys, repeats)
+        context, weights = self._attend(top, source, mask, projected_keys)
         rnn_input = torch.cat([context, embedding], dim=-1)  # (batch, encoder_output_size + embedding)
         output, rnn_state = self.rnn(rnn_input.unsqueeze(1), rnn_state)  # output (batch, 1, hidden)
         return output, rnn_state, weights
@@ -330,10 +308,9 @@ class ConditionalGRUDecoder(BahdanauDecoder):
         source: torch.Tensor,
         mask: torch.Tensor | None,
         projected_keys: torch.Tensor,
-        repeats: int,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         _, first = self.rnn(embedding.unsqueeze(1), rnn_state)  # (decoder_layers, batch, hidden): s'
-        context, weights = self._attend(first[-1], source, mask, projected_keys, repeats)
+        context, weights = self._attend(first[-1], source, mask, projected_keys)
         output, top = self.rnn2(context.unsqueeze(1), first[-1:].contiguous())  # (batch, 1, hidden), (1, batch, hidden)
         return output, torch.cat([first[:-1], top], dim=0), weights
 
@@ -414,7 +391,7 @@ class BahdanauForConditionalGeneration(
             outputs, step_logits = super()._decode(step_input, use_cache=True, **inputs)
             steps.append(outputs)
             logits.append(step_logits)  # (batch, 1, vocab)
-            inputs["cache"] = outputs.cache
+            inputs["cache"] = returned_cache(outputs)
             if step + 1 < decoder_input_ids.shape[1]:
                 gold = decoder_input_ids[:, step + 1 : step + 2]
                 use_gold = torch.rand(gold.shape, device=gold.device) < self.config.teacher_forcing_ratio
@@ -425,9 +402,10 @@ class BahdanauForConditionalGeneration(
             return None if parts[0] is None else tuple(torch.cat(p, dim) for p in zip(*parts, strict=True))
 
         first = steps[0]
-        outputs = Seq2SeqModelOutput(
+        outputs = with_cache(
+            Seq2SeqModelOutput,
+            inputs["cache"] if use_cache else None,
             last_hidden_state=torch.cat([output.last_hidden_state for output in steps], dim=1),
-            cache=inputs["cache"] if use_cache else None,
             decoder_hidden_states=joined("decoder_hidden_states", 1),
             cross_attentions=joined("cross_attentions", 2),
             encoder_last_hidden_state=first.encoder_last_hidden_state,

@@ -5,8 +5,8 @@ FFN, AddNorm]. Decoder: the same with causal self-attention and encoder-decoder 
 layer maps its outputs to logits. Positions count from each sentence's first real token, so left padding does
 not shift a sentence. `TransformerModel` is the encoder-decoder; `TransformerForConditionalGeneration` adds the
 head. Generation caches the decoder's self-attention keys/values (growing by one step each call)
-and the cross-attention keys/values (projected once per source, one copy for all the beams of a sentence) in
-transformers' `EncoderDecoderCache`.
+and the cross-attention keys/values (projected at the first step) in transformers' `EncoderDecoderCache`, through its
+public methods only (`update`, `get_seq_length`), so that a saved folder runs on every transformers 5 release.
 """
 
 from __future__ import annotations
@@ -19,20 +19,24 @@ from torch import nn
 from transformers import GenerationMixin
 from transformers import initialization as init
 from transformers.activations import ACT2FN
-from transformers.cache_utils import DynamicCache, DynamicLayer, EncoderDecoderCache
+from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import BaseModelOutput, BaseModelOutputWithPastAndCrossAttentions
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
 from .attention import MultiHeadAttention, PositionalEncoding
 from .configuration_transformer import TransformerConfig
+
+# A direct import of every sibling file the modules below import: transformers 5.8 and 5.9 copy only a remote-code
+# module's direct relative imports into their modules cache.
+from .configuration_translation import TranslationConfig  # noqa: F401
 from .modeling_translation import (
     TranslationForConditionalGeneration,
     TranslationModel,
     TranslationPreTrainedModel,
-    check_beams_keep_their_source,
     check_source,
-    source_rows,
+    checking_values,
+    with_cache,
 )
 
 Attended = tuple[torch.Tensor, torch.Tensor | None]  # (output, attention weights or None)
@@ -103,22 +107,6 @@ class TransformerEncoderLayer(GradientCheckpointingLayer):
         return self.ffn_norm(X, self.ffn)[0], weights
 
 
-class SharedSourceLayer(DynamicLayer):
-    """A cross-attention cache layer with one copy of each source's keys/values for its `repeats` consecutive
-    decoder rows (the beams of a sentence). Beam search moves beams within their sentence, which leaves it as is."""
-
-    def __init__(self, repeats: int) -> None:
-        super().__init__()
-        self.repeats = repeats
-
-    def reorder_cache(self, beam_idx: torch.LongTensor) -> None:
-        check_beams_keep_their_source(beam_idx, self.repeats)
-
-    def batch_select_indices(self, indices: torch.Tensor) -> None:
-        """Keep the sources of the kept decoder rows `indices` (whole sentences: see `source_rows`)."""
-        super().batch_select_indices(source_rows(indices, self.repeats))
-
-
 class TransformerDecoderLayer(GradientCheckpointingLayer):
     """d2l's `TransformerDecoderBlock`: causal self-attention, encoder-decoder attention and FFN, each in an AddNorm.
     With gradient checkpointing on, training recomputes it in the backward pass, without a cache (`cache=None`)."""
@@ -139,22 +127,19 @@ class TransformerDecoderLayer(GradientCheckpointingLayer):
         return key_values if cache is None else cache.self_attention_cache.update(*key_values, self.layer_idx)
 
     def _source_key_values(
-        self, source: torch.Tensor, cache: EncoderDecoderCache | None, repeats: int
+        self, source: torch.Tensor, cache: EncoderDecoderCache | None
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Keys/values of the encoder outputs `(batch / repeats, src_len, d_model)`, projected once per source:
-        `(batch / repeats, heads, src_len, head_size)`."""
-        if cache is not None and cache.is_updated.get(self.layer_idx):
-            layer = cache.cross_attention_cache.layers[self.layer_idx]
-            return layer.keys, layer.values
+        """Keys/values of the encoder outputs `(batch, src_len, d_model)`: `(batch, heads, src_len, head_size)`,
+        projected at the first step and kept in the cache's cross-attention part, from which later steps read
+        them back (`update` with nothing new returns what the layer holds)."""
+        cross = None if cache is None else cache.cross_attention_cache
+        if cross is not None and cross.get_seq_length(self.layer_idx) > 0:
+            nothing = source.new_zeros(
+                source.shape[0], self.cross_attn.num_heads, 0, source.shape[-1] // self.cross_attn.num_heads
+            )
+            return cross.update(nothing, nothing, self.layer_idx)
         key_values = self.cross_attn.project_keys_values(source, source)
-        if cache is not None:
-            if repeats > 1:
-                layers = cache.cross_attention_cache.layers
-                layers.extend(DynamicLayer() for _ in range(len(layers), self.layer_idx + 1))  # a cache without config
-                layers[self.layer_idx] = SharedSourceLayer(repeats)
-            cache.cross_attention_cache.update(*key_values, self.layer_idx)
-            cache.is_updated[self.layer_idx] = True
-        return key_values
+        return key_values if cross is None else cross.update(*key_values, self.layer_idx)
 
     def forward(
         self,
@@ -181,7 +166,7 @@ class TransformerDecoderLayer(GradientCheckpointingLayer):
             lambda H: self.cross_attn(
                 H,
                 valid_lens=source_mask,
-                key_values=self._source_key_values(source, cache, len(H) // len(source)),
+                key_values=self._source_key_values(source, cache),
                 **options,
             ),
         )
@@ -206,6 +191,8 @@ class TransformerStack(nn.Module):
     ) -> torch.Tensor:
         """Scaled embeddings plus the encoding of `positions` `(batch, length)` (default: `offset`, `offset + 1`,
         ...): `(batch, length, d_model)`."""
+        if positions is not None and not checking_values():
+            return self.positions(self.embed_tokens(input_ids) * self.embed_scale, positions, offset)
         longest = int(positions.max()) + 1 if positions is not None else offset + input_ids.shape[1]
         limit = self.config.max_position_embeddings
         if longest > limit:
@@ -235,7 +222,7 @@ class TransformerEncoder(TransformerStack):
     ) -> BaseModelOutput:
         """`input_ids` `(batch, src_len)`, `attention_mask` `(batch, src_len)` (1 = token, 0 = padding)."""
         mask = check_source(input_ids, attention_mask, self.config.vocab_size)
-        if bool(mask.all()):  # no padding: no mask to apply, positions 0, 1, ...
+        if attention_mask is None or (checking_values() and bool(mask.all())):  # no padding: positions 0, 1, ...
             mask = positions = None
         else:
             positions = (mask.cumsum(-1) - 1).clamp(min=0)  # (batch, src_len), 0 at the first real token
@@ -268,13 +255,8 @@ class TransformerDecoder(TransformerStack):
         use_cache: bool = True,
         output_attentions: bool = False,
         output_hidden_states: bool = False,
-        source_repeats: int = 1,
     ) -> BaseModelOutputWithPastAndCrossAttentions:
-        """Outputs `(batch, tgt_len, d_model)` for the tokens after those already in `cache`.
-
-        `source_repeats`: each source row is repeated this many times in a row (by `generate`, for the beams or
-        returned sequences of a sentence); the cross-attention keys/values are projected from one copy and shared.
-        """
+        """Outputs `(batch, tgt_len, d_model)` for the tokens after those already in `cache`."""
         if use_cache and cache is None:
             cache = EncoderDecoderCache(DynamicCache(config=self.config), DynamicCache(config=self.config))
         past = cache.get_seq_length() if cache is not None else 0
@@ -287,9 +269,7 @@ class TransformerDecoder(TransformerStack):
             key_positions = torch.arange(past + length, device=input_ids.device)  # (past + tgt_len,)
             causal_mask = (key_positions[None, :] <= query_positions[:, None]).expand(batch, -1, -1)
         X = self.embed(input_ids, "target", offset=past)  # (batch, tgt_len, d_model)
-        source = encoder_outputs.last_hidden_state[::source_repeats]  # (batch / source_repeats, src_len, d_model)
-        if encoder_attention_mask is not None:
-            encoder_attention_mask = encoder_attention_mask[::source_repeats]
+        source = encoder_outputs.last_hidden_state  # (batch, src_len, d_model)
         hidden_states, self_attentions, cross_attentions = [X], [], []
         for layer in self.layers:
             X, self_weights, cross_weights = layer(
@@ -305,9 +285,10 @@ class TransformerDecoder(TransformerStack):
             self_attentions.append(self_weights)
             cross_attentions.append(cross_weights)
         X = self.final_norm(X)
-        return BaseModelOutputWithPastAndCrossAttentions(
+        return with_cache(
+            BaseModelOutputWithPastAndCrossAttentions,
+            cache,
             last_hidden_state=X,
-            cache=cache,
             hidden_states=(*hidden_states[:-1], X) if output_hidden_states else None,
             attentions=tuple(self_attentions) if output_attentions else None,
             cross_attentions=tuple(cross_attentions) if output_attentions else None,

@@ -8,6 +8,12 @@
 - `TranslationForConditionalGeneration`: the base model under `model` (`base_model_prefix`) and an `lm_head`, with
   labels -> decoder inputs, the loss and `generate()`.
 
+The cache contract, on every transformers 5 release: `forward` (of both classes) takes the decoder state returned
+by the previous call as `past_key_values=` or as `cache=` (`generate` passes it as `cache` from transformers 5.24
+on and as `past_key_values` before; code of its own, such as a beam search, may use either), and returns it in the
+output's cache field, which transformers names `cache` from 5.24 on and `past_key_values` before: read it with
+`returned_cache(outputs)`. `given_cache` and `with_cache` are the one place that bridges the two names.
+
 Folders saved before the split hold `encoder.*`, `decoder.*`, `lm_head.*`: transformers' loading adds the
 `base_model_prefix` ("model.") to a checkpoint key that exists only under it, and a state dict loaded with
 `load_state_dict` (e.g. the Trainer's resume) is renamed by `rename_unprefixed_keys`. This file is copied into saved
@@ -26,10 +32,9 @@ import torch
 from safetensors import SafetensorError
 from torch import nn
 from torch.nn import functional as F
-from transformers import GenerationConfig, GenerationMixin, PreTrainedModel
+from transformers import GenerationMixin, PreTrainedModel
 from transformers.modeling_outputs import ModelOutput, Seq2SeqLMOutput, Seq2SeqModelOutput
 from transformers.utils import logging as transformers_logging
-from transformers.utils.deprecation import deprecate_kwarg
 
 from .configuration_translation import TranslationConfig
 
@@ -42,6 +47,30 @@ logger = transformers_logging.get_logger(__name__)
 UNLIKELIHOOD_FLOOR = 1e-5
 
 
+# ---- the cache's name across transformers releases: `cache` from 5.24 on, `past_key_values` before --------------
+
+
+def given_cache(past_key_values: Any = None, cache: Any = None) -> Any:
+    """The decoder state a caller passed under either name (`generate` uses `cache` from transformers 5.24 on,
+    `past_key_values` before)."""
+    if past_key_values is not None and cache is not None and past_key_values is not cache:
+        raise ValueError("pass the decoder state as past_key_values or as cache, not two different ones")
+    return cache if cache is not None else past_key_values
+
+
+def with_cache(output_class: type[ModelOutput], cache: Any, **fields: Any) -> ModelOutput:
+    """A transformers output with the decoder state `cache` in the field this release has: `cache` (5.24 on) or
+    `past_key_values` (5.0-5.23)."""
+    name = "cache" if "cache" in output_class.__dataclass_fields__ else "past_key_values"
+    return output_class(**fields, **{name: cache})
+
+
+def returned_cache(outputs: ModelOutput) -> Any:
+    """The decoder state in a model output (under `cache` from transformers 5.24 on, `past_key_values` before)."""
+    cache = outputs.get("cache")
+    return outputs.get("past_key_values") if cache is None else cache
+
+
 def shift_tokens_right(labels: torch.Tensor, pad_token_id: int, decoder_start_token_id: int) -> torch.Tensor:
     """Decoder inputs from labels: prepend the start token, drop the last label, replace -100 by padding."""
     shifted = labels.new_full(labels.shape, pad_token_id)
@@ -50,9 +79,15 @@ def shift_tokens_right(labels: torch.Tensor, pad_token_id: int, decoder_start_to
     return shifted.masked_fill(shifted == -100, pad_token_id)
 
 
+def checking_values() -> bool:
+    """Whether input checks read tensor values (a device sync each): in eager mode; not while `torch.compile` traces
+    the model, where they would break the graph (the tokenizer, pipeline and command line feed valid inputs)."""
+    return not torch.compiler.is_compiling()
+
+
 def check_ids(name: str, ids: torch.Tensor, vocab_size: int) -> None:
-    """Raise a ValueError when `ids` hold a token outside `[0, vocab_size)`."""
-    if not ids.numel():
+    """Raise a ValueError when `ids` hold a token outside `[0, vocab_size)` (in eager mode: `checking_values`)."""
+    if not ids.numel() or not checking_values():
         return
     low, high = (int(value) for value in torch.aminmax(ids))  # one device sync
     if low < 0 or high >= vocab_size:
@@ -74,14 +109,25 @@ def check_source(input_ids: torch.Tensor, attention_mask: torch.Tensor | None, v
             f"attention_mask has shape {tuple(attention_mask.shape)} but input_ids has shape {tuple(input_ids.shape)}"
         )
     mask = attention_mask.bool()
+    if not checking_values():
+        return mask
     empty = (~mask.any(1)).nonzero().flatten()
     if empty.numel():
         raise ValueError(f"source sequence(s) {empty.tolist()} have no token: attention_mask is all zeros there")
     return mask
 
 
-def check_loaded_weights(path: str | os.PathLike, loading_info: dict[str, Any]) -> None:
-    """Raise a one-line ValueError when `from_pretrained`'s `loading_info` has missing or unexpected weights."""
+def check_loaded_weights(
+    path: str | os.PathLike, loading_info: dict[str, Any], model: nn.Module, strict: bool | None
+) -> None:
+    """Raise a one-line ValueError for weights that do not fit: with `strict=True`, any missing or unexpected weight;
+    with `strict=None`, a checkpoint that shares (almost) nothing with the model, i.e. has weights the model lacks
+    and fills less than half of the model's (another model type or architecture); `strict=False` never."""
+    missing, unexpected = loading_info.get("missing_keys") or (), loading_info.get("unexpected_keys") or ()
+    if strict is False or not (missing or unexpected):
+        return
+    if strict is None and not (unexpected and len(missing) > len(model.state_dict()) / 2):
+        return
     problems = []
     for kind in ("missing", "unexpected"):
         keys = sorted(loading_info.get(f"{kind}_keys") or ())
@@ -93,30 +139,6 @@ def check_loaded_weights(path: str | os.PathLike, loading_info: dict[str, Any]) 
             f"the weights in {path} do not fit the model its config describes: {'; '.join(problems)} (a config of "
             "another model type or another architecture?); pass strict=False to load it anyway, newly initialised"
         )
-
-
-def check_beams_keep_their_source(beam_idx: torch.Tensor, repeats: int) -> None:
-    """Refuse a reorder of decoder rows (`beam_idx`, by beam search) that moves a row to another source, for a state
-    that keeps one copy of each source for its `repeats` consecutive rows."""
-    rows = torch.arange(len(beam_idx), device=beam_idx.device)
-    if not torch.equal(beam_idx // repeats, rows // repeats):
-        raise ValueError(
-            f"the decoder state keeps one copy of each source for its {repeats} consecutive rows (beams), and cannot "
-            "move rows between sentences"
-        )
-
-
-def source_rows(rows: torch.Tensor, repeats: int) -> torch.Tensor:
-    """The sources of the decoder rows `rows` kept by a batch selection (`batch_select_indices`) from a state that
-    keeps one copy of each source for its `repeats` consecutive rows: all the rows of a kept source, in order."""
-    sources = rows[::repeats] // repeats
-    whole = (sources[:, None] * repeats + torch.arange(repeats, device=rows.device)).flatten()
-    if not torch.equal(rows, whole):
-        raise ValueError(
-            f"the decoder state keeps one copy of each source for its {repeats} consecutive rows (beams): a batch "
-            "selection keeps all the rows of a source or none"
-        )
-    return sources
 
 
 def earlier_tokens(labels: torch.Tensor) -> torch.Tensor:
@@ -175,6 +197,22 @@ class TranslationPreTrainedModel(PreTrainedModel):
             return {"encoder.embed_tokens.weight": "decoder.embed_tokens.weight"}
         return {}
 
+    def tie_weights(self, *args: Any, **kwargs: Any) -> None:
+        """transformers' tying, then the tied embeddings (and `lm_head`) made one parameter by hand, the one that holds
+        loaded weights: releases differ in how they tie a nested base model's embeddings (some leave one of them
+        on the meta device)."""
+        super().tie_weights(*args, **kwargs)
+        if not self.config.tie_word_embeddings:
+            return
+        base = getattr(self, self.base_model_prefix, self)
+        tied = [base.decoder.embed_tokens, getattr(self, "lm_head", None)]
+        if self.config.tie_encoder_decoder_embeddings:
+            tied.append(base.encoder.embed_tokens)
+        tied = [module for module in tied if module is not None]
+        loaded = next((module.weight for module in tied if not module.weight.is_meta), None)
+        for module in tied if loaded is not None else ():
+            module.weight = loaded
+
     def _load_from_state_dict(self, state_dict: dict[str, Any], prefix: str, *args: Any, **kwargs: Any) -> None:
         """`nn.Module`'s, after `rename_unprefixed_keys` (a state dict saved before the base-model split)."""
         rename_unprefixed_keys(self, state_dict, prefix)
@@ -191,12 +229,14 @@ class TranslationPreTrainedModel(PreTrainedModel):
         `quantize="int8"` returns the model ready for CPU inference with int8 linear and recurrent layers
         (`hf_bahdanau.quantization.quantize_for_cpu`; needs the hf_bahdanau package, also for a remote-code folder).
 
-        A weight the model has and the checkpoint lacks, or one the checkpoint has and the model lacks (e.g. a
-        folder whose config names another model type), is a ValueError naming them: such a model would translate
-        garbage. `strict=False` loads it anyway, with those weights newly initialised or dropped (transformers' load
-        report lists them; `output_loading_info=True` returns them too). Tied weights are not missing.
+        As transformers' models, a checkpoint that lacks some of the model's weights (e.g. a base model's, loaded with
+        a head) loads what matches, initialises the rest and warns (transformers' load report lists them;
+        `output_loading_info=True` returns them too); a checkpoint that shares (almost) nothing with the model (e.g.
+        a folder whose config names another model type) is a ValueError naming the weights: such a model would
+        translate garbage. `strict=True` (the command line's translating commands) refuses any missing or unexpected
+        weight, `strict=False` none. Tied weights are not missing.
         """
-        strict = kwargs.pop("strict", True)
+        strict = kwargs.pop("strict", None)
         output_loading_info = kwargs.pop("output_loading_info", False)
         quantize = kwargs.pop("quantize", None)
         quantize_model = None if quantize is None else quantizer(quantize)  # checks the name before loading
@@ -221,8 +261,7 @@ class TranslationPreTrainedModel(PreTrainedModel):
         finally:
             if was_enabled:
                 transformers_logging.enable_progress_bar()
-        if strict:
-            check_loaded_weights(pretrained_model_name_or_path, loading_info)
+        check_loaded_weights(pretrained_model_name_or_path, loading_info, model, strict)
         model = model if quantize_model is None else quantize_model(model)
         return (model, loading_info) if output_loading_info else model
 
@@ -318,28 +357,27 @@ class TranslationModel(TranslationPreTrainedModel):
             return self.encoder.output_class(*encoder_outputs)
         return encoder_outputs
 
-    @deprecate_kwarg("past_key_values", "6.0.0", new_name="cache", raise_if_both_names=True)  # before 5.24
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,
         attention_mask: torch.Tensor | None = None,
         decoder_input_ids: torch.LongTensor | None = None,
         encoder_outputs: ModelOutput | tuple | None = None,
-        cache: Any = None,
+        past_key_values: Any = None,
         use_cache: bool | None = None,
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
         return_dict: bool | None = None,
-        source_repeats: int = 1,
+        cache: Any = None,
         **kwargs: Any,  # generation and Trainer extras
     ) -> Seq2SeqModelOutput | tuple:
         """The decoder's last hidden states `(batch, tgt_len, hidden)` for `decoder_input_ids` `(batch, tgt_len)`
         attending to the source `input_ids` `(batch, src_len)` (or its `encoder_outputs`), with the encoder's outputs.
 
-        With `cache` (the state returned by the previous call) only the new decoder tokens are read.
-        `source_repeats`: each source row is repeated this many times in a row (`generate` passes it at every step, for
-        the beams or returned sequences of a sentence); the decoder keeps one copy of each source for its rows.
+        With the state returned by the previous call (`past_key_values=` or `cache=`, see the module's docstring)
+        only the new decoder tokens are read.
         """
+        cache = given_cache(past_key_values, cache)
         output_attentions = output_attentions if output_attentions is not None else self.config.output_attentions
         output_hidden_states = (
             output_hidden_states if output_hidden_states is not None else self.config.output_hidden_states
@@ -362,11 +400,11 @@ class TranslationModel(TranslationPreTrainedModel):
             use_cache=use_cache,
             output_attentions=output_attentions,
             output_hidden_states=output_hidden_states,
-            source_repeats=source_repeats,
         )
-        output = Seq2SeqModelOutput(
+        output = with_cache(
+            Seq2SeqModelOutput,
+            returned_cache(decoder_outputs) if use_cache else None,
             last_hidden_state=decoder_outputs.last_hidden_state,
-            cache=decoder_outputs.cache if use_cache else None,
             decoder_hidden_states=decoder_outputs.hidden_states,
             decoder_attentions=decoder_outputs.attentions,
             cross_attentions=decoder_outputs.cross_attentions,
@@ -382,7 +420,6 @@ class TranslationForConditionalGeneration(TranslationPreTrainedModel, Generation
     `MarianMTModel`: logits, the loss from `labels`, and `generate()`."""
 
     base_model_class: type[TranslationModel]
-    _warned_length_bound = False  # see `_prepare_generated_length`
 
     def __init__(self, config: TranslationConfig) -> None:
         super().__init__(config)
@@ -430,89 +467,47 @@ class TranslationForConditionalGeneration(TranslationPreTrainedModel, Generation
     def prepare_inputs_for_generation(
         self,
         input_ids: torch.LongTensor,
-        next_sequence_length: int | None = None,
+        past_key_values: Any = None,
         cache: Any = None,
+        next_sequence_length: int | None = None,
         **kwargs: Any,
     ) -> dict[str, Any]:
         """One generation step's `forward` arguments: the tokens the decoder state has not read yet (also when
-        `generate` continues from a returned `cache` with the whole sequence so far) and the model
-        kwargs. Lean on purpose: `GenerationMixin`'s version inspects `forward`'s signature and looks up the
-        device at every step (~0.4 ms, some 5% of a greedy step at batch 64)."""
-        if next_sequence_length is None and cache is not None:
-            seen = cache.get_seq_length()
+        `generate` continues from a returned state with the whole sequence so far) and the model kwargs; the state
+        goes back under the name `generate` gave it. Lean on purpose: `GenerationMixin`'s version inspects `forward`'s
+        signature and looks up the device at every step (~0.4 ms, some 5% of a greedy step at batch 64)."""
+        state = given_cache(past_key_values, cache)
+        if next_sequence_length is None and state is not None:
+            seen = state.get_seq_length()
             if 0 < seen < input_ids.shape[1]:
                 next_sequence_length = input_ids.shape[1] - seen
         if next_sequence_length is not None:
             input_ids = input_ids[:, -next_sequence_length:]
         inputs = {name: value for name, value in kwargs.items() if name not in GENERATION_ONLY_KWARGS}
-        return {**inputs, "decoder_input_ids": input_ids, "cache": cache}
+        return {**inputs, "decoder_input_ids": input_ids, "cache" if cache is not None else "past_key_values": state}
 
-    def _prepare_generated_length(
-        self, generation_config: GenerationConfig, *args: Any, **kwargs: Any
-    ) -> GenerationConfig:
-        """`GenerationMixin`'s, bounded by the position table (a Transformer's `max_position_embeddings`; the RNN
-        has none): the decoder reads every token but the last, so a sequence holds at most table + 1 tokens (the
-        start token and `table` new ones). Asking for more generates that many, with one warning per model."""
-        generation_config = super()._prepare_generated_length(generation_config, *args, **kwargs)
-        table = getattr(self.config, "max_position_embeddings", None)
-        if table is not None and generation_config.max_length > table + 1:
-            if not self._warned_length_bound:  # once per model, not once per length asked (a file asks many)
-                logger.warning(
-                    "generation asked for longer sequences than the model's position table holds "
-                    f"(max_position_embeddings={table}): generating up to {table + 1} tokens"
-                )
-                self._warned_length_bound = True
-            generation_config.max_length = table + 1
-            generation_config.min_length = min(generation_config.min_length, table + 1)
-        return generation_config
-
-    def _expand_inputs_for_generation(
-        self,
-        expand_size: int = 1,
-        is_encoder_decoder: bool = False,
-        input_ids: torch.LongTensor | None = None,
-        **kwargs: Any,
-    ) -> tuple[torch.LongTensor | None, dict[str, Any]]:
-        """`GenerationMixin`'s, which repeats each source `expand_size` times (beams, returned sequences), and tells
-        the decoder so: it attends to one copy of each source (projected once) for all of its rows."""
-        input_ids, kwargs = super()._expand_inputs_for_generation(expand_size, is_encoder_decoder, input_ids, **kwargs)
-        return input_ids, {**kwargs, "source_repeats": expand_size}
-
-    def _prepare_text_encoder_decoder_kwargs_for_generation(
-        self, inputs_tensor: torch.Tensor, model_kwargs: dict[str, Any], *args: Any, **kwargs: Any
-    ) -> dict[str, Any]:
-        """Encode the source once per `generate` call; drop an all-ones `attention_mask` (what `generate` makes
-        for unpadded inputs), so that no decoding step applies a mask that hides nothing."""
-        model_kwargs = super()._prepare_text_encoder_decoder_kwargs_for_generation(
-            inputs_tensor, model_kwargs, *args, **kwargs
-        )
-        mask = model_kwargs.get("attention_mask")
-        if mask is not None and bool(mask.all()):
-            del model_kwargs["attention_mask"]
-        return model_kwargs
-
-    @deprecate_kwarg("past_key_values", "6.0.0", new_name="cache", raise_if_both_names=True)  # before 5.24
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,
         attention_mask: torch.Tensor | None = None,
         decoder_input_ids: torch.LongTensor | None = None,
         encoder_outputs: ModelOutput | tuple | None = None,
-        cache: Any = None,
+        past_key_values: Any = None,
         labels: torch.LongTensor | None = None,
         use_cache: bool | None = None,
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
         return_dict: bool | None = None,
         num_items_in_batch: int | torch.Tensor | None = None,
-        source_repeats: int = 1,
+        cache: Any = None,
         **kwargs: Any,  # generation and Trainer extras
     ) -> Seq2SeqLMOutput | tuple:
         """Logits `(batch, tgt_len, vocab)`; `loss` when `labels` `(batch, tgt_len)` are given (-100 ignored).
 
-        The other arguments are the base model's (`TranslationModel.forward`). `num_items_in_batch` (from the Trainer)
-        makes the loss a sum divided by it, for gradient accumulation.
+        The other arguments are the base model's (`TranslationModel.forward`; the decoder state under either name).
+        `num_items_in_batch` (from the Trainer) makes the loss a sum divided by it, for gradient accumulation.
         """
+        cache = given_cache(past_key_values, cache)
         return_dict = return_dict if return_dict is not None else self.config.return_dict
         if labels is not None:
             if self.training and self.quantization is not None:  # its int8 layers have no gradients
@@ -534,12 +529,12 @@ class TranslationForConditionalGeneration(TranslationPreTrainedModel, Generation
             use_cache=use_cache,
             output_attentions=output_attentions,
             output_hidden_states=output_hidden_states,
-            source_repeats=source_repeats,
         )
-        output = Seq2SeqLMOutput(
+        output = with_cache(
+            Seq2SeqLMOutput,
+            returned_cache(outputs),
             loss=None if labels is None else self._loss(labels, num_items_in_batch, logits),
             logits=logits,
-            cache=outputs.cache,
             decoder_hidden_states=outputs.decoder_hidden_states,
             decoder_attentions=outputs.decoder_attentions,
             cross_attentions=outputs.cross_attentions,
@@ -586,11 +581,13 @@ __all__ = [
     "TranslationForConditionalGeneration",
     "TranslationModel",
     "TranslationPreTrainedModel",
-    "check_beams_keep_their_source",
     "check_ids",
     "check_source",
+    "checking_values",
+    "given_cache",
     "quantizer",
     "rename_unprefixed_keys",
+    "returned_cache",
     "shift_tokens_right",
-    "source_rows",
+    "with_cache",
 ]

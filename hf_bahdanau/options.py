@@ -79,10 +79,10 @@ def _model_option_fields() -> list[tuple[str, Any, Any]]:
     options: dict[str, dict[str, Any]] = {}
     for name, (config_class, _) in MODEL_TYPE_NAMES_AND_CLASSES.items():
         helps, defaults = _documented_fields(config_class), config_class()
-        for field_name, config_field in config_class.__dataclass_fields__.items():
+        for field_name, config_field in config_class.config_fields().items():
             if field_name in _NOT_MODEL_OPTIONS or field_name not in helps:
                 continue
-            kind = _option_type(config_field.type)
+            kind = _option_type(config_field.annotation)
             option = options.setdefault(field_name, {"type": kind, "help": helps[field_name]})
             option.setdefault("defaults", []).append(f"{name} {getattr(defaults, field_name)}")
     return [
@@ -104,12 +104,12 @@ def _config_overrides(self: Any, config_class: type[TranslationConfig] | None = 
     saved = config_class is not None
     config_class = config_class or get_model_type(self.model_type).config_class
     given = {f.name: getattr(self, f.name) for f in fields(self)[2:] if getattr(self, f.name) is not None}
-    foreign = sorted(set(given) - set(config_class.__dataclass_fields__))
+    foreign = sorted(set(given) - set(config_class.config_fields()))
     if foreign:
         owners = [
             name
             for name, (other, _) in MODEL_TYPE_NAMES_AND_CLASSES.items()
-            if set(foreign) <= set(other.__dataclass_fields__)
+            if set(foreign) <= set(other.config_fields())
         ]
         short = {model_type: name for name, model_type in MODEL_TYPE_NAMES.items()}.get(config_class.model_type)
         one = len(foreign) == 1
@@ -290,7 +290,7 @@ def new_model_table(model_args: ModelArguments) -> int | None:
     """The position table a new model of `model_args` gets (None for a model type without one)."""
     if model_args.max_position_embeddings is not None:
         return model_args.max_position_embeddings
-    default = get_model_type(model_args.model_type).config_class.__dataclass_fields__.get("max_position_embeddings")
+    default = get_model_type(model_args.model_type).config_class.config_fields().get("max_position_embeddings")
     return None if default is None else default.default
 
 

@@ -34,6 +34,7 @@ from typing import Any
 import torch
 from transformers import (
     AutoModelForSeq2SeqLM,
+    GenerationConfig,
     Pipeline,
     PretrainedConfig,
     PreTrainedModel,
@@ -59,6 +60,8 @@ REGISTERED_ALIASES = ("bahdanau-translation",)
 # trust_remote_code=True)` works, without this package too). Not registered in-process: transformers 5 refuses it.
 TASK_ALIASES = REGISTERED_ALIASES + (() if transformers_provides("translation") else ("translation",))
 Translation = dict[str, str]  # {"translation_text": ...}
+# What a `pipeline(...)` keyword may set of `generate()`: a generation config or any of its parameters.
+GENERATION_KEYS = {key for key in vars(GenerationConfig()) if not key.startswith("_")} | {"generation_config"}
 
 
 def _pad_id(tokenizer: PreTrainedTokenizerBase) -> int:
@@ -129,7 +132,10 @@ class TranslationPipeline(Pipeline):
     def __init__(self, *args: Any, check_tokenizer: bool = True, **kwargs: Any) -> None:
         """`Pipeline`'s; a model of this package saved with its tokenizer's fingerprint (`tokenizer_fingerprint`) is
         checked to get that tokenizer (`check_tokenizer_matches`): another one of the same size translates garbage.
-        `check_tokenizer=False` (also a `pipeline(...)` keyword) skips the check."""
+        `check_tokenizer=False` (also a `pipeline(...)` keyword) skips the check. Generation parameters given here
+        (`num_beams=5`, a `generation_config`, ...) apply to every call; a call's own override them. The pipeline
+        keeps them itself, as transformers releases differ in what their `Pipeline` does with them."""
+        self.generate_defaults = {key: kwargs.pop(key) for key in GENERATION_KEYS & kwargs.keys()}
         super().__init__(*args, **kwargs)
         if check_tokenizer and getattr(self.model.config, "tokenizer_fingerprint", None) is not None:
             try:
@@ -159,8 +165,9 @@ class TranslationPipeline(Pipeline):
 
     def _forward(self, model_inputs: dict[str, torch.Tensor], **generate_kwargs: Any) -> dict[str, torch.Tensor]:
         input_ids, attention_mask = model_inputs["input_ids"], model_inputs["attention_mask"]  # (batch, src_len)
-        generate_kwargs = self._prepare_generate_kwargs(generate_kwargs)
-        per_input = self._get_set_generation_params(generate_kwargs).get("num_return_sequences") or 1
+        generate_kwargs = {**self.generate_defaults, **generate_kwargs}  # the call's on top of the pipeline's
+        config = generate_kwargs.get("generation_config") or self.model.generation_config
+        per_input = generate_kwargs.get("num_return_sequences") or config.num_return_sequences or 1
         keep = attention_mask.bool().any(1)  # (batch,); empty inputs never reach the model
         pad = _pad_id(self.tokenizer)
         output_ids = input_ids.new_full((input_ids.shape[0], per_input, 1), pad)  # (batch, per_input, tgt_len)
@@ -189,8 +196,15 @@ def register_pipeline() -> None:
             PIPELINE_REGISTRY.register_pipeline(
                 task, pipeline_class=TranslationPipeline, pt_model=AutoModelForSeq2SeqLM, type="text"
             )
-    impl = PIPELINE_REGISTRY.supported_tasks[TASK]
-    TranslationPipeline._registered_impl = {task: impl for task in (TASK, *TASK_ALIASES)}
+
+
+def _name_every_task(folder: Path) -> None:
+    """Name the folder's pipeline (saved under one task in its `config.json`) under `TASK` and every alias."""
+    config_file = folder / "config.json"
+    config = json.loads(config_file.read_text(encoding="utf-8"))
+    spec = next(iter(config["custom_pipelines"].values()))
+    config["custom_pipelines"] = {task: spec for task in (TASK, *TASK_ALIASES)}
+    config_file.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
 
 def save_for_pipeline(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, folder: str | os.PathLike) -> Path:
@@ -204,6 +218,7 @@ def save_for_pipeline(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase
     previous = getattr(model.config, "custom_pipelines", None)
     try:
         pipe.save_pretrained(folder)  # sets model.config.custom_pipelines and copies this file into folder
+        _name_every_task(Path(folder))
     finally:
         if had_custom:
             model.config.custom_pipelines = previous

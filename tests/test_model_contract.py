@@ -1,10 +1,12 @@
 """What transformers' common model and generation tests ask of a model, written against ours: continuing generation
-from a returned cache, attention weights in the autograd graph, gradient checkpointing, the attention interface."""
+from a returned cache, loading a checkpoint with missing weights, attention weights in the autograd graph, gradient
+checkpointing, the attention interface."""
 
 import pytest
 import torch
 from helpers import MODEL_TYPES, make_model, random_ids
-from transformers import AttentionInterface
+from safetensors.torch import load_file, save_file
+from transformers import AttentionInterface, AutoModelForSeq2SeqLM
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
 # As transformers' `test_generate_continue_from_past_key_values`: no token ends a sequence, greedy, scores kept.
@@ -55,11 +57,63 @@ def test_generate_continue_from_past_key_values(model_type, prompt_length):
         torch.testing.assert_close(states[0][0], states[1][0])
         assert states[0][1] == states[1][1] == prompt_length + 3
     else:
-        caches = [output.past_key_values.self_attention_cache for output in (then, whole)]
-        assert caches[0].get_seq_length() == caches[1].get_seq_length() == prompt_length + 3
-        for ours, reference in zip(caches[0].layers, caches[1].layers, strict=True):
-            torch.testing.assert_close(ours.keys, reference.keys)
-            torch.testing.assert_close(ours.values, reference.values)
+        for part in ("self_attention_cache", "cross_attention_cache"):  # the source's keys once, as in one go
+            caches = [getattr(output.past_key_values, part) for output in (then, whole)]
+            length = prompt_length + 3 if part == "self_attention_cache" else src.shape[1]
+            assert caches[0].get_seq_length() == caches[1].get_seq_length() == length
+            for ours, reference in zip(caches[0].layers, caches[1].layers, strict=True):
+                torch.testing.assert_close(ours.keys, reference.keys)
+                torch.testing.assert_close(ours.values, reference.values)
+
+
+def saved_without(model, folder, dropped) -> dict:
+    """Save `model` to `folder` with the weights whose names start with one of `dropped` left out; return them."""
+    model.save_pretrained(folder)
+    weights = load_file(folder / "model.safetensors")
+    kept = {name: value for name, value in weights.items() if not name.startswith(dropped)}
+    save_file(kept, folder / "model.safetensors", metadata={"format": "pt"})
+    return kept
+
+
+@pytest.mark.parametrize("model_type", MODEL_TYPES)
+def test_a_checkpoint_missing_some_weights_loads_the_rest_initialises_them_and_warns(model_type, tmp_path):
+    """transformers' contract (a base model's checkpoint under a new head): what matches is loaded, the rest is
+    initialised as a new model's (transformers' load report names them); `strict=True` refuses."""
+    model = make_model(model_type, seed=1)
+    kept = saved_without(model, tmp_path, ("lm_head.",))
+    loaded, info = AutoModelForSeq2SeqLM.from_pretrained(tmp_path, output_loading_info=True)
+    assert set(info["missing_keys"]) == {"lm_head.weight", "lm_head.bias"} and not info["unexpected_keys"]
+    state = loaded.state_dict()
+    for name, value in kept.items():
+        torch.testing.assert_close(state[name], value, rtol=0, atol=0)
+    assert torch.isfinite(loaded.lm_head.weight).all() and not torch.equal(loaded.lm_head.weight, model.lm_head.weight)
+    assert torch.count_nonzero(loaded.lm_head.bias) == 0  # initialised as a new model's: zero biases
+    with pytest.raises(ValueError, match=r"2 missing \(lm_head.bias, lm_head.weight\)"):
+        AutoModelForSeq2SeqLM.from_pretrained(tmp_path, strict=True)
+
+
+@pytest.mark.parametrize("model_type", MODEL_TYPES)
+def test_a_checkpoint_with_no_weight_loads_a_newly_initialised_model(model_type, tmp_path):
+    """An empty checkpoint shares nothing but claims nothing else either: every weight is initialised (finite,
+    on a real device), as transformers' `test_can_init_all_missing_weights` asks."""
+    saved_without(make_model(model_type), tmp_path, ("",))
+    loaded, info = AutoModelForSeq2SeqLM.from_pretrained(tmp_path, output_loading_info=True)
+    assert set(info["missing_keys"]) == set(loaded.state_dict())  # untied: every weight
+    for name, value in loaded.state_dict().items():
+        assert value.device.type == "cpu" and torch.isfinite(value).all(), name
+
+
+def test_a_checkpoint_of_another_architecture_is_refused(tmp_path):
+    """Weights of a Transformer under an RNN's config share (almost) nothing with the model: a ValueError naming
+    them, not a model that translates garbage; `strict=False` loads it anyway."""
+    rnn, transformer = make_model("bahdanau"), make_model("d2l_transformer")
+    rnn.config.save_pretrained(tmp_path)
+    transformer.save_pretrained(tmp_path / "weights")
+    (tmp_path / "weights" / "model.safetensors").rename(tmp_path / "model.safetensors")
+    with pytest.raises(ValueError, match=r"do not fit the model its config describes: \d+ missing .*\d+ unexpected"):
+        AutoModelForSeq2SeqLM.from_pretrained(tmp_path)
+    loaded = AutoModelForSeq2SeqLM.from_pretrained(tmp_path, strict=False)
+    assert type(loaded) is type(rnn)
 
 
 def test_retain_grad_hidden_states_attentions():
@@ -138,3 +192,38 @@ def test_attention_functions_registered_with_transformers_run_in_the_transformer
         assert torch.equal(results[name][1], results["eager"][1])
     with pytest.raises(ValueError, match="not supported"):
         make_model("d2l_transformer", attn_implementation="no_such_attention")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model_type", MODEL_TYPES)
+def test_a_training_forward_and_a_decoding_step_compile_into_one_graph(model_type, monkeypatch):
+    """`torch.compile(model, fullgraph=True)` (which fails on any graph break) traces a training forward with labels
+    and one cached decoding step, with eager's results. Dynamo traces recurrent layers with `allow_rnn`; an RNN batch
+    without padding (a padded one is packed, which reads its lengths)."""
+    import copy
+
+    from hf_bahdanau.modeling_translation import returned_cache
+
+    monkeypatch.setattr(torch._dynamo.config, "allow_rnn", True)
+    torch._dynamo.reset()
+    model = make_model(model_type).train()
+    src, labels = random_ids(2, 6), random_ids(2, 5, seed=1)
+    mask = None
+    if model_type == "d2l_transformer":
+        mask = torch.ones(2, 6, dtype=torch.long)
+        mask[1, :2] = 0  # left padding: positions and masks without reading values
+    compiled = torch.compile(model, fullgraph=True, backend="eager")
+    loss = compiled(input_ids=src, attention_mask=mask, labels=labels).loss
+    torch.testing.assert_close(loss, model(input_ids=src, attention_mask=mask, labels=labels).loss)
+    loss.backward()
+    model.eval()
+    with torch.no_grad():
+        encoded = model.get_encoder()(src, mask)
+        start = torch.ones(2, 1, dtype=torch.long)
+        first = model(encoder_outputs=encoded, attention_mask=mask, decoder_input_ids=start, use_cache=True)
+        step = dict(encoder_outputs=encoded, attention_mask=mask, decoder_input_ids=first.logits[:, -1:].argmax(-1))
+        state = returned_cache(first)
+        ours = torch.compile(model, fullgraph=True, backend="eager")(cache=copy.deepcopy(state), **step)
+        eager = model(cache=copy.deepcopy(state), **step)
+    torch.testing.assert_close(ours.logits, eager.logits)
+    assert returned_cache(ours).get_seq_length() == 2

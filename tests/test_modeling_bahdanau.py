@@ -6,7 +6,6 @@ import torch
 from helpers import VOCAB, greedy_config, random_ids
 
 from hf_bahdanau import BahdanauConfig, BahdanauForConditionalGeneration
-from hf_bahdanau.modeling_bahdanau import BahdanauEncoderOutput
 
 
 def make_model(seed: int = 0, **overrides) -> BahdanauForConditionalGeneration:
@@ -113,28 +112,3 @@ def test_assisted_generation_is_refused_for_the_recurrent_state():
     model, assistant = make_model(), make_model(seed=1)
     with pytest.raises(ValueError, match="assisted generation is not supported with stateful models"):
         model.generate(random_ids(1, 5), assistant_model=assistant, generation_config=greedy_config(max_new_tokens=4))
-
-
-def test_a_state_made_for_repeated_sources_keeps_one_copy_and_reads_its_repeats():
-    """`source_repeats` shapes the state when it is made; later steps read the repeats from it, and the state
-    refuses rows that do not fit it or a reorder that moves a row to another sentence."""
-    model = make_model(rnn_type="lstm")
-    src, mask = random_ids(2, 5), torch.tensor([[1] * 5, [0] * 2 + [1] * 3])
-    encoded = model.get_encoder()(src, mask)
-    repeated = BahdanauEncoderOutput(**{name: value.repeat_interleave(3, 0) for name, value in encoded.items()})
-    repeated_mask, tgt = mask.repeat_interleave(3, 0), random_ids(6, 4, seed=1)
-    inputs = dict(encoder_outputs=repeated, attention_mask=repeated_mask)
-    expected = model(**inputs, decoder_input_ids=tgt).logits  # one copy of the source per row
-    first = model(**inputs, decoder_input_ids=tgt[:, :1], source_repeats=3)
-    state = first.cache
-    assert state.projected_keys.shape[0] == 2
-    rest = model(**inputs, decoder_input_ids=tgt[:, 1:], cache=state)
-    torch.testing.assert_close(torch.cat([first.logits, rest.logits], 1), expected, atol=1e-5, rtol=1e-5)
-    with pytest.raises(ValueError, match="5 decoder rows do not fit a state made for 2 sources"):
-        model(**inputs, decoder_input_ids=tgt[:5, :1], cache=rest.cache)
-    with pytest.raises(ValueError, match="cannot move rows between sentences"):
-        rest.cache.reorder_cache(torch.arange(6).roll(3))
-    keys = rest.cache.projected_keys
-    rest.cache.reorder_cache(torch.tensor([2, 2, 0, 5, 3, 4]))  # within sentences: allowed
-    assert rest.cache.projected_keys is keys  # one copy per sentence, left as it is
-    torch.testing.assert_close(rest.cache.hidden[:, 0], rest.cache.hidden[:, 1])  # row 2 twice

@@ -111,33 +111,16 @@ def test_fused_attention_without_masks_trains_and_translates_as_eager(tmp_path, 
 def test_the_cache_projects_cross_attention_once_and_grows_self_attention():
     model = make_model(decoder_layers=3)
     src = random_ids(2, 5)
-    out = model.generate(
-        src, generation_config=greedy_config(max_new_tokens=4, min_new_tokens=4), return_dict_in_generate=True
-    )
+    config = greedy_config(max_new_tokens=4, min_new_tokens=4)
+    out = model.generate(src, generation_config=config, return_dict_in_generate=True)
     cache = out.cache
     assert cache.get_seq_length() == 4  # the start token and three generated tokens were fed
     for layer in range(3):
-        assert cache.cross_attention_cache.layers[layer].keys.shape == (2, 2, 5, 8)  # (batch, heads, src, head)
-        assert cache.self_attention_cache.layers[layer].keys.shape == (2, 2, 4, 8)
-        assert cache.is_updated[layer]
-
-
-def test_the_shared_source_cache_refuses_a_reorder_across_sentences_and_works_without_a_config():
-    """The cross-attention cache of one copy per sentence (what beams share; the common tests check the tokens)."""
-    model = make_model(decoder_layers=2)
-    src = random_ids(3, 6)
-    mask = torch.tensor([[1] * 6, [0] * 2 + [1] * 4, [1] * 5 + [0]])
-    config = greedy_config(max_new_tokens=6, min_new_tokens=6, num_beams=4)
-    shared = model.generate(src, attention_mask=mask, generation_config=config, return_dict_in_generate=True)
-    cross = shared.cache.cross_attention_cache
-    with pytest.raises(ValueError, match="between sentences"):  # beams of sentence 0 given to sentence 1
-        cross.reorder_cache(torch.arange(12).roll(4))
-    keys = [layer.keys for layer in cross.layers]
-    cross.reorder_cache(torch.arange(12).view(3, 4).flip(1).flatten())  # within sentences: left as it is
-    assert all(layer.keys is kept for layer, kept in zip(cross.layers, keys, strict=True))
+        assert cache.cross_attention_cache.get_seq_length(layer) == 5  # the source, projected once
+        assert cache.self_attention_cache.get_seq_length(layer) == 4
     configless = EncoderDecoderCache(DynamicCache(), DynamicCache())  # layers made as they are first updated
-    again = model.generate(src, attention_mask=mask, generation_config=config, cache=configless)
-    torch.testing.assert_close(again, shared.sequences)
+    again = model.generate(src, generation_config=config, cache=configless)
+    torch.testing.assert_close(again, out.sequences)
 
 
 # ---- positions ----------------------------------------------------------------------------------------------

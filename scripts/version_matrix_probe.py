@@ -1,0 +1,152 @@
+"""One release's round trip for `version_matrix.py`, run in that release's venv where `hf_bahdanau` is not installed.
+
+    python version_matrix_probe.py WORK REPORT
+
+For every model folder in WORK/folders (with its `.reference.pt` and `.pipeline.json`), as a downloader would:
+`AutoModelForSeq2SeqLM`, `AutoModel` and `AutoTokenizer` with `trust_remote_code=True`; greedy and beam 5 on the
+sentences token-identical to the reference; logits within 1e-5; `pipeline("translation", ...)` giving the reference's
+translations; one `Seq2SeqTrainer` step. Writes `{variant: {check: "ok" | one-line error}}` as JSON to REPORT. Under
+transformers 4 the one check is that loading refuses with one line naming the transformers release needed.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+import tempfile
+import traceback
+from pathlib import Path
+
+import torch
+import transformers
+from transformers import AutoModel, AutoModelForSeq2SeqLM, AutoTokenizer, pipeline
+
+TOLERANCE = 1e-5
+VARIANT_NAMES = {  # folder name -> the table's column
+    "GRU": "GRU",
+    "LSTM": "LSTM",
+    "bidirectional": "bidirectional",
+    "shared_embeddings": "shared embeddings",
+    "cGRU": "cGRU",
+    "Transformer": "Transformer",
+}
+
+
+def one_line(error: BaseException) -> str:
+    return f"{type(error).__name__}: {str(error).strip().splitlines()[0] if str(error).strip() else ''}"[:200]
+
+
+def check_generation(model, inputs, reference) -> str:
+    with torch.no_grad():
+        greedy = model.generate(**inputs, num_beams=1, do_sample=False, max_new_tokens=reference["greedy"].shape[1] - 1)
+        beam = model.generate(**inputs, num_beams=5, do_sample=False, max_new_tokens=reference["beam"].shape[1] - 1)
+    for name, ids in (("greedy", greedy), ("beam 5", beam)):
+        expected = reference["greedy" if name == "greedy" else "beam"]
+        if ids.shape != expected.shape or not torch.equal(ids, expected):
+            rows = (
+                sum(not torch.equal(a, b) for a, b in zip(ids, expected, strict=True))
+                if ids.shape == expected.shape
+                else "all"
+            )
+            return f"{name} differs from the reference ({rows} of {len(expected)} sentences)"
+    return "ok"
+
+
+def check_logits(model, inputs, reference) -> str:
+    with torch.no_grad():
+        logits = model(**inputs, decoder_input_ids=reference["beam"]).logits
+    gap = (logits - reference["logits"]).abs().max().item()
+    return "ok" if gap <= TOLERANCE else f"logits differ by {gap:.2e}"
+
+
+def check_training(folder: Path, tokenizer, texts: list[str]) -> str:
+    from transformers import DataCollatorForSeq2Seq, Seq2SeqTrainer, Seq2SeqTrainingArguments
+
+    model = AutoModelForSeq2SeqLM.from_pretrained(folder, trust_remote_code=True)
+    before = [parameter.detach().clone() for parameter in model.parameters()]
+    features = [
+        {"input_ids": tokenizer(text)["input_ids"], "labels": tokenizer(texts[(i + 1) % len(texts)])["input_ids"]}
+        for i, text in enumerate(texts[:8])
+    ]
+    with tempfile.TemporaryDirectory() as output:
+        args = Seq2SeqTrainingArguments(
+            output_dir=output, max_steps=1, per_device_train_batch_size=8, report_to=[], save_strategy="no",
+            learning_rate=1e-2, use_cpu=True, logging_strategy="no",
+        )  # fmt: skip
+        trainer = Seq2SeqTrainer(
+            model=model, args=args, train_dataset=features, data_collator=DataCollatorForSeq2Seq(tokenizer, model=model)
+        )
+        loss = trainer.train().training_loss
+    if not torch.isfinite(torch.tensor(loss)):
+        return f"training loss {loss}"
+    if all(torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True)):
+        return "the training step changed no weight"
+    return "ok"
+
+
+def probe(folder: Path, texts: list[str]) -> dict[str, str]:
+    checks: dict[str, str] = {}
+
+    def run(name: str, check) -> object:
+        try:
+            result = check()
+        except Exception as error:  # noqa: BLE001 - every failure becomes the table's one line
+            checks[name] = one_line(error)
+            traceback.print_exc()
+            return None
+        checks[name] = result if isinstance(result, str) else "ok"
+        return result
+
+    reference = torch.load(folder.parent / f"{folder.name}.reference.pt")
+    model = run("AutoModelForSeq2SeqLM", lambda: AutoModelForSeq2SeqLM.from_pretrained(folder, trust_remote_code=True))
+    base = run("AutoModel", lambda: AutoModel.from_pretrained(folder, trust_remote_code=True))
+    if base is not None and type(base).__name__ == type(model).__name__:
+        checks["AutoModel"] = f"AutoModel gave {type(base).__name__}, not the base model"
+    tokenizer = run("AutoTokenizer", lambda: AutoTokenizer.from_pretrained(folder, trust_remote_code=True))
+    if model is None or tokenizer is None:
+        return checks
+    model.eval()
+    inputs = tokenizer(texts, padding=True, return_tensors="pt")
+    run("greedy and beam 5", lambda: check_generation(model, inputs, reference))
+    run("logits", lambda: check_logits(model, inputs, reference))
+    expected = json.loads((folder.parent / f"{folder.name}.pipeline.json").read_text())
+
+    def check_pipeline() -> str:
+        translate = pipeline("translation", model=str(folder), trust_remote_code=True, max_new_tokens=20)
+        found = [result["translation_text"] for result in translate(texts[: len(expected)])]
+        return "ok" if found == expected else f"pipeline translations differ: {found[:1]} vs {expected[:1]}"
+
+    run("pipeline", check_pipeline)
+    run("Seq2SeqTrainer step", lambda: check_training(folder, tokenizer, texts))
+    return checks
+
+
+def probe_v4(folder: Path) -> dict[str, str]:
+    """transformers 4: loading must refuse with one line that names the transformers release needed."""
+    try:
+        AutoModelForSeq2SeqLM.from_pretrained(folder, trust_remote_code=True)
+    except Exception as error:  # noqa: BLE001
+        message = str(error).strip()
+        if "transformers>=5" in message and "\n" not in message:
+            return {"refused at load": "ok"}
+        return {"refused at load": f"refused without naming the release needed: {one_line(error)}"}
+    return {"refused at load": "loaded under transformers 4"}
+
+
+def main() -> None:
+    work, report = Path(sys.argv[1]), Path(sys.argv[2])
+    if importlib.util.find_spec("hf_bahdanau") is not None:
+        raise SystemExit("hf_bahdanau is importable here: the probe must run without the package")
+    texts = json.loads((work / "sentences.json").read_text())
+    transformers.logging.set_verbosity_error()
+    results = {}
+    for folder_name, column in VARIANT_NAMES.items():
+        folder = work / "folders" / folder_name
+        major = int(transformers.__version__.split(".")[0])
+        results[column] = probe_v4(folder) if major < 5 else probe(folder, texts)
+    report.write_text(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main()
