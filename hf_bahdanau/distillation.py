@@ -83,15 +83,16 @@ def cache_key(teacher_hash: str, corpus_hash: str, decoding: Decoding) -> str:
 
 
 def teacher_translator(teacher: str | Path, decoding: Decoding) -> Translate:
-    """The teacher's translation function, through what `hf-bahdanau translate` uses."""
-    from .cli import load_translator, translate_texts
+    """The teacher's translation function: the `Translator` that `hf-bahdanau translate` uses, with `decoding`."""
+    from .cli import load_translator
 
-    options = {"model": str(teacher), "engine": decoding.engine, "quantize": None, "threads": None}
-    _, translator = load_translator(argparse.Namespace(**options))
+    options = {"model": str(teacher), "engine": decoding.engine, "quantize": None, "threads": None,
+               "batch_size": decoding.batch_size}  # fmt: skip
+    translator = load_translator(argparse.Namespace(**options))
     generation = {"num_beams": decoding.num_beams}
     if decoding.max_new_tokens is not None:
         generation["max_new_tokens"] = decoding.max_new_tokens
-    return lambda texts: translate_texts(translator, texts, decoding.batch_size, **generation)
+    return lambda texts: [found.text for found in translator.translate(texts, **generation)]
 
 
 def _save_atomically(dataset: datasets.Dataset, folder: Path) -> None:

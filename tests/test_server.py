@@ -1,5 +1,5 @@
 """`hf-bahdanau serve`: the LibreTranslate API spoken to by the real clients (libretranslatepy, libretranslate-aio)
-and httpx, on 127.0.0.1 only; translations checked against `translate_ids` and the `translate` command."""
+and httpx, on 127.0.0.1 only; translations checked against the `Translator` and the `translate` command."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import pytest
 from helpers import tiny_translator
 
 from hf_bahdanau.pipelines import save_for_pipeline
-from hf_bahdanau.translating import source_ids, translate_ids
+from hf_bahdanau.decoding.translator import Translator
 
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
@@ -44,8 +44,8 @@ def en_fr(tokenizer, tmp_path_factory):
 
 def reference(model, tokenizer, sentence: str, n_best: int = 1) -> list[str]:
     """The sentence's n-best translations, as `translate` makes them (`--n-best` scores them: generate())."""
-    rows = source_ids(tokenizer, [sentence], 512)
-    return [h.text for h in translate_ids(model, tokenizer, rows, n_best, n_best > 1, num_beams=BEAMS)[0]]
+    found = Translator(model, tokenizer).translate([sentence], n_best=n_best, num_beams=BEAMS)[0]
+    return [hypothesis.text for hypothesis in found.hypotheses]
 
 
 class Running:
@@ -144,8 +144,7 @@ def test_models_are_picked_by_source_and_target_and_auto_stands_for_the_only_sou
     from transformers import AutoModelForSeq2SeqLM
 
     rnn = AutoModelForSeq2SeqLM.from_pretrained(en_fr).eval()
-    rows = source_ids(tokenizer, ["A man is riding a bicycle."], 512)
-    expected = translate_ids(rnn, tokenizer, rows, num_beams=2)[0][0].text
+    expected = Translator(rnn, tokenizer).translate(["A man is riding a bicycle."], num_beams=2)[0].text
     body = {"q": "A man is riding a bicycle.", "source": "auto", "target": "fr", "api_key": KEY}
     answer = post(served, "/translate", json=body).json()
     assert answer == {"translatedText": expected, "detectedLanguage": {"confidence": 0.0, "language": "en"}}
