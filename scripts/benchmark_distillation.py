@@ -25,7 +25,7 @@ from typing import NamedTuple
 import sacrebleu
 
 from hf_bahdanau import register
-from hf_bahdanau.cli import load_translator, translate_texts
+from hf_bahdanau.cli import load_translator
 from hf_bahdanau.data import load_parallel_corpus
 from hf_bahdanau.hub import count_parameters
 from hf_bahdanau.run_settings import read_data_settings
@@ -68,13 +68,14 @@ def split_pairs(teacher: Path, split: str, max_samples: int | None) -> tuple[lis
 
 def measure(folder: Path, engine: str, quantize: str | None, sources: list[str], references: list[str], args) -> Row:
     """BLEU and sentences per second of one model on one engine, for each of `BEAMS`."""
-    options = {"model": str(folder), "engine": engine, "quantize": quantize, "threads": args.threads}
-    _, translator = load_translator(argparse.Namespace(**options))
+    options = {"model": str(folder), "engine": engine, "quantize": quantize, "threads": args.threads,
+               "batch_size": args.batch_size}  # fmt: skip
+    translator = load_translator(argparse.Namespace(**options))
     bleu, per_second = {}, {}
     for beams in BEAMS:
-        translate_texts(translator, sources[: args.batch_size], args.batch_size, num_beams=beams)  # warm-up
+        translator.translate(sources[: args.batch_size], num_beams=beams)  # warm-up
         began = time.perf_counter()
-        outputs = translate_texts(translator, sources, args.batch_size, num_beams=beams)
+        outputs = [found.text for found in translator.translate(sources, num_beams=beams)]
         seconds = time.perf_counter() - began
         bleu[beams] = sacrebleu.corpus_bleu(outputs, [references]).score
         per_second[beams] = len(sources) / seconds
