@@ -2,8 +2,8 @@
 
 Importing the package registers both model types (`bahdanau`, `d2l_transformer`) with `AutoConfig`,
 `AutoModelForSeq2SeqLM` and `AutoModel` (the base model), and the translation pipeline (see
-`hf_bahdanau.pipelines`); the `hf-bahdanau` command registers them once its arguments are parsed. Public names are
-imported on first use.
+`hf_bahdanau.models.pipelines`); the `hf-bahdanau` command registers them once its arguments are parsed. Public
+names are imported on first use.
 """
 
 import importlib
@@ -15,26 +15,27 @@ __version__ = "0.1.0"
 
 # Where each public name lives; a name is imported on first use (PEP 562).
 _EXPORTS = {
-    "attention": ("AdditiveAttention", "BilinearAttention", "DotProductAttention", "MultiHeadAttention",
+    "models.attention": ("AdditiveAttention", "BilinearAttention", "DotProductAttention", "MultiHeadAttention",
                   "PositionalEncoding", "masked_softmax"),
     "decoding.attention_maps": ("AttentionMaps", "attention_maps", "plot_attention_maps"),
     "decoding.translator": ("Hypothesis", "Translation", "Translator"),
-    "averaging": ("average_checkpoints",),
-    "configuration_bahdanau": ("BahdanauConfig",),
-    "configuration_transformer": ("TransformerConfig",),
-    "configuration_translation": ("TranslationConfig",),
-    "data": ("load_parallel_corpus", "normalize_d2l", "tokenize_corpus"),
-    "export": ("CTranslate2Translator", "export_ctranslate2"),
+    "training.averaging": ("average_checkpoints",),
+    "models.configuration_bahdanau": ("BahdanauConfig",),
+    "models.configuration_transformer": ("TransformerConfig",),
+    "models.configuration_translation": ("TranslationConfig",),
+    "data.corpora": ("load_parallel_corpus", "normalize_d2l", "tokenize_corpus"),
+    "decoding.ctranslate2": ("CTranslate2Translator", "export_ctranslate2"),
     "kernel_regression": ("AveragePooling", "NonParametricPooling", "NWKernelRegression"),
     "metrics": ("bleu", "load_metric", "make_compute_metrics"),
-    "modeling_bahdanau": ("BahdanauForConditionalGeneration", "BahdanauModel", "BahdanauPreTrainedModel"),
-    "modeling_transformer": ("TransformerForConditionalGeneration", "TransformerModel", "TransformerPreTrainedModel"),
-    "modeling_translation": ("GENERATION_DEFAULTS", "TranslationForConditionalGeneration", "TranslationModel",
-                             "TranslationPreTrainedModel"),
-    "quantization": ("QUANTIZATIONS", "quantize_for_cpu"),
-    "models": ("MODEL_TYPES", "get_model_type", "register_auto_classes"),
-    "pipelines": ("TASK", "TranslationPipeline", "register_pipeline", "save_for_pipeline"),
-    "tokenization": ("train_tokenizer",),
+    "models.modeling_bahdanau": ("BahdanauForConditionalGeneration", "BahdanauModel", "BahdanauPreTrainedModel"),
+    "models.modeling_transformer": ("TransformerForConditionalGeneration", "TransformerModel",
+                                    "TransformerPreTrainedModel"),
+    "models.modeling_translation": ("GENERATION_DEFAULTS", "TranslationForConditionalGeneration", "TranslationModel",
+                                    "TranslationPreTrainedModel"),
+    "decoding.quantization": ("QUANTIZATIONS", "quantize_for_cpu"),
+    "registry": ("MODEL_TYPES", "get_model_type", "register_auto_classes"),
+    "models.pipelines": ("TASK", "TranslationPipeline", "register_pipeline", "save_for_pipeline"),
+    "data.tokenization": ("train_tokenizer",),
     "visualization": ("show_heatmaps",),
 }  # fmt: skip
 _MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
@@ -50,8 +51,8 @@ def __getattr__(name: str) -> Any:
 
 def register() -> None:
     """Register both model types with `AutoConfig` / `AutoModelForSeq2SeqLM`, and the translation pipeline."""
-    from .models import register_auto_classes
-    from .pipelines import register_pipeline
+    from hf_bahdanau.models.pipelines import register_pipeline
+    from hf_bahdanau.registry import register_auto_classes
 
     register_auto_classes()
     register_pipeline()

@@ -6,7 +6,7 @@ MarianMT model of the same size, the same random source tokens (batch 64, 20 tok
 functions of a group called in turn and the best of `--decode-repeats` rounds kept. Measured, greedy and beam 5:
 
 - ours in torch: `generate()` fp32, and after `quantize_for_cpu` (our `--quantize int8`);
-- ours in CTranslate2 (`hf_bahdanau.export.D2LTransformerConverter`), fp32 and int8;
+- ours in CTranslate2 (`hf_bahdanau.decoding.ctranslate2.D2LTransformerConverter`), fp32 and int8;
 - MarianMT in CTranslate2, converted by CTranslate2's own `TransformersConverter` (its Marian loader drops the last
   vocabulary row, which Marian keeps for padding: 1 row in 8,000), fp32 and int8.
 
@@ -48,7 +48,7 @@ from ctranslate2.converters import TransformersConverter
 from tokenizers import Tokenizer, models
 from transformers import GenerationConfig, PreTrainedTokenizerFast
 
-from hf_bahdanau.export import D2LTransformerConverter
+from hf_bahdanau.decoding.ctranslate2 import D2LTransformerConverter
 
 logger = logging.getLogger("benchmark_ctranslate2")
 
@@ -220,8 +220,8 @@ def markdown_table(results: dict[int | None, list[shared.Row]]) -> str:
 
 def test_corpus(model_dir: Path, max_samples: int | None) -> tuple[list[str], list[str]]:
     """Sources and references of the test split the model was trained with (its recorded corpus settings)."""
-    from hf_bahdanau.data import load_parallel_corpus
-    from hf_bahdanau.run_settings import read_data_settings
+    from hf_bahdanau.data.corpora import load_parallel_corpus
+    from hf_bahdanau.data.run_settings import read_data_settings
 
     settings = read_data_settings(model_dir)
     if not settings:
@@ -238,7 +238,7 @@ def test_corpus(model_dir: Path, max_samples: int | None) -> tuple[list[str], li
 def beam_scores(model: torch.nn.Module, tokenizer, source: str, targets: list[list[int]]) -> list[tuple[float, float]]:
     """Each target's (summed log-probability, beam score) under `model`, teacher-forced; targets end with `</s>`.
     The beam score is generate()'s: the sum over length ** length_penalty."""
-    from hf_bahdanau.pipelines import encode, source_limit
+    from hf_bahdanau.models.pipelines import encode, source_limit
 
     encoded = encode(tokenizer, source, source_limit(model, tokenizer))  # (1, src_len)
     penalty = model.generation_config.length_penalty
@@ -259,7 +259,7 @@ def explain_differences(
     hypotheses (decoded again alone, for their tokens) scored by our model, and CTranslate2's score of its own
     hypothesis against ours (the weights). `lines`: (torch's, CTranslate2's) batch outputs, to count the sentences
     that decode alone differently."""
-    from hf_bahdanau.pipelines import encode, source_limit
+    from hf_bahdanau.models.pipelines import encode, source_limit
 
     eos = model.config.eos_token_id
     higher = lower = tied = 0
@@ -292,9 +292,9 @@ def explain_differences(
 def exactness(args: argparse.Namespace) -> str:
     """The exactness table of `args.exactness` (a trained model folder) on its test split."""
     from hf_bahdanau.cli import load_translation_model
-    from hf_bahdanau.export import CTranslate2Translator, export_ctranslate2
+    from hf_bahdanau.decoding.ctranslate2 import CTranslate2Translator, export_ctranslate2
     from hf_bahdanau.metrics import load_metric
-    from hf_bahdanau.pipelines import TranslationPipeline
+    from hf_bahdanau.models.pipelines import TranslationPipeline
 
     torch.set_num_threads(1)
     sources, references = test_corpus(args.exactness, args.max_samples)

@@ -26,9 +26,9 @@ import sacrebleu
 
 from hf_bahdanau import register
 from hf_bahdanau.cli import load_translator
-from hf_bahdanau.data import load_parallel_corpus
-from hf_bahdanau.hub import count_parameters
-from hf_bahdanau.run_settings import read_data_settings
+from hf_bahdanau.data.corpora import load_parallel_corpus
+from hf_bahdanau.data.run_settings import read_data_settings
+from hf_bahdanau.publishing.hub import count_parameters
 
 logger = logging.getLogger("benchmark_distillation")
 

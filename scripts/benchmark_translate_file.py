@@ -33,7 +33,7 @@ from hf_bahdanau import register
 from hf_bahdanau.cli import load_translation_model
 from hf_bahdanau.decoding.batching import SORT_WINDOW
 from hf_bahdanau.decoding.translator import Translator
-from hf_bahdanau.pipelines import TranslationPipeline
+from hf_bahdanau.models.pipelines import TranslationPipeline
 
 logger = logging.getLogger("benchmark_translate_file")
 

@@ -35,7 +35,7 @@ def free_port() -> int:
 @contextmanager
 def served(model: str) -> Iterator[str]:
     """The demo of `model` served on 127.0.0.1 in a thread while the block runs; its URL."""
-    from hf_bahdanau.demo import build_demo, launch
+    from hf_bahdanau.serving.demo import build_demo, launch
 
     demo = build_demo(model)
     port = free_port()

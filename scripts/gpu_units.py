@@ -77,7 +77,7 @@ def train_run(output: Path, name: str, recipe: str, options: Sequence[str]) -> d
 
     from hf_bahdanau import register
     from hf_bahdanau.cli import parse_train_args
-    from hf_bahdanau.training import train
+    from hf_bahdanau.training.trainer import train
 
     register()
     arguments = ["--config", str(ROOT / recipe), "--output-dir", str(output / "runs" / name), "--overwrite",
@@ -118,8 +118,8 @@ def target_tokens(batches: Iterator[dict[str, Any]], steps: int) -> int:
 
 def test_pairs(model_dir: Path) -> tuple[list[str], list[str]]:
     """test_2016_flickr's sources and references in the run's languages."""
-    from hf_bahdanau.data import load_parallel_corpus
-    from hf_bahdanau.run_settings import read_data_settings
+    from hf_bahdanau.data.corpora import load_parallel_corpus
+    from hf_bahdanau.data.run_settings import read_data_settings
 
     settings = read_data_settings(model_dir)
     source, target = settings["src_lang"], settings["tgt_lang"]
@@ -169,7 +169,7 @@ def generate_run(output: Path, trained: Sequence[str]) -> dict[str, Any]:
 
 def ctranslate2_run(output: Path, trained: Sequence[str]) -> dict[str, Any]:
     """CTranslate2 on CUDA (fp16 and int8 weights, fp16 activations), greedy and beam 5, on the same model."""
-    from hf_bahdanau.export import CTranslate2Translator, cached_export, require_ctranslate2
+    from hf_bahdanau.decoding.ctranslate2 import CTranslate2Translator, cached_export, require_ctranslate2
 
     require_ctranslate2()
     model_dir = trained_model(output, trained)

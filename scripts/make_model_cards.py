@@ -12,7 +12,7 @@ import argparse
 import logging
 from pathlib import Path
 
-from hf_bahdanau.hub import DEFAULT_LICENSE, make_card
+from hf_bahdanau.publishing.hub import DEFAULT_LICENSE, make_card
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 logger = logging.getLogger("make_model_cards")

@@ -131,8 +131,8 @@ def make_folders(work: Path, texts: list[str]) -> None:
     from transformers import pipeline
 
     from hf_bahdanau import get_model_type
-    from hf_bahdanau.pipelines import TASK, save_for_pipeline
-    from hf_bahdanau.tokenization import train_tokenizer
+    from hf_bahdanau.data.tokenization import train_tokenizer
+    from hf_bahdanau.models.pipelines import TASK, save_for_pipeline
 
     tokenizer = train_tokenizer(texts, 200, min_freq=1)
     inputs = tokenizer(texts, padding=True, return_tensors="pt")

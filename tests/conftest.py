@@ -51,7 +51,7 @@ def tokenizer(request: pytest.FixtureRequest):
     """A tokenizer of 120 tokens learnt from the test module's `CORPUS` (else `helpers.TINY_CORPUS`)."""
     from helpers import TINY_CORPUS
 
-    from hf_bahdanau.tokenization import train_tokenizer
+    from hf_bahdanau.data.tokenization import train_tokenizer
 
     return train_tokenizer(getattr(request.module, "CORPUS", TINY_CORPUS), 120, min_freq=1)
 
@@ -59,7 +59,7 @@ def tokenizer(request: pytest.FixtureRequest):
 @pytest.fixture(scope="module")
 def folder(model, tokenizer, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The test module's `model` fixture and `tokenizer` saved as a model folder (`save_for_pipeline`)."""
-    from hf_bahdanau.pipelines import save_for_pipeline
+    from hf_bahdanau.models.pipelines import save_for_pipeline
 
     return save_for_pipeline(model, tokenizer, tmp_path_factory.mktemp("tiny") / "model")
 

@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from hf_bahdanau.attention import (
+from hf_bahdanau.models.attention import (
     AdditiveAttention,
     BilinearAttention,
     DotProductAttention,

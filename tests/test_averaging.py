@@ -10,8 +10,13 @@ from safetensors.torch import load_file, save_file
 from transformers import TrainingArguments
 
 from hf_bahdanau import average_checkpoints
-from hf_bahdanau.averaging import average_last_checkpoints, average_state_dicts, check_averaging, last_checkpoints
 from hf_bahdanau.cli import main
+from hf_bahdanau.training.averaging import (
+    average_last_checkpoints,
+    average_state_dicts,
+    check_averaging,
+    last_checkpoints,
+)
 
 
 def test_two_known_state_dicts_average_to_their_exact_mean():

@@ -16,7 +16,7 @@ from transformers import AutoModel, AutoModelForSeq2SeqLM
 from transformers.modeling_outputs import Seq2SeqModelOutput
 
 from hf_bahdanau import BahdanauModel, TransformerModel
-from hf_bahdanau.modeling_translation import TranslationModel
+from hf_bahdanau.models.modeling_translation import TranslationModel
 
 BASE_CLASSES = {"bahdanau": BahdanauModel, "d2l_transformer": TransformerModel}
 TIED = dict(tie_word_embeddings=True, tie_encoder_decoder_embeddings=True)

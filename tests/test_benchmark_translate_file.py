@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from helpers import make_model
 
-from hf_bahdanau.pipelines import save_for_pipeline
-from hf_bahdanau.tokenization import train_tokenizer
+from hf_bahdanau.data.tokenization import train_tokenizer
+from hf_bahdanau.models.pipelines import save_for_pipeline
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "benchmark_translate_file.py"
 SENTENCES = ["Ein Mann fährt Fahrrad.", "Zwei Hunde spielen im Schnee.", "Eine Frau liest ein Buch im Park.",

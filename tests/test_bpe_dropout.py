@@ -8,10 +8,11 @@ import pytest
 from helpers import make_model
 from transformers import DataCollatorForSeq2Seq, Seq2SeqTrainingArguments
 
-from hf_bahdanau import tokenization, tokenize_corpus, train_tokenizer
+from hf_bahdanau import tokenize_corpus, train_tokenizer
 from hf_bahdanau.cli import main
-from hf_bahdanau.tokenization import BpeDropoutEncoder, bpe_dropout_view, check_bpe_dropout, with_bpe_dropout
-from hf_bahdanau.training import TranslationTrainer
+from hf_bahdanau.data import tokenization
+from hf_bahdanau.data.tokenization import BpeDropoutEncoder, bpe_dropout_view, check_bpe_dropout, with_bpe_dropout
+from hf_bahdanau.training.trainer import TranslationTrainer
 
 PAIRS = [
     ("Ein Mann fährt mit dem Fahrrad die Straße entlang.", "A man rides a bike down the street."),

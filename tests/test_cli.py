@@ -22,12 +22,18 @@ from sacrebleu.metrics import BLEU
 from safetensors.torch import load_file
 from transformers import AutoConfig, AutoModelForSeq2SeqLM, AutoTokenizer, pipeline
 
-from hf_bahdanau import TASK, TranslationPipeline, cli, corpus_cache, data, hub, quantization, run_folder, run_settings
+from hf_bahdanau import TASK, TranslationPipeline, cli
 from hf_bahdanau.cli import UsageError, main, parse_train_args
+from hf_bahdanau.data import cache as corpus_cache
+from hf_bahdanau.data import corpora as data
+from hf_bahdanau.data import run_settings
+from hf_bahdanau.decoding import quantization
 from hf_bahdanau.metrics import count_repeating
-from hf_bahdanau.models import get_model_type
-from hf_bahdanau.options import ModelArguments
-from hf_bahdanau.training import build_model
+from hf_bahdanau.publishing import hub
+from hf_bahdanau.registry import get_model_type
+from hf_bahdanau.training import run_folder
+from hf_bahdanau.training.options import ModelArguments
+from hf_bahdanau.training.trainer import build_model
 
 TINY_RUN = [
     "--src-lang", "en", "--tgt-lang", "fr",
@@ -441,7 +447,7 @@ def test_two_processes_train_one_model(tatoeba_tsv, tmp_path):
         import logging, os, sys
         from test_cli import weights_digest
         from hf_bahdanau.cli import parse_train_args
-        from hf_bahdanau.training import train
+        from hf_bahdanau.training.trainer import train
         logging.basicConfig(level=logging.INFO)
         trainer = train(*parse_train_args(sys.argv[1:]))
         print(f"rank {os.environ['RANK']} weights {weights_digest(trainer.model)}")
@@ -564,7 +570,7 @@ def test_translate_and_heatmap_truncate_an_overlong_source_with_a_warning(traine
     text = " ".join(["I lost."] * 10)
     tokens = len(tokenizer(text)["input_ids"])
     heatmap = tmp_path / "attention.png"
-    with caplog.at_level(logging.WARNING, logger="hf_bahdanau.pipelines"):
+    with caplog.at_level(logging.WARNING, logger="hf_bahdanau.models.pipelines"):
         assert main(["translate", "--model", str(folder), "--num-beams", "1", text]) == 0
         assert main(["translate", "--model", str(folder), text, "--heatmap", str(heatmap)]) == 0
     lines = capsys.readouterr().out.splitlines()

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from hf_bahdanau.data import load_parallel_corpus
-from hf_bahdanau.streaming import LengthBucketedBatches, stream_train_pairs, tokenized_stream
-from hf_bahdanau.tokenization import train_tokenizer
+from hf_bahdanau.data.corpora import load_parallel_corpus
+from hf_bahdanau.data.streaming import LengthBucketedBatches, stream_train_pairs, tokenized_stream
+from hf_bahdanau.data.tokenization import train_tokenizer
 
 LINES = [f"sentence number {n}" for n in range(400)]
 

@@ -1,4 +1,4 @@
-"""Tests of hf_bahdanau.data: readers, splits, filters, errors, named corpora and tokenization of splits."""
+"""Tests of hf_bahdanau.data.corpora: readers, splits, filters, errors, named corpora and tokenization of splits."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import json
 import datasets
 import pytest
 
-from hf_bahdanau import corpus_cache
-from hf_bahdanau.data import load_parallel_corpus, normalize_d2l, tokenize_corpus
-from hf_bahdanau.tokenization import train_tokenizer
+from hf_bahdanau.data import cache as corpus_cache
+from hf_bahdanau.data.corpora import load_parallel_corpus, normalize_d2l, tokenize_corpus
+from hf_bahdanau.data.tokenization import train_tokenizer
 
 
 def _write_folder(folder, files: dict[str, list[str]]) -> None:
@@ -368,9 +368,9 @@ def test_second_tokenization_reads_the_cache(tmp_path, monkeypatch):
 
 
 def test_tokenizer_trains_on_a_sample_of_a_large_corpus(monkeypatch):
-    from hf_bahdanau import tokenization
-    from hf_bahdanau.options import TokenizerArguments
-    from hf_bahdanau.training import load_or_train_tokenizer
+    from hf_bahdanau.data import tokenization
+    from hf_bahdanau.training.options import TokenizerArguments
+    from hf_bahdanau.training.trainer import load_or_train_tokenizer
 
     rows = [{"translation": {"de": f"w{i}", "en": f"v{i}"}} for i in range(30)]
     corpus = datasets.Dataset.from_list(rows)
@@ -388,7 +388,7 @@ def test_tokenizer_trains_on_a_sample_of_a_large_corpus(monkeypatch):
 
 
 def test_length_grouping_reads_the_lengths_from_arrow():
-    from hf_bahdanau.training import arrow_lengths
+    from hf_bahdanau.training.trainer import arrow_lengths
 
     rows = datasets.Dataset.from_dict({"input_ids": [[7] * (n % 5 + 1) for n in range(12)]})
     chosen = rows.select([9, 2, 4, 4])

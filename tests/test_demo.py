@@ -23,12 +23,12 @@ from conftest import load_script
 from helpers import MODEL_TYPES, tiny_translator
 from huggingface_hub import HfApi, RepoUrl
 
-from hf_bahdanau import demo as demo_module
 from hf_bahdanau.cli import main
 from hf_bahdanau.decoding.attention_maps import attention_maps
 from hf_bahdanau.decoding.sources import length_bound
 from hf_bahdanau.decoding.translator import Translator
-from hf_bahdanau.pipelines import save_for_pipeline
+from hf_bahdanau.models.pipelines import save_for_pipeline
+from hf_bahdanau.serving import demo as demo_module
 
 SENTENCE = "Zwei Hunde spielen im Schnee."
 pytestmark = pytest.mark.filterwarnings(  # gradio's own use of pandas options that pandas 3 deprecates
@@ -200,7 +200,7 @@ def test_publish_space_dry_run_shows_the_files_and_uploads_nothing(capsys, monke
     assert main(["publish", "--repo-id", MODEL_REPO, "--space", SPACE, "--dry-run"]) == 0
     out = capsys.readouterr().out
     app = out.split("==> app.py <==\n")[1].split("\n==> ")[0]
-    assert f"build_demo({MODEL_REPO!r})" in app and "from hf_bahdanau.demo import" in app
+    assert f"build_demo({MODEL_REPO!r})" in app and "from hf_bahdanau.serving.demo import" in app
     compile(app, "app.py", "exec")
     readme = out.split("==> README.md <==\n")[1]
     header = yaml.safe_load(readme.split("---\n")[1])
@@ -213,11 +213,11 @@ def test_publish_space_dry_run_shows_the_files_and_uploads_nothing(capsys, monke
 
 
 def test_the_space_is_written_by_hub_and_demo_is_the_page_only():
-    from hf_bahdanau import hub
+    from hf_bahdanau.publishing import hub
 
     texts = hub.space_texts(SPACE, MODEL_REPO, license="mit")
     assert sorted(texts) == ["README.md", "app.py", "requirements.txt"] and "license: mit" in texts["README.md"]
-    assert "from hf_bahdanau.demo import build_demo, launch" in texts["app.py"]  # the Space serves demo's page
+    assert "from hf_bahdanau.serving.demo import build_demo, launch" in texts["app.py"]  # the Space serves demo's page
     source = Path(demo_module.__file__).read_text()
     assert "_upload" not in source and "from .hub" not in source  # the page neither writes nor uploads a Space
     assert not {"publish_space", "space_texts", "write_space", "Space"} & set(vars(demo_module))
@@ -248,7 +248,7 @@ def test_publish_space_uploads_a_space_whose_app_loads_the_model_by_repo_id(
     assert {"app.py", "README.md", "requirements.txt"} <= {path.name for path in uploaded.iterdir()}
     assert (uploaded / "hf_bahdanau" / "demo.py").read_text() == Path(demo_module.__file__).read_text()
     # the Space imports its own copy of the package ...
-    command = [sys.executable, "-c", "import hf_bahdanau.demo as d; print(d.__file__)"]
+    command = [sys.executable, "-c", "import hf_bahdanau.serving.demo as d; print(d.__file__)"]
     env = {**os.environ, "PYTHONPATH": ""}
     found = subprocess.run(command, cwd=uploaded, capture_output=True, text=True, env=env, check=True)
     assert Path(found.stdout.strip()).resolve() == (uploaded / "hf_bahdanau" / "demo.py").resolve()

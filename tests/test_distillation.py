@@ -13,12 +13,12 @@ import pytest
 from conftest import load_script
 from helpers import TINY_CORPUS, tiny_translator
 
-from hf_bahdanau import hub
 from hf_bahdanau.cli import main
-from hf_bahdanau.data import load_parallel_corpus
-from hf_bahdanau.distillation import Decoding, student_pairs, teacher_translations, teacher_translator
-from hf_bahdanau.pipelines import save_for_pipeline, tokenizer_fingerprint
-from hf_bahdanau.tokenization import train_tokenizer
+from hf_bahdanau.data.corpora import load_parallel_corpus
+from hf_bahdanau.data.tokenization import train_tokenizer
+from hf_bahdanau.models.pipelines import save_for_pipeline, tokenizer_fingerprint
+from hf_bahdanau.publishing import hub
+from hf_bahdanau.training.distillation import Decoding, student_pairs, teacher_translations, teacher_translator
 
 GERMAN, ENGLISH = TINY_CORPUS[0::2], TINY_CORPUS[1::2]  # six aligned pairs
 DECODING = Decoding(engine="torch", num_beams=5, max_new_tokens=8, batch_size=4)
@@ -191,7 +191,7 @@ STUDENT_RECIPES = sorted((Path(__file__).resolve().parents[1] / "scripts" / "mul
 @pytest.mark.parametrize("recipe", STUDENT_RECIPES, ids=[recipe.stem for recipe in STUDENT_RECIPES])
 def test_every_student_recipe_parses_into_a_valid_model_that_takes_the_teacher_corpus(recipe):
     from hf_bahdanau.cli import parse_train_args
-    from hf_bahdanau.models import get_model_type
+    from hf_bahdanau.registry import get_model_type
 
     model_args, tokenizer_args, data_args, _, _ = parse_train_args(["--config", str(recipe), "--output-dir", "x"])
     assert data_args.data is None and tokenizer_args.tokenizer_name_or_path is None  # the teacher's

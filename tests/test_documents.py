@@ -11,8 +11,15 @@ import pytest
 from helpers import tiny_translator
 
 from hf_bahdanau.cli import main
+from hf_bahdanau.decoding.documents import (
+    check_language,
+    grouped,
+    join_document,
+    read_jsonl,
+    split_document,
+    text_lines,
+)
 from hf_bahdanau.decoding.translator import Translator
-from hf_bahdanau.documents import check_language, grouped, join_document, read_jsonl, split_document, text_lines
 
 CORPUS = [
     "Ein Mann fährt Fahrrad.", "A man is riding a bicycle.", "Zwei Hunde spielen im Schnee.",

@@ -15,12 +15,14 @@ from safetensors.torch import load_file, save_file
 from test_cli import TINY_MODEL, TINY_RUN
 from transformers import AutoTokenizer
 
-from hf_bahdanau import cli, data, export
+from hf_bahdanau import cli
 from hf_bahdanau.cli import main
-from hf_bahdanau.export import EXPORT_INFO, CTranslate2Translator, export_ctranslate2
-from hf_bahdanau.models import get_model_type
-from hf_bahdanau.pipelines import save_for_pipeline
-from hf_bahdanau.tokenization import train_tokenizer
+from hf_bahdanau.data import corpora as data
+from hf_bahdanau.data.tokenization import train_tokenizer
+from hf_bahdanau.decoding import ctranslate2 as export
+from hf_bahdanau.decoding.ctranslate2 import EXPORT_INFO, CTranslate2Translator, export_ctranslate2
+from hf_bahdanau.models.pipelines import save_for_pipeline
+from hf_bahdanau.registry import get_model_type
 
 ctranslate2 = pytest.importorskip("ctranslate2")
 

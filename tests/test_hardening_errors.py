@@ -18,9 +18,11 @@ from safetensors.torch import load_file
 from test_cli import TINY_MODEL, TINY_RUN
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, Seq2SeqTrainingArguments, pipeline
 
-from hf_bahdanau import TASK, TranslationPipeline, run_folder, training
+from hf_bahdanau import TASK, TranslationPipeline
 from hf_bahdanau.cli import main, parse_train_args
-from hf_bahdanau.options import RunArguments
+from hf_bahdanau.training import run_folder
+from hf_bahdanau.training import trainer as training
+from hf_bahdanau.training.options import RunArguments
 
 
 @pytest.fixture(scope="module")
@@ -120,7 +122,9 @@ def test_the_pipeline_refuses_a_tokenizer_of_another_model_unless_told(rnn_folde
 
 
 def test_the_tokenizer_check_has_one_copy_in_the_pipeline_module():
-    from hf_bahdanau import cli, pipelines, training
+    from hf_bahdanau import cli
+    from hf_bahdanau.models import pipelines
+    from hf_bahdanau.training import trainer as training
 
     assert training.check_tokenizer_matches is pipelines.check_tokenizer_matches
     assert "def check_tokenizer_matches" not in Path(training.__file__).read_text(encoding="utf-8")

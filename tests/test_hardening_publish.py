@@ -17,10 +17,11 @@ import pytest
 from helpers import make_model
 from test_cli import TINY, error_of, run_cli
 
-from hf_bahdanau import hub, run_folder
 from hf_bahdanau.cli import main
-from hf_bahdanau.pipelines import save_for_pipeline
-from hf_bahdanau.tokenization import train_tokenizer
+from hf_bahdanau.data.tokenization import train_tokenizer
+from hf_bahdanau.models.pipelines import save_for_pipeline
+from hf_bahdanau.publishing import hub
+from hf_bahdanau.training import run_folder
 
 REPO_ID = "someone/tiny-en-fr"
 URL = f"https://huggingface.co/{REPO_ID}"
@@ -97,7 +98,7 @@ def test_a_hub_token_is_in_no_file_written_and_no_output(tatoeba_tsv, tmp_path, 
 
 
 def test_every_form_of_a_secret_option_is_redacted(tmp_path, monkeypatch):
-    from hf_bahdanau.redaction import redact_argv, redact_config, redact_message
+    from hf_bahdanau.training.redaction import redact_argv, redact_config, redact_message
 
     argv = ["train", "--hub_token", CLI_TOKEN, "--hub-token=x1", "--db_password", PASSWORD, "--client-secret=x2",
             "--max_new_tokens", "5", "--tokenizer_name_or_path", "tok", "--output-dir", "out"]  # fmt: skip

@@ -23,8 +23,8 @@ from safetensors.torch import load_file
 from test_cli import TINY, run_cli
 
 from hf_bahdanau.cli import load_translation_model, main
-from hf_bahdanau.hub import files_to_upload, publish, read_evaluations
-from hf_bahdanau.pipelines import TranslationPipeline
+from hf_bahdanau.models.pipelines import TranslationPipeline
+from hf_bahdanau.publishing.hub import files_to_upload, publish, read_evaluations
 
 REPO_ID = "someone/tiny-en-fr"
 URL = f"https://huggingface.co/{REPO_ID}"

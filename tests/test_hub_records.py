@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from hf_bahdanau import hub
 from hf_bahdanau.cli import main
+from hf_bahdanau.publishing import hub
 
 MALFORMED = ['{"results": [{"dataset": "x"}]}', '{"results": 3}', "[1]", "{", "[" * 100_000]
 

@@ -12,6 +12,7 @@ import pytest
 import sacrebleu
 from transformers import EvalPrediction
 
+from hf_bahdanau.data.tokenization import train_tokenizer
 from hf_bahdanau.metrics import (
     METRIC_MODULE,
     bleu,
@@ -20,7 +21,6 @@ from hf_bahdanau.metrics import (
     make_compute_metrics,
     repeats_a_phrase,
 )
-from hf_bahdanau.tokenization import train_tokenizer
 
 
 def test_bleu_matches_d2l_printed_values():

@@ -202,7 +202,7 @@ def test_a_training_forward_and_a_decoding_step_compile_into_one_graph(model_typ
     without padding (a padded one is packed, which reads its lengths)."""
     import copy
 
-    from hf_bahdanau.modeling_translation import returned_cache
+    from hf_bahdanau.models.modeling_translation import returned_cache
 
     monkeypatch.setattr(torch._dynamo.config, "allow_rnn", True)
     torch._dynamo.reset()

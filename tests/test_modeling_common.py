@@ -15,7 +15,8 @@ from torch import nn
 from transformers import AutoConfig, AutoModelForSeq2SeqLM
 from transformers.generation.utils import DeferredStopCheck
 
-from hf_bahdanau import GENERATION_DEFAULTS, TranslationConfig, get_model_type, modeling_translation
+from hf_bahdanau import GENERATION_DEFAULTS, TranslationConfig, get_model_type
+from hf_bahdanau.models import modeling_translation
 
 pytestmark = pytest.mark.parametrize("model_type", MODEL_TYPES)
 

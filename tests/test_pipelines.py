@@ -20,8 +20,9 @@ from transformers.pipelines import REMOVED_TASKS, SUPPORTED_TASKS, get_supported
 from transformers.pipelines.base import pad_collate_fn
 
 from hf_bahdanau import Translator, plot_attention_maps
+from hf_bahdanau.data.tokenization import train_tokenizer
 from hf_bahdanau.decoding.attention_maps import display_tokens
-from hf_bahdanau.pipelines import (
+from hf_bahdanau.models.pipelines import (
     REGISTERED_ALIASES,
     TASK,
     TASK_ALIASES,
@@ -30,7 +31,6 @@ from hf_bahdanau.pipelines import (
     save_for_pipeline,
     transformers_provides,
 )
-from hf_bahdanau.tokenization import train_tokenizer
 
 SUBJECTS = ["i", "you", "we", "they", "the cat"]
 VERBS = ["see", "like", "want", "have", "need"]
@@ -161,7 +161,7 @@ def test_overlong_input_is_truncated_with_a_warning(model, caplog, monkeypatch):
         return tokenize(self, *args, **kwargs)
 
     monkeypatch.setattr(type(tokenizer), "__call__", spy)  # `tokenizer(...)` looks `__call__` up on the class
-    with caplog.at_level(logging.WARNING, logger="hf_bahdanau.pipelines"):
+    with caplog.at_level(logging.WARNING, logger="hf_bahdanau.models.pipelines"):
         preprocessed = truncating.preprocess(text)
     assert len(calls) == 1  # tokenized once
     assert "truncated to the model's limit of 4 tokens" in caplog.text
@@ -181,7 +181,7 @@ def test_a_source_longer_than_the_position_table_is_truncated_with_a_warning(tok
     with pytest.raises(ValueError, match="max_position_embeddings is 5"):  # the model itself refuses
         short_positions.generate(**tokenizer(text, return_tensors="pt"), max_new_tokens=2)
     truncating = pipeline(TASK, model=short_positions, tokenizer=tokenizer, max_new_tokens=4)
-    with caplog.at_level(logging.WARNING, logger="hf_bahdanau.pipelines"):
+    with caplog.at_level(logging.WARNING, logger="hf_bahdanau.models.pipelines"):
         result = truncating(text)
     assert "input of 11 tokens truncated to the model's limit of 5 tokens" in caplog.text
     ids = tokenizer(text)["input_ids"]

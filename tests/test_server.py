@@ -18,7 +18,7 @@ import pytest
 from helpers import tiny_translator
 
 from hf_bahdanau.decoding.translator import Translator
-from hf_bahdanau.pipelines import save_for_pipeline
+from hf_bahdanau.models.pipelines import save_for_pipeline
 
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")

@@ -1,4 +1,5 @@
-"""Tests of `train --streaming` (hf_bahdanau.streaming): the bucketed stream, its resume, its split across processes."""
+"""Tests of `train --streaming` (hf_bahdanau.data.streaming): the bucketed stream, its resume, its split across
+processes."""
 
 from __future__ import annotations
 
@@ -14,9 +15,9 @@ from test_cli import weights_digest
 from transformers import AutoModelForSeq2SeqLM
 
 from hf_bahdanau.cli import parse_train_args
-from hf_bahdanau.streaming import LengthBucketedBatches, stream_train_pairs, tokenized_stream
-from hf_bahdanau.tokenization import train_tokenizer
-from hf_bahdanau.training import train
+from hf_bahdanau.data.streaming import LengthBucketedBatches, stream_train_pairs, tokenized_stream
+from hf_bahdanau.data.tokenization import train_tokenizer
+from hf_bahdanau.training.trainer import train
 
 WORDS = "zero one two three four five six seven eight nine".split()
 
@@ -135,9 +136,9 @@ def test_two_processes_stream_disjoint_parts(corpus_folder, tmp_path):
     script.write_text(textwrap.dedent(
         """
         import json, logging, os, sys
-        from hf_bahdanau import streaming
+        from hf_bahdanau.data import streaming
         from hf_bahdanau.cli import parse_train_args
-        from hf_bahdanau.training import release_process_group, train
+        from hf_bahdanau.training.trainer import release_process_group, train
         from test_cli import weights_digest
         seen = []
         read = streaming.LengthBucketedBatches.__iter__

@@ -1,4 +1,4 @@
-"""Tests of hf_bahdanau.tokenization: exact round trips, vocabulary size, special ids, targets, speed."""
+"""Tests of hf_bahdanau.data.tokenization: exact round trips, vocabulary size, special ids, targets, speed."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from collections import Counter
 import pytest
 from transformers import AutoTokenizer
 
-from hf_bahdanau.data import load_parallel_corpus, normalize_d2l
-from hf_bahdanau.tokenization import train_tokenizer
+from hf_bahdanau.data.corpora import load_parallel_corpus, normalize_d2l
+from hf_bahdanau.data.tokenization import train_tokenizer
 
 logger = logging.getLogger(__name__)
 SAMPLE = 2000

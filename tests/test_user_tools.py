@@ -12,7 +12,7 @@ from helpers import MODEL_TYPES, greedy_config, make_model, random_ids
 from torch import nn
 
 import hf_bahdanau
-from hf_bahdanau import modeling_translation
+from hf_bahdanau.models import modeling_translation
 
 PACKAGE = Path(hf_bahdanau.__file__).parent
 # The files a saved folder ships as remote code (configuration_*, modeling_*, attention.py, pipelines.py).
@@ -73,7 +73,7 @@ def test_quantize_without_the_package_is_a_clear_error(monkeypatch):
         modeling_translation.quantizer("int4")
     monkeypatch.setattr(modeling_translation, "__package__", "transformers_modules.a_folder")  # as remote code
     assert modeling_translation.quantizer("int8").__name__ == "quantize_for_cpu"  # from the installed package
-    monkeypatch.setitem(sys.modules, "hf_bahdanau.quantization", None)  # and without it
+    monkeypatch.setitem(sys.modules, "hf_bahdanau.decoding.quantization", None)  # and without it
     with pytest.raises(ValueError, match="needs the hf_bahdanau package"):
         modeling_translation.quantizer("int8")
 

@@ -13,8 +13,9 @@ from pathlib import Path
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from ..pipelines import encode, source_limit
-from ..visualization import show_heatmaps
+from hf_bahdanau.models.pipelines import encode, source_limit
+from hf_bahdanau.visualization import show_heatmaps
+
 from .alignment import WORD_START, merge_words, word_ids
 
 

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from transformers import PreTrainedTokenizerBase
 
-from ..pipelines import encode
+from hf_bahdanau.models.pipelines import encode
 
 logger = logging.getLogger(__name__)
 
@@ -29,7 +29,7 @@ def source_ids(tokenizer: PreTrainedTokenizerBase, texts: Sequence[str], limit: 
 def trained_source_length(model_dir: str) -> int | None:
     """The longest source (in tokens, `</s>` included) a model folder was trained on: `max_source_length` in its
     `translation_data.json` (None where not recorded)."""
-    from ..run_settings import read_data_settings
+    from hf_bahdanau.data.run_settings import read_data_settings
 
     length = read_data_settings(model_dir).get("max_source_length")
     return length if isinstance(length, int) else None

@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 from transformers import PreTrainedTokenizerBase
 
-from ..pipelines import _pad_id, source_limit
+from hf_bahdanau.models.pipelines import _pad_id, source_limit
+
 from .alignment import alignments as pharaoh_alignments
 from .batching import in_input_order
 from .search import SearchSettings, search
@@ -112,12 +113,12 @@ class Translator:
 
         options.setdefault("trained_source_length", trained_source_length(str(path)))
         if engine == "ctranslate2":
-            from ..export import CTranslate2Translator
+            from hf_bahdanau.decoding.ctranslate2 import CTranslate2Translator
 
             return cls(CTranslate2Translator.from_model(path, quantize, threads=threads or 0), engine=engine, **options)
         from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
-        from ..pipelines import check_tokenizer_matches
+        from hf_bahdanau.models.pipelines import check_tokenizer_matches
 
         register()
         if threads:

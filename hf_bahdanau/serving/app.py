@@ -22,7 +22,8 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
-from ..documents import grouped, join_document, split_document, split_sentences
+from hf_bahdanau.decoding.documents import grouped, join_document, split_document, split_sentences
+
 from .batching import Batcher
 from .limits import ApiKeys, BodyLimit, Limits
 from .markup import join_markup, split_markup

@@ -10,8 +10,8 @@ import logging
 import os
 from typing import Any
 
-from ..choices import QUANTIZATIONS
-from ..cli import ENGINES, UsageError, positive_int
+from hf_bahdanau.choices import QUANTIZATIONS
+from hf_bahdanau.cli import ENGINES, UsageError, positive_int
 
 logger = logging.getLogger("hf_bahdanau.serving")
 SETTINGS_VARIABLE = "HF_BAHDANAU_SERVE_SETTINGS"  # how `--workers` processes get the settings

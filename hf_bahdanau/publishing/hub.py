@@ -36,12 +36,12 @@ from safetensors import safe_open
 from transformers import TrainingArguments
 from transformers.dynamic_module_utils import get_relative_imports
 
-from .choices import DEFAULT_LICENSE
-from .configuration_translation import NOT_ARCHITECTURE
-from .data import normalize_d2l
-from .pipelines import TASK
-from .redaction import redact_argv, redact_config, redact_message
-from .run_settings import read_data_settings
+from hf_bahdanau.choices import DEFAULT_LICENSE
+from hf_bahdanau.data.corpora import normalize_d2l
+from hf_bahdanau.data.run_settings import read_data_settings
+from hf_bahdanau.models.configuration_translation import NOT_ARCHITECTURE
+from hf_bahdanau.models.pipelines import TASK
+from hf_bahdanau.training.redaction import redact_argv, redact_config, redact_message
 
 logger = logging.getLogger(__name__)
 
@@ -543,7 +543,7 @@ def publish(
     path = folder / CARD_FILE
     exported = []
     if with_ctranslate2:
-        from .export import published_export
+        from hf_bahdanau.decoding.ctranslate2 import published_export
 
         exported = published_export(folder, dry_run=dry_run)
     card = make_card(folder, repo_id, license, ctranslate2=with_ctranslate2)
@@ -634,7 +634,7 @@ SPACE_APP = '''"""A demo of the translation model {model_repo} (written by `hf-b
 The hf_bahdanau/ folder beside this file is the package that serves the page; it loads the model by its repo id.
 """
 
-from hf_bahdanau.demo import build_demo, launch
+from hf_bahdanau.serving.demo import build_demo, launch
 
 demo = build_demo({model_repo!r})
 

@@ -19,7 +19,7 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from .choices import QUANTIZATIONS
+from hf_bahdanau.choices import QUANTIZATIONS
 
 
 def quantize_for_cpu(model: nn.Module) -> nn.Module:

@@ -26,7 +26,7 @@ from typing import Any
 
 import datasets
 
-from .corpus_cache import CACHE_DIR_ENV
+from hf_bahdanau.data.cache import CACHE_DIR_ENV
 
 logger = logging.getLogger(__name__)
 
@@ -61,7 +61,7 @@ def default_engine(teacher: str | Path) -> str:
 def teacher_fingerprint(teacher: str | Path) -> str:
     """A hash of what decides the teacher's translations: its config, weights and tokenizer (the fingerprint of its
     CTranslate2 export) and its generation config; not its card, scores, hypotheses or exports."""
-    from .export import source_fingerprint
+    from hf_bahdanau.decoding.ctranslate2 import source_fingerprint
 
     generation = Path(teacher) / "generation_config.json"
     settings = generation.read_bytes() if generation.is_file() else b""
@@ -84,7 +84,7 @@ def cache_key(teacher_hash: str, corpus_hash: str, decoding: Decoding) -> str:
 
 def teacher_translator(teacher: str | Path, decoding: Decoding) -> Translate:
     """The teacher's translation function: the `Translator` that `hf-bahdanau translate` uses, with `decoding`."""
-    from .cli import load_translator
+    from hf_bahdanau.cli import load_translator
 
     options = {"model": str(teacher), "engine": decoding.engine, "quantize": None, "threads": None,
                "batch_size": decoding.batch_size}  # fmt: skip

@@ -32,8 +32,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from transformers import PreTrainedTokenizerBase
 
-from .corpus_cache import NAMED_CORPORA, named_corpus_path
-from .text_lines import decode_lines
+from hf_bahdanau.data.cache import NAMED_CORPORA, named_corpus_path
+from hf_bahdanau.data.text_lines import decode_lines
 
 logger = logging.getLogger(__name__)
 

@@ -47,7 +47,7 @@ class TranslationConfig(PretrainedConfig):
         use_cache (`bool`, defaults to `True`):
             Return the decoder's state as `cache` so that generation continues from it.
         pad_token_id, bos_token_id, eos_token_id, decoder_start_token_id (`int`):
-            Special token ids, matching the tokenizers of `hf_bahdanau.tokenization` (0, 1, 2, 1).
+            Special token ids, matching the tokenizers of `hf_bahdanau.data.tokenization` (0, 1, 2, 1).
     """
 
     keys_to_ignore_at_inference = ["past_key_values", "cache"]  # the field's name per release

@@ -23,9 +23,9 @@ from safetensors import safe_open
 from transformers import PreTrainedTokenizerBase, TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 from transformers.trainer_pt_utils import safe_globals
 
-from .folders import replace_with
-from .models import MODEL_TYPES
-from .run_settings import DATA_SETTINGS_FILE, read_data_settings
+from hf_bahdanau.data.run_settings import DATA_SETTINGS_FILE, read_data_settings
+from hf_bahdanau.folders import replace_with
+from hf_bahdanau.registry import MODEL_TYPES
 
 logger = logging.getLogger(__name__)
 

@@ -12,13 +12,13 @@ from typing import NamedTuple
 
 from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM, PretrainedConfig
 
-from .choices import EXPORT_INFO
-from .configuration_bahdanau import BahdanauConfig
-from .configuration_transformer import TransformerConfig
-from .configuration_translation import TranslationConfig
-from .modeling_bahdanau import BahdanauForConditionalGeneration
-from .modeling_transformer import TransformerForConditionalGeneration
-from .modeling_translation import TranslationForConditionalGeneration
+from hf_bahdanau.choices import EXPORT_INFO
+from hf_bahdanau.models.configuration_bahdanau import BahdanauConfig
+from hf_bahdanau.models.configuration_transformer import TransformerConfig
+from hf_bahdanau.models.configuration_translation import TranslationConfig
+from hf_bahdanau.models.modeling_bahdanau import BahdanauForConditionalGeneration
+from hf_bahdanau.models.modeling_transformer import TransformerForConditionalGeneration
+from hf_bahdanau.models.modeling_translation import TranslationForConditionalGeneration
 
 
 class ModelType(NamedTuple):

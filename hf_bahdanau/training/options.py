@@ -17,10 +17,10 @@ from typing import Any
 import torch
 from transformers import Seq2SeqTrainingArguments, Trainer, TrainingArguments
 
-from .configuration_translation import NOT_ARCHITECTURE, TranslationConfig
-from .models import MODEL_TYPE_NAMES, get_model_type
-from .tokenization import MODELS as TOKENIZER_MODELS
-from .tokenization import check_bpe_dropout
+from hf_bahdanau.data.tokenization import MODELS as TOKENIZER_MODELS
+from hf_bahdanau.data.tokenization import check_bpe_dropout
+from hf_bahdanau.models.configuration_translation import NOT_ARCHITECTURE, TranslationConfig
+from hf_bahdanau.registry import MODEL_TYPE_NAMES, get_model_type
 
 
 @dataclass

@@ -18,8 +18,8 @@ import torch
 from safetensors.torch import load_file
 from transformers import Trainer, TrainingArguments
 
-from .modeling_translation import TranslationPreTrainedModel, rename_unprefixed_keys
-from .run_folder import is_complete_checkpoint, numbered_checkpoints
+from hf_bahdanau.models.modeling_translation import TranslationPreTrainedModel, rename_unprefixed_keys
+from hf_bahdanau.training.run_folder import is_complete_checkpoint, numbered_checkpoints
 
 logger = logging.getLogger(__name__)
 

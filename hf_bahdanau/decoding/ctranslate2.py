@@ -34,10 +34,10 @@ from typing import Any
 
 import torch
 
-from .choices import EXPORT_INFO
-from .choices import EXPORT_QUANTIZATIONS as QUANTIZATIONS  # what `export --quantization` offers
-from .folders import fresh_sibling, replace_with
-from .pipelines import check_tokenizer_matches, encode, source_limit
+from hf_bahdanau.choices import EXPORT_INFO
+from hf_bahdanau.choices import EXPORT_QUANTIZATIONS as QUANTIZATIONS  # what `export --quantization` offers
+from hf_bahdanau.folders import fresh_sibling, replace_with
+from hf_bahdanau.models.pipelines import check_tokenizer_matches, encode, source_limit
 
 try:  # an optional extra: `pip install hf_bahdanau[ctranslate2]`
     import ctranslate2
@@ -275,7 +275,7 @@ def _export(folder: Path, output: Path, quantization: str, overwrite: bool) -> P
     """`export_ctranslate2` once the place of `output` is allowed."""
     from transformers import AutoTokenizer
 
-    from .modeling_transformer import TransformerForConditionalGeneration
+    from hf_bahdanau.models.modeling_transformer import TransformerForConditionalGeneration
 
     if quantization not in QUANTIZATIONS:
         raise ValueError(f"quantization must be one of {', '.join(QUANTIZATIONS)}, got {quantization!r}")
@@ -346,7 +346,7 @@ class CTranslate2Translator:
         ct2 = require_ctranslate2()
         from transformers import AutoTokenizer, GenerationConfig
 
-        from .configuration_transformer import TransformerConfig
+        from hf_bahdanau.models.configuration_transformer import TransformerConfig
 
         self.folder = Path(folder)
         if not is_ctranslate2_folder(self.folder):

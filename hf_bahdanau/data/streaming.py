@@ -25,8 +25,8 @@ import datasets.distributed
 import torch
 from transformers import PreTrainedTokenizerBase, TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
-from .corpus_cache import named_corpus_path
-from .data import GZIP_ERRORS, folder_files, pair_cleaner, pair_encoder
+from hf_bahdanau.data.cache import named_corpus_path
+from hf_bahdanau.data.corpora import GZIP_ERRORS, folder_files, pair_cleaner, pair_encoder
 
 logger = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .cli import UsageError, parse_train_args, positive_int
+from hf_bahdanau.cli import UsageError, parse_train_args, positive_int
 
 DISTILL_EPILOG = """\
 Every option of `hf-bahdanau train` is taken too (hf-bahdanau train --help), --config included; the corpus and
@@ -76,7 +76,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def _teacher_config(teacher: Path) -> dict[str, Any]:
-    from .hub import check_model_folder
+    from hf_bahdanau.publishing.hub import check_model_folder
 
     check_model_folder(teacher)
     return json.loads((teacher / "config.json").read_text(encoding="utf-8"))
@@ -87,8 +87,8 @@ def adopt_teacher(teacher: Path, model_args: Any, tokenizer_args: Any, data_args
     the student's languages or tokenizer differ from the teacher's."""
     from transformers import AutoConfig, AutoTokenizer
 
-    from .pipelines import tokenizer_fingerprint
-    from .run_settings import read_data_settings
+    from hf_bahdanau.data.run_settings import read_data_settings
+    from hf_bahdanau.models.pipelines import tokenizer_fingerprint
 
     config, settings = _teacher_config(teacher), read_data_settings(teacher)
     languages = (config.get("source_language") or settings.get("src_lang"), config.get("target_language") or
@@ -118,7 +118,7 @@ def adopt_teacher(teacher: Path, model_args: Any, tokenizer_args: Any, data_args
 
 def distillation_record(teacher: Path, info: dict[str, Any], train_pairs: int, mix_references: bool) -> dict:
     """What `distillation.json` holds: the teacher, the data and its costs, the decoding, the teacher's scores."""
-    from .hub import count_parameters, dataset_label, read_evaluations
+    from hf_bahdanau.publishing.hub import count_parameters, dataset_label, read_evaluations
 
     config = _teacher_config(teacher)
     return {
@@ -150,12 +150,12 @@ def run(args: argparse.Namespace, rest: list[str], prepare: Callable[[], None] =
         raise SystemExit(0)
     if not args.teacher:
         raise UsageError("distill needs --teacher (the teacher's model folder)")
-    from .data import load_parallel_corpus
-    from .distillation import Decoding, default_engine, student_pairs, teacher_translations
-    from .hub import DISTILLATION_FILE
-    from .run_folder import check_output_dir
-    from .run_settings import corpus_id
-    from .training import check_options, release_process_group, train
+    from hf_bahdanau.data.corpora import load_parallel_corpus
+    from hf_bahdanau.data.run_settings import corpus_id
+    from hf_bahdanau.publishing.hub import DISTILLATION_FILE
+    from hf_bahdanau.training.distillation import Decoding, default_engine, student_pairs, teacher_translations
+    from hf_bahdanau.training.run_folder import check_output_dir
+    from hf_bahdanau.training.trainer import check_options, release_process_group, train
 
     teacher = Path(args.teacher)
     model_args, tokenizer_args, data_args, training_args, run_args = train_args = parse_train_args(rest)

@@ -44,14 +44,31 @@ from transformers import (
 from transformers.trainer_pt_utils import LengthGroupedSampler
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
-from . import hub
-from .averaging import average_last_checkpoints, check_averaging
-from .corpus_cache import named_corpus_path
-from .data import check_local_source, load_parallel_corpus, tokenize_corpus
-from .metrics import make_compute_metrics
-from .modeling_translation import TranslationPreTrainedModel
-from .models import check_saved_model_type, get_model_type
-from .options import (
+from hf_bahdanau.data.cache import named_corpus_path
+from hf_bahdanau.data.corpora import check_local_source, load_parallel_corpus, tokenize_corpus
+from hf_bahdanau.data.run_settings import corpus_id
+from hf_bahdanau.data.streaming import (
+    LengthBucketedBatches,
+    StreamStateCallback,
+    resume_stream,
+    stream_dataloader,
+    stream_train_pairs,
+    tokenized_stream,
+)
+from hf_bahdanau.data.tokenization import (
+    DEFAULT_TRAIN_SAMPLES,
+    BpeDropoutEncoder,
+    bpe_dropout_view,
+    check_tokenizer_location,
+    train_tokenizer,
+)
+from hf_bahdanau.metrics import make_compute_metrics
+from hf_bahdanau.models.modeling_translation import TranslationPreTrainedModel
+from hf_bahdanau.models.pipelines import check_tokenizer_matches, save_for_pipeline, tokenizer_fingerprint
+from hf_bahdanau.publishing import hub
+from hf_bahdanau.registry import check_saved_model_type, get_model_type
+from hf_bahdanau.training.averaging import average_last_checkpoints, check_averaging
+from hf_bahdanau.training.options import (
     DataArguments,
     ModelArguments,
     RunArguments,
@@ -62,8 +79,7 @@ from .options import (
     check_training_arguments,
     new_model_table,
 )
-from .pipelines import check_tokenizer_matches, save_for_pipeline, tokenizer_fingerprint
-from .run_folder import (
+from hf_bahdanau.training.run_folder import (
     CheckpointManifest,
     check_output_dir,
     check_resume_steps,
@@ -73,23 +89,7 @@ from .run_folder import (
     write_failure,
     write_run_files,
 )
-from .run_settings import corpus_id
-from .streaming import (
-    LengthBucketedBatches,
-    StreamStateCallback,
-    resume_stream,
-    stream_dataloader,
-    stream_train_pairs,
-    tokenized_stream,
-)
-from .tokenization import (
-    DEFAULT_TRAIN_SAMPLES,
-    BpeDropoutEncoder,
-    bpe_dropout_view,
-    check_tokenizer_location,
-    train_tokenizer,
-)
-from .visualization import plot_training_curves
+from hf_bahdanau.visualization import plot_training_curves
 
 logger = logging.getLogger(__name__)
 

@@ -21,9 +21,9 @@ from dataclasses import MISSING, field, fields, make_dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, get_args, get_type_hints
 
-from .choices import DEFAULT_LICENSE, EXPORT_QUANTIZATIONS
-from .choices import QUANTIZATIONS as QUANTIZE_CHOICES
-from .redaction import REDACTED, is_secret_option, redact_message
+from hf_bahdanau.choices import DEFAULT_LICENSE, EXPORT_QUANTIZATIONS
+from hf_bahdanau.choices import QUANTIZATIONS as QUANTIZE_CHOICES
+from hf_bahdanau.training.redaction import REDACTED, is_secret_option, redact_message
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
@@ -79,7 +79,7 @@ def _train_arguments() -> tuple[type, ...]:
     """The dataclasses `train` parses: `ModelArguments`, ..., `Seq2SeqTrainingArguments`, `RunArguments`."""
     from transformers import Seq2SeqTrainingArguments
 
-    from .options import DataArguments, ModelArguments, RunArguments, TokenizerArguments
+    from hf_bahdanau.training.options import DataArguments, ModelArguments, RunArguments, TokenizerArguments
 
     return ModelArguments, TokenizerArguments, DataArguments, Seq2SeqTrainingArguments, RunArguments
 
@@ -142,7 +142,7 @@ def _config_value(file: Path, name: str, value: Any, annotation: Any) -> Any:
 
 def _grouped(dataclass_type: type, title: str, names: Sequence[str] | None = None) -> type:
     """`dataclass_type` (or only its fields `names`, with the run defaults) as a help section called `title`."""
-    from .options import TRAINING_DEFAULTS
+    from hf_bahdanau.training.options import TRAINING_DEFAULTS
 
     if names is None:
         group = {"_argument_group_name": title}
@@ -188,7 +188,7 @@ def parse_train_args(argv: Sequence[str]) -> tuple:
     """The `_train_arguments()` dataclasses from options and `--config`; `-h` and `--help-all` print help and exit."""
     from transformers import HfArgumentParser
 
-    from .options import TRAINING_DEFAULTS
+    from hf_bahdanau.training.options import TRAINING_DEFAULTS
 
     if {"-h", "--help", "--help-all"} & set(argv):
         train_help_parser(full="--help-all" in argv).print_help()
@@ -225,9 +225,9 @@ def load_translation_model(path: str, quantize: str | None = None) -> tuple[PreT
     and tokenizer, checked to belong together."""
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
-    from .models import check_saved_model_type
-    from .pipelines import check_tokenizer_matches
-    from .tokenization import check_tokenizer_location
+    from hf_bahdanau.data.tokenization import check_tokenizer_location
+    from hf_bahdanau.models.pipelines import check_tokenizer_matches
+    from hf_bahdanau.registry import check_saved_model_type
 
     folder = Path(path)
     if not (folder / "config.json").is_file():
@@ -378,7 +378,7 @@ def terminate_as_interrupt() -> Iterator[None]:
 def _check_output_file(output: Path, model_dirs: Sequence[str], inputs: Sequence[str | None] = ()) -> None:
     """Refuse a hypotheses file that is any file evaluate reads (by inode: through a symlink or a hard link too) or
     lies in a model folder (an earlier hypotheses file there excepted) or a corpus folder."""
-    from .folders import files_by_inode, inode
+    from hf_bahdanau.folders import files_by_inode, inode
 
     target = output.resolve()
     homes = [Path(folder) for folder in model_dirs if target.is_relative_to(Path(folder).resolve())]
@@ -405,11 +405,11 @@ def hypotheses_file_name(split: str, languages: tuple[str, str], beams: int, arg
 
 
 def run_evaluate(args: argparse.Namespace) -> None:
-    from .corpus_cache import named_corpus_path
-    from .data import load_parallel_corpus
-    from .hub import record_evaluation
-    from .metrics import count_repeating, load_metric
-    from .run_settings import corpus_id, read_data_settings
+    from hf_bahdanau.data.cache import named_corpus_path
+    from hf_bahdanau.data.corpora import load_parallel_corpus
+    from hf_bahdanau.data.run_settings import corpus_id, read_data_settings
+    from hf_bahdanau.metrics import count_repeating, load_metric
+    from hf_bahdanau.publishing.hub import record_evaluation
 
     check_generation_length(args.model, args.max_new_tokens)
     if args.compare:
@@ -508,7 +508,7 @@ def _compare(
 ) -> None:
     """Translate `sources` with the --compare model (the same decoding options), write its translations to `output`
     and print sacreBLEU's paired bootstrap test of both models' BLEU and chrF (--model is the baseline)."""
-    from .metrics import BOOTSTRAP_SAMPLES, SIGNIFICANCE_LEVEL, paired_bootstrap
+    from hf_bahdanau.metrics import BOOTSTRAP_SAMPLES, SIGNIFICANCE_LEVEL, paired_bootstrap
 
     translator = load_translator(args, args.compare)
     _check_direction("--compare", args.compare, translator.config, languages)
@@ -557,11 +557,11 @@ def _write_heatmap(translator: Translator, text: str, args: argparse.Namespace, 
             return "truncated" not in record.getMessage()
 
     said = Untruncated()
-    logging.getLogger("hf_bahdanau.pipelines").addFilter(said)
+    logging.getLogger("hf_bahdanau.models.pipelines").addFilter(said)
     try:
         maps = translator.attention_maps(text, **options)
     finally:
-        logging.getLogger("hf_bahdanau.pipelines").removeFilter(said)
+        logging.getLogger("hf_bahdanau.models.pipelines").removeFilter(said)
     if args.heatmap_all:
         plot_attention_maps(maps, text, args.heatmap)  # save_figure logs each file written
     else:
@@ -571,7 +571,7 @@ def _write_heatmap(translator: Translator, text: str, args: argparse.Namespace, 
 
 def _stdin_lines() -> list[str]:
     """Lines of stdin as UTF-8; bad bytes become U+FFFD (a warning names the line), so the rest still translates."""
-    from .text_lines import decode_lines
+    from hf_bahdanau.data.text_lines import decode_lines
 
     stream = getattr(sys.stdin, "buffer", None)  # None for a text stand-in such as io.StringIO
     raw = stream if stream is not None else (line.encode("utf-8", "surrogateescape") for line in sys.stdin)
@@ -584,7 +584,7 @@ def _stdin_chunks(max_lines: int, pause: float = 0.05) -> Iterator[list[str]]:
     stand-in without a file descriptor (io.StringIO) is one chunk."""
     import select
 
-    from .text_lines import decode_lines
+    from hf_bahdanau.data.text_lines import decode_lines
 
     try:
         fd = sys.stdin.buffer.fileno()
@@ -643,7 +643,15 @@ def _translate_documents(translator: Translator, args: argparse.Namespace) -> No
     """`--document FILE` (paragraphs split into sentences, written back as paragraphs) and `--input-format jsonl`
     (a `text` field per line, written back with `translation`, and `score` with --scores: the mean of its
     sentences' scores); every sentence translated in length-sorted token batches, the output written in order."""
-    from .documents import check_language, grouped, join_document, jsonl_line, read_jsonl, split_document, text_lines
+    from hf_bahdanau.decoding.documents import (
+        check_language,
+        grouped,
+        join_document,
+        jsonl_line,
+        read_jsonl,
+        split_document,
+        text_lines,
+    )
 
     source = args.document if args.document and args.document != "-" else "stdin"
     if source == "stdin":
@@ -744,7 +752,7 @@ def run_translate(args: argparse.Namespace) -> None:
 
 def _require_ctranslate2() -> None:
     """A usage error that says how to install CTranslate2 where it is missing."""
-    from .export import require_ctranslate2
+    from hf_bahdanau.decoding.ctranslate2 import require_ctranslate2
 
     try:
         require_ctranslate2()
@@ -753,7 +761,7 @@ def _require_ctranslate2() -> None:
 
 
 def run_export(args: argparse.Namespace) -> None:
-    from .export import export_ctranslate2
+    from hf_bahdanau.decoding.ctranslate2 import export_ctranslate2
 
     _require_ctranslate2()
     output = export_ctranslate2(args.model, args.output, args.quantization, overwrite=args.overwrite)
@@ -774,7 +782,7 @@ def run_publish(args: argparse.Namespace) -> None:
 
 def _publish_space(args: argparse.Namespace) -> None:
     """`publish --space`: the demo Space of the model `--repo-id`; a dry run shows its files."""
-    from .hub import publish_space
+    from hf_bahdanau.publishing.hub import publish_space
 
     done = publish_space(args.space, args.repo_id, private=args.private, dry_run=args.dry_run,
                          commit_message=args.commit_message, license=args.license)  # fmt: skip
@@ -788,7 +796,7 @@ def _publish_space(args: argparse.Namespace) -> None:
 
 
 def _publish_model(args: argparse.Namespace) -> None:
-    from .hub import publish
+    from hf_bahdanau.publishing.hub import publish
 
     if args.with_ctranslate2:
         _require_ctranslate2()
@@ -823,7 +831,7 @@ def run_demo(args: argparse.Namespace) -> None:
         import gradio  # noqa: F401
     except ImportError:
         raise UsageError("the demo needs Gradio: pip install 'hf_bahdanau[demo]'") from None
-    from .demo import build_demo, launch
+    from hf_bahdanau.serving.demo import build_demo, launch
 
     launch(build_demo(args.model), port=args.port, share=args.share)
 
@@ -884,9 +892,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("train", help="train a model (options: hf-bahdanau train --help)", add_help=False)
-    from . import distill_command
+    from hf_bahdanau.cli import distill
 
-    distill_command.add_parser(commands)
+    distill.add_parser(commands)
 
     def command(name: str, summary: str, epilog: str) -> argparse.ArgumentParser:
         return commands.add_parser(name, help=summary, description=summary, epilog=epilog, formatter_class=Formatter)
@@ -1062,7 +1070,7 @@ def _prepare_libraries() -> None:
     import huggingface_hub
     from transformers.utils import logging as transformers_logging
 
-    from . import register
+    from hf_bahdanau import register
 
     register()  # the model types and the pipeline (the command line skips it at import to answer --help fast)
     if not sys.stderr.isatty():
@@ -1080,15 +1088,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "train":
             train_args = parse_train_args(rest)
             _prepare_libraries()
-            from .training import release_process_group, train
+            from hf_bahdanau.training.trainer import release_process_group, train
 
             train(*train_args)
             release_process_group()
             return 0
         if args.command == "distill":
-            from . import distill_command
+            from hf_bahdanau.cli import distill
 
-            distill_command.run(args, rest, prepare=_prepare_libraries)
+            distill.run(args, rest, prepare=_prepare_libraries)
             return 0
         if rest:
             raise UsageError(f"unrecognized arguments: {_option_names(rest)}")
@@ -1105,9 +1113,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         logger.error("%s", str(interrupt) or "interrupted")
         return 130
     return 0
-
-
-if __name__ == "__main__":  # `python -m hf_bahdanau.cli`: the package's module runs, so that modules importing
-    from hf_bahdanau.cli import main as package_main  # it (serving) raise the UsageError that main catches
-
-    sys.exit(package_main())

@@ -156,12 +156,12 @@ def earlier_tokens(labels: torch.Tensor) -> torch.Tensor:
 def quantizer(quantize: str) -> Callable[[nn.Module], nn.Module]:
     """The function that quantizes a loaded model in place (e.g. `quantize="int8"`), from the `hf_bahdanau`
     package's `quantization` module: int8 is a feature of the package, not part of a saved folder's code."""
-    for name in (importlib.util.resolve_name(".quantization", __package__), "hf_bahdanau.quantization"):
-        try:
-            return importlib.import_module(name).quantizer(quantize)
-        except ModuleNotFoundError as error:  # that module or a package above it is missing; else a real error
-            if not error.name or not (name == error.name or name.startswith(error.name + ".")):
-                raise
+    name = "hf_bahdanau.decoding.quantization"
+    try:
+        return importlib.import_module(name).quantizer(quantize)
+    except ModuleNotFoundError as error:  # the package is missing (a remote-code folder alone); else a real error
+        if not error.name or not (name == error.name or name.startswith(error.name + ".")):
+            raise
     raise ValueError(
         f"quantize={quantize!r} needs the hf_bahdanau package (its quantization module is not part of a saved "
         "folder's code): install it, or load the model without quantize="
@@ -176,7 +176,7 @@ class TranslationPreTrainedModel(PreTrainedModel):
     base_model_prefix = "model"
     main_input_name = "input_ids"
     supports_gradient_checkpointing = False
-    quantization: str | None = None  # "int8" after `hf_bahdanau.quantization.quantize_for_cpu`
+    quantization: str | None = None  # "int8" after `hf_bahdanau.decoding.quantization.quantize_for_cpu`
 
     def post_init(self) -> None:
         """Declare the tied weights, initialise, and give a new generating model the translation generation defaults."""
@@ -227,7 +227,8 @@ class TranslationPreTrainedModel(PreTrainedModel):
         progress bar (loading these small models is no long work).
 
         `quantize="int8"` returns the model ready for CPU inference with int8 linear and recurrent layers
-        (`hf_bahdanau.quantization.quantize_for_cpu`; needs the hf_bahdanau package, also for a remote-code folder).
+        (`hf_bahdanau.decoding.quantization.quantize_for_cpu`; needs the hf_bahdanau package, also for a remote-code
+        folder).
 
         As transformers' models, a checkpoint that lacks some of the model's weights (e.g. a base model's, loaded with
         a head) loads what matches, initialises the rest and warns (transformers' load report lists them;
