@@ -107,7 +107,7 @@ def test_word_alignment_merges_subwords_into_whitespace_words():
 def test_alignments_end_to_end_are_pharaoh_pairs_within_the_words(model, tokenizer):
     results = Translator(model, tokenizer).translate([*SOURCES, ""], n_best=2, alignments=True, num_beams=2,
                                                      max_new_tokens=10)  # fmt: skip
-    assert results[-1] == Translation([Hypothesis("", 0.0, "")])
+    assert results[-1] == Translation([Hypothesis("", None, "")] * 2)
     for text, translation in zip(SOURCES, results[:-1], strict=True):
         for hypothesis in translation.hypotheses:
             assert PIECE.match(hypothesis.alignment), hypothesis.alignment
@@ -121,15 +121,17 @@ def test_translate_n_best_scores_and_alignments_from_the_command_line(folder, mo
     monkeypatch.setattr(sys, "stdin", io.StringIO("Ein Mann fährt Fahrrad.\n\nZwei Hunde spielen.\n"))
     assert main(["translate", "--model", str(folder), "--n-best", "2", "--num-beams", "2", "--alignments"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert [line.split("\t")[0] for line in lines] == ["0", "0", "1", "2", "2"]  # an empty source: one empty line
-    assert lines[2] == "1\t0.0000\t\t"
-    for line in lines:
+    # an empty source: n empty, unscored hypotheses, as many lines as any other source
+    assert [line.split("\t")[0] for line in lines] == ["0", "0", "1", "1", "2", "2"]
+    assert lines[2] == lines[3] == "1\t\t\t"
+    for line in lines[:2] + lines[4:]:
         index, score, text, alignment = line.split("\t")
         assert float(score) <= 0 and PIECE.match(alignment)
     monkeypatch.setattr(sys, "stdin", io.StringIO("Ein Mann fährt Fahrrad.\n\nZwei Hunde spielen.\n"))
     assert main(["translate", "--model", str(folder), "--scores"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert len(lines) == 3 and lines[1] == "0.0000\t" and all(re.match(r"^-?\d+\.\d{4}\t", line) for line in lines)
+    assert len(lines) == 3 and lines[1] == "\t"  # an empty source is not scored (JSON lines say null)
+    assert all(re.match(r"^-?\d+\.\d{4}\t", line) for line in lines[::2])
     assert main(["translate", "--model", str(folder), "--n-best", "4", "--num-beams", "3", "x"]) == 1
     assert "--n-best 4 is more than the 3 beams searched" in caplog.text
 

@@ -686,7 +686,7 @@ def _translate_documents(translator: Translator, args: argparse.Namespace) -> No
                 else:
                     record = {**records[index], "translation": translation}
                     if args.scores:  # null where nothing was translated (0.0 would say "certain")
-                        scores = [hypothesis.score for hypothesis in hypotheses]
+                        scores = [hypothesis.score for hypothesis in hypotheses if hypothesis.score is not None]
                         record["score"] = round(sum(scores) / len(scores), 4) if scores else None
                     sys.stdout.write(jsonl_line(record))
                 sys.stdout.flush()

@@ -165,7 +165,8 @@ class Translator:
         progress: bool = False,
     ) -> Iterator[list[Translation]]:
         """Translate `texts` by length-sorted token batches; yields their translations in input order, as soon as
-        the next ones are done (a file is written as it goes). A blank text translates to "" (score 0)."""
+        the next ones are done (a file is written as it goes). A blank text translates to `n_best` empty hypotheses
+        with score None."""
         texts = list(texts)
         settings = self.settings(num_beams=num_beams, n_best=n_best, max_new_tokens=max_new_tokens,
                                  length_penalty=length_penalty, do_sample=do_sample)  # fmt: skip
@@ -197,7 +198,8 @@ class Translator:
         self, rows: list[list[int]], settings: SearchSettings, max_new_tokens: int | None, alignments: bool
     ) -> list[Translation]:
         """Translate one batch of sources given as token ids (the torch engine)."""
-        empty = Translation([Hypothesis("", 0.0, "" if alignments else None)])
+        # a blank source: `n_best` empty hypotheses, unscored (nothing was translated, so no certainty either)
+        empty = Translation([Hypothesis("", None, "" if alignments else None)] * settings.num_return_sequences)
         results = [empty for _ in rows]
         kept = [i for i, row in enumerate(rows) if row]
         if not kept:
@@ -276,8 +278,8 @@ def hypothesis_lines(index: int, translation: Translation, n_best: bool, scores:
     lines = []
     for hypothesis in translation.hypotheses:
         fields = [str(index)] if n_best else []
-        if scores and hypothesis.score is not None:
-            fields.append(f"{hypothesis.score:.4f}")
+        if scores:  # an empty field where nothing was scored (a blank source, CTranslate2)
+            fields.append("" if hypothesis.score is None else f"{hypothesis.score:.4f}")
         fields.append(hypothesis.text)
         if alignments and hypothesis.alignment is not None:
             fields.append(hypothesis.alignment)

@@ -163,7 +163,10 @@ def build_demo(
         layers, heads = maps.cross.shape[:2]
         selectable = layers > 1 or heads > 1
         image, said = figure_of(maps, text, None, None)
-        rows = [[rank, round(hypothesis.score, 4), hypothesis.text] for rank, hypothesis in enumerate(hypotheses, 1)]
+        rows = [
+            [rank, None if hypothesis.score is None else round(hypothesis.score, 4), hypothesis.text]
+            for rank, hypothesis in enumerate(hypotheses, 1)
+        ]
         return (
             " ".join(filter(None, (message, said))),
             hypotheses[0].text,
