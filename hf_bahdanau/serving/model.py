@@ -52,7 +52,7 @@ class ServedModel:
 
     def count_tokens(self, texts: list[str]) -> list[int]:
         """Each text's source length in tokens (`</s>` included), as `translate` counts it."""
-        from ..decoding.sources import source_ids
+        from hf_bahdanau.decoding.sources import source_ids
 
         return [len(row) for row in source_ids(self._counting_tokenizer, texts, self._translator.limit)]
 
