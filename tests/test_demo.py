@@ -246,12 +246,12 @@ def test_publish_space_uploads_a_space_whose_app_loads_the_model_by_repo_id(
     create.assert_called_once_with(SPACE, private=False, exist_ok=True, repo_type="space", space_sdk="gradio")
     assert upload_folder.kwargs["repo_type"] == "space" and capsys.readouterr().out.strip().endswith(SPACE)
     assert {"app.py", "README.md", "requirements.txt"} <= {path.name for path in uploaded.iterdir()}
-    assert (uploaded / "hf_bahdanau" / "demo.py").read_text() == Path(demo_module.__file__).read_text()
+    assert (uploaded / "hf_bahdanau" / "serving" / "demo.py").read_text() == Path(demo_module.__file__).read_text()
     # the Space imports its own copy of the package ...
     command = [sys.executable, "-c", "import hf_bahdanau.serving.demo as d; print(d.__file__)"]
     env = {**os.environ, "PYTHONPATH": ""}
     found = subprocess.run(command, cwd=uploaded, capture_output=True, text=True, env=env, check=True)
-    assert Path(found.stdout.strip()).resolve() == (uploaded / "hf_bahdanau" / "demo.py").resolve()
+    assert Path(found.stdout.strip()).resolve() == (uploaded / "hf_bahdanau" / "serving" / "demo.py").resolve()
     # ... and its app.py builds the page of the model downloaded by repo id (here: the Hub cache is `folder`)
     asked = []
     monkeypatch.setattr(huggingface_hub, "snapshot_download", lambda repo, **kwargs: asked.append(repo) or folder)
