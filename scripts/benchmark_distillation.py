@@ -28,7 +28,7 @@ from hf_bahdanau import register
 from hf_bahdanau.cli import load_translator
 from hf_bahdanau.data.corpora import load_parallel_corpus
 from hf_bahdanau.data.run_settings import read_data_settings
-from hf_bahdanau.publishing.hub import count_parameters
+from hf_bahdanau.publishing.card import count_parameters
 
 logger = logging.getLogger("benchmark_distillation")
 

@@ -12,7 +12,8 @@ import argparse
 import logging
 from pathlib import Path
 
-from hf_bahdanau.publishing.hub import DEFAULT_LICENSE, make_card
+from hf_bahdanau.choices import DEFAULT_LICENSE
+from hf_bahdanau.publishing.card import make_card
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 logger = logging.getLogger("make_model_cards")

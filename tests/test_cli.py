@@ -29,7 +29,7 @@ from hf_bahdanau.data import corpora as data
 from hf_bahdanau.data import run_settings
 from hf_bahdanau.decoding import quantization
 from hf_bahdanau.metrics import count_repeating
-from hf_bahdanau.publishing import hub
+from hf_bahdanau.publishing import card
 from hf_bahdanau.registry import get_model_type
 from hf_bahdanau.training import run_folder
 from hf_bahdanau.training.options import ModelArguments
@@ -769,7 +769,7 @@ def test_every_option_has_help_and_each_command_examples(command):
     parser = cli.build_parser()._subparsers._group_actions[0].choices[command]
     assert all(action.help for action in parser._actions), [a.dest for a in parser._actions if not a.help]
     assert parser.epilog.startswith("examples:\n  hf-bahdanau " + command)
-    assert cli.DEFAULT_LICENSE == hub.DEFAULT_LICENSE
+    assert cli.DEFAULT_LICENSE == card.DEFAULT_LICENSE
     assert cli.QUANTIZE_CHOICES == quantization.QUANTIZATIONS
 
 

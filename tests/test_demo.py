@@ -212,14 +212,14 @@ def test_publish_space_dry_run_shows_the_files_and_uploads_nothing(capsys, monke
     assert main(["publish", "--repo-id", MODEL_REPO]) == 1  # neither --model nor --space
 
 
-def test_the_space_is_written_by_hub_and_demo_is_the_page_only():
-    from hf_bahdanau.publishing import hub
+def test_the_space_is_written_by_publishing_and_demo_is_the_page_only():
+    from hf_bahdanau.publishing.space import space_texts
 
-    texts = hub.space_texts(SPACE, MODEL_REPO, license="mit")
+    texts = space_texts(SPACE, MODEL_REPO, license="mit")
     assert sorted(texts) == ["README.md", "app.py", "requirements.txt"] and "license: mit" in texts["README.md"]
     assert "from hf_bahdanau.serving.demo import build_demo, launch" in texts["app.py"]  # the Space serves demo's page
     source = Path(demo_module.__file__).read_text()
-    assert "_upload" not in source and "from .hub" not in source  # the page neither writes nor uploads a Space
+    assert "upload_files" not in source and "from hf_bahdanau.publishing" not in source  # neither writes nor uploads
     assert not {"publish_space", "space_texts", "write_space", "Space"} & set(vars(demo_module))
 
 
@@ -246,12 +246,12 @@ def test_publish_space_uploads_a_space_whose_app_loads_the_model_by_repo_id(
     create.assert_called_once_with(SPACE, private=False, exist_ok=True, repo_type="space", space_sdk="gradio")
     assert upload_folder.kwargs["repo_type"] == "space" and capsys.readouterr().out.strip().endswith(SPACE)
     assert {"app.py", "README.md", "requirements.txt"} <= {path.name for path in uploaded.iterdir()}
-    assert (uploaded / "hf_bahdanau" / "demo.py").read_text() == Path(demo_module.__file__).read_text()
+    assert (uploaded / "hf_bahdanau" / "serving" / "demo.py").read_text() == Path(demo_module.__file__).read_text()
     # the Space imports its own copy of the package ...
     command = [sys.executable, "-c", "import hf_bahdanau.serving.demo as d; print(d.__file__)"]
     env = {**os.environ, "PYTHONPATH": ""}
     found = subprocess.run(command, cwd=uploaded, capture_output=True, text=True, env=env, check=True)
-    assert Path(found.stdout.strip()).resolve() == (uploaded / "hf_bahdanau" / "demo.py").resolve()
+    assert Path(found.stdout.strip()).resolve() == (uploaded / "hf_bahdanau" / "serving" / "demo.py").resolve()
     # ... and its app.py builds the page of the model downloaded by repo id (here: the Hub cache is `folder`)
     asked = []
     monkeypatch.setattr(huggingface_hub, "snapshot_download", lambda repo, **kwargs: asked.append(repo) or folder)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,7 +16,8 @@ from hf_bahdanau.cli import main
 from hf_bahdanau.data.corpora import load_parallel_corpus
 from hf_bahdanau.data.tokenization import train_tokenizer
 from hf_bahdanau.models.pipelines import save_for_pipeline, tokenizer_fingerprint
-from hf_bahdanau.publishing import hub
+from hf_bahdanau.publishing.card import card_data, make_card
+from hf_bahdanau.publishing.evaluations import read_evaluations
 from hf_bahdanau.training.distillation import Decoding, student_pairs, teacher_translations, teacher_translator
 
 GERMAN, ENGLISH = TINY_CORPUS[0::2], TINY_CORPUS[1::2]  # six aligned pairs
@@ -142,8 +142,7 @@ def test_distill_trains_the_student_on_the_teacher_data_and_its_card_names_both(
     assert main(["evaluate", "--model", str(teacher), "--num-beams", "1", "--max-new-tokens", "8"]) == 0
     output = tmp_path / "student"
     argv = distill_argv(teacher, output, tmp_path / "cache", *(["--mix-references"] if mix else []))
-    monkeypatch.setattr(sys, "argv", ["hf-bahdanau", *argv])  # as the console script sees it (for the card)
-    assert main() == 0
+    assert main(argv) == 0
     record = json.loads((output / "distillation.json").read_text(encoding="utf-8"))
     kept = sum(1 for text in teacher_translator(teacher, DECODING)(GERMAN) if text.strip())
     assert record["data"]["train_pairs"] == kept + 6 * mix and record["data"]["mix_references"] is mix
@@ -152,16 +151,16 @@ def test_distill_trains_the_student_on_the_teacher_data_and_its_card_names_both(
     assert record["teacher"]["name"] == "teacher" and record["teacher"]["model_type"] == "bahdanau"
     assert record["decoding"] == {"engine": "torch", "num_beams": 5, "max_new_tokens": 8, "batch_size": 32}
     assert record["data"]["pairs"] == 6 and record["data"]["disk_bytes"] > 0
-    teacher_bleu = hub.read_evaluations(teacher)[0]["bleu"]
+    teacher_bleu = read_evaluations(teacher)[0]["bleu"]
     assert [score["bleu"] for score in record["teacher_scores"]] == [teacher_bleu]
     from transformers import AutoTokenizer
 
     assert tokenizer_fingerprint(AutoTokenizer.from_pretrained(output)) == tokenizer_fingerprint(tokenizer)
     assert main(["evaluate", "--model", str(output), "--num-beams", "1", "--max-new-tokens", "8"]) == 0
-    student_bleu = hub.read_evaluations(output)[0]["bleu"]
-    card = hub.make_card(output, "someone/student").text
+    student_bleu = read_evaluations(output)[0]["bleu"]
+    card = make_card(output, "someone/student").text
     assert "## Distillation" in card and "`teacher`" in card
-    assert "knowledge-distillation" in hub.card_data(output, "someone/student").tags
+    assert "knowledge-distillation" in card_data(output, "someone/student").tags
     assert f"| {teacher_bleu} | {student_bleu} |" in card
     assert "hf-bahdanau distill --teacher" in card  # the recorded command
     assert ("mixed with the original references" in card) is mix
@@ -226,7 +225,7 @@ def test_the_benchmark_measures_teacher_and_students_on_every_engine_and_plots_t
     for folder, row in ((transformer, cells[0]), (rnn, cells[3])):  # torch fp32: what `evaluate` scores
         for beams, column in ((5, 3), (1, 4)):
             assert main(["evaluate", "--model", str(folder), "--num-beams", str(beams), "--max-new-tokens", "8"]) == 0
-            scores = {result["num_beams"]: result["bleu"] for result in hub.read_evaluations(folder)}
+            scores = {result["num_beams"]: result["bleu"] for result in read_evaluations(folder)}
             assert float(row[column]) == pytest.approx(scores[beams], abs=0.006)
     assert (output / "quality_speed.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 

@@ -17,7 +17,8 @@ from hf_bahdanau import get_model_type, train_tokenizer
 from hf_bahdanau.cli import main
 from hf_bahdanau.metrics import load_metric, paired_bootstrap
 from hf_bahdanau.models.pipelines import save_for_pipeline
-from hf_bahdanau.publishing.hub import EVAL_RESULTS_FILE, make_card, read_evaluations
+from hf_bahdanau.publishing.card import make_card
+from hf_bahdanau.publishing.evaluations import EVAL_RESULTS_FILE, read_evaluations
 
 PAIRS = 24
 

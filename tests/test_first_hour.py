@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from hf_bahdanau.cli import main
-from hf_bahdanau.publishing.hub import make_card
+from hf_bahdanau.publishing.card import make_card
 from hf_bahdanau.visualization import plot_training_curves
 
 LINES = {"train": 300, "val": 16, "test_2016_flickr": 16}  # of each Multi30k file, de and en

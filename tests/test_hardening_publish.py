@@ -20,8 +20,9 @@ from test_cli import TINY, error_of, run_cli
 from hf_bahdanau.cli import main
 from hf_bahdanau.data.tokenization import train_tokenizer
 from hf_bahdanau.models.pipelines import save_for_pipeline
-from hf_bahdanau.publishing import hub
-from hf_bahdanau.training import run_folder
+from hf_bahdanau.publishing import upload
+from hf_bahdanau.publishing.card import CARD_MARKER, make_card
+from hf_bahdanau.training import recorded_command, run_folder
 
 REPO_ID = "someone/tiny-en-fr"
 URL = f"https://huggingface.co/{REPO_ID}"
@@ -30,7 +31,7 @@ CLI_TOKEN = "hf_CommandLineTokenNeverToBeSeen0123"
 FILE_TOKEN = "hf_ConfigFileTokenNeverToBeSeen01234"
 PASSWORD = "pa55-w0rd-never-to-be-seen"
 SECRETS = (CLI_TOKEN, FILE_TOKEN, PASSWORD)
-REAL_UPLOAD = hub._upload
+REAL_UPLOAD = upload.upload_files
 SENTENCES = ["i see the dog .", "we like green tea .", "they want a red house .", "you need the cat ."]
 
 
@@ -60,15 +61,15 @@ def saved(tmp_path) -> Path:
 
 @pytest.fixture
 def uploads(monkeypatch) -> list[dict]:
-    """`hub._upload` replaced: nothing reaches the network; each call's arguments are kept (the token too)."""
+    """`upload.upload_files` replaced: nothing reaches the network; each call's arguments are kept (the token too)."""
     calls = []
 
-    def upload(folder, repo_id, files, private, revision, commit_message, token):
+    def fake_upload(folder, repo_id, files, private, revision, commit_message, token):
         calls.append({"folder": folder, "repo_id": repo_id, "files": list(files), "token": token,
                       "card": (folder / "README.md").read_text(encoding="utf-8")})  # fmt: skip
         return URL
 
-    monkeypatch.setattr(hub, "_upload", upload)
+    monkeypatch.setattr(upload, "upload_files", fake_upload)
     return calls
 
 
@@ -83,16 +84,15 @@ def test_a_hub_token_is_in_no_file_written_and_no_output(tatoeba_tsv, tmp_path, 
     argv = ["train", "--config", str(config), "--data", str(tatoeba_tsv), "--output-dir", str(output), *TINY,
             "--eval_steps", "2", "--push_to_hub", "--hub_model_id", REPO_ID, f"--hub_token={CLI_TOKEN}"]  # fmt: skip
     monkeypatch.delenv("HF_TOKEN", raising=False)
-    monkeypatch.setattr(sys, "argv", ["hf-bahdanau", *argv])  # as the console script sees it
     assert main(argv) == 0
-    (upload,) = uploads
-    assert upload["token"] == CLI_TOKEN and upload["repo_id"] == REPO_ID  # the token still publishes
+    (call,) = uploads
+    assert call["token"] == CLI_TOKEN and call["repo_id"] == REPO_ID  # the token still publishes
     assert list(output.glob("checkpoint-*/training_args.bin"))  # checkpoints were written, and scanned below
     assert files_holding(tmp_path, (CLI_TOKEN,)) == [] and files_holding(output, (FILE_TOKEN,)) == []
     recorded = json.loads((output / "training_command.json").read_text(encoding="utf-8"))
     assert "--hub_token=<redacted>" in recorded["command"] and f"--hub_model_id {REPO_ID}" in recorded["command"]
     assert "hub_token: <redacted>  # mine\nmax_steps: 4" in recorded["config_file"]["text"]
-    assert "--hub_token=<redacted>" in upload["card"] and "hub_token: <redacted>" in upload["card"]
+    assert "--hub_token=<redacted>" in call["card"] and "hub_token: <redacted>" in call["card"]
     printed = capfd.readouterr()
     assert not any(secret in printed.out + printed.err + caplog.text for secret in SECRETS)
 
@@ -124,9 +124,9 @@ def test_every_form_of_a_secret_option_is_redacted(tmp_path, monkeypatch):
     # A JSON --config file is recorded redacted too (as the card shows it).
     config = tmp_path / "run.json"
     config.write_text(json.dumps({"hub_token": FILE_TOKEN, "max_steps": 4}), encoding="utf-8")
-    monkeypatch.setattr(sys, "argv", ["hf-bahdanau", "train", "--config", str(config), "--hub-token", CLI_TOKEN])
-    hub._record_command(tmp_path)
-    recorded = (tmp_path / hub.COMMAND_FILE).read_text(encoding="utf-8")
+    argv = ["train", "--config", str(config), "--hub-token", CLI_TOKEN]
+    recorded_command.record_command(tmp_path, argv)
+    recorded = (tmp_path / recorded_command.COMMAND_FILE).read_text(encoding="utf-8")
     assert not any(secret in recorded for secret in SECRETS)
     assert json.loads(json.loads(recorded)["config_file"]["text"]) == {"hub_token": "<redacted>", "max_steps": 4}
 
@@ -158,8 +158,8 @@ def test_a_secret_of_the_wrong_type_in_a_config_file_is_not_printed(tmp_path, ca
 def test_card_of_a_folder_recorded_before_redaction_hides_the_token(saved):
     recorded = {"command": f"hf-bahdanau train --hub_token {CLI_TOKEN} --output-dir x",
                 "config_file": {"path": "run.yaml", "text": f"hub_token: {FILE_TOKEN}"}}  # fmt: skip
-    (saved / hub.COMMAND_FILE).write_text(json.dumps(recorded), encoding="utf-8")
-    text = str(hub.make_card(saved, REPO_ID))
+    (saved / recorded_command.COMMAND_FILE).write_text(json.dumps(recorded), encoding="utf-8")
+    text = str(make_card(saved, REPO_ID))
     assert "--hub_token '<redacted>' --output-dir x" in text and not any(secret in text for secret in SECRETS)
 
 
@@ -233,8 +233,8 @@ def test_publish_uploads_only_the_models_code(saved, uploads, monkeypatch, capsy
     (saved / "notes_modeling.py").write_text("from .modeling_bahdanau import x\n", encoding="utf-8")
     monkeypatch.setenv("HF_TOKEN", CLI_TOKEN)
     assert main(["publish", "--model", str(saved), "--repo-id", REPO_ID]) == 0
-    (upload,) = uploads
-    assert {name for name in upload["files"] if name.endswith(".py")} == code
+    (call,) = uploads
+    assert {name for name in call["files"] if name.endswith(".py")} == code
     assert main(["publish", "--model", str(saved), "--repo-id", REPO_ID, "--dry-run"]) == 0
     listed = {line.strip() for line in capsys.readouterr().out.splitlines() if line.startswith("  ")}
     assert {name for name in listed if name.endswith(".py")} == code
@@ -246,7 +246,7 @@ def test_repo_ids_the_hub_refuses_are_refused(saved, uploads, monkeypatch, caplo
     assert main(["publish", "--model", str(saved), "--repo-id", repo_id]) == 1
     (error,) = errors(caplog)
     assert f"repo id {repo_id!r}" in error and "\n" not in error and not uploads
-    assert hub.check_repo_id(f"someone/{'a' * 88}") == f"someone/{'a' * 88}"  # 96 characters: the Hub's limit
+    assert upload.check_repo_id(f"someone/{'a' * 88}") == f"someone/{'a' * 88}"  # 96 characters: the Hub's limit
 
 
 # ---- 4. publish never overwrites a hand-written card ------------------------------------------------------
@@ -260,7 +260,7 @@ def test_a_dry_run_writes_nothing_and_shows_the_card(saved, capsys):
     assert folder_bytes(saved) == before  # no README.md either
     out = capsys.readouterr().out
     assert f"model card: would be written to {saved / 'README.md'}" in out
-    assert hub.CARD_MARKER in out and f"# {REPO_ID.split('/')[1]}" in out  # the rendered card is shown
+    assert CARD_MARKER in out and f"# {REPO_ID.split('/')[1]}" in out  # the rendered card is shown
 
 
 def test_publish_keeps_a_hand_written_card_unless_told(saved, uploads, monkeypatch, caplog, capsys):
@@ -275,12 +275,12 @@ def test_publish_keeps_a_hand_written_card_unless_told(saved, uploads, monkeypat
     assert "README.md" in uploads[-1]["files"] and "keeping" in caplog.text and "--overwrite-card" in caplog.text
     with monkeypatch.context() as offline:  # a failed publish (the real upload, offline) keeps it too
         offline.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
-        offline.setattr(hub, "_upload", REAL_UPLOAD)
+        offline.setattr(upload, "upload_files", REAL_UPLOAD)
         assert main(["publish", "--model", str(saved), "--repo-id", REPO_ID]) == 1
     assert folder_bytes(saved) == before and "offline" in errors(caplog)[-1]
     assert main(["publish", "--model", str(saved), "--repo-id", REPO_ID, "--overwrite-card"]) == 0
     card = (saved / "README.md").read_text(encoding="utf-8")
-    assert hub.CARD_MARKER in card and "license: apache-2.0" in card
+    assert CARD_MARKER in card and "license: apache-2.0" in card
     assert main(["publish", "--model", str(saved), "--repo-id", REPO_ID, "--license", "mit"]) == 0  # ours: refreshed
     assert "license: mit" in (saved / "README.md").read_text(encoding="utf-8")
 

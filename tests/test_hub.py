@@ -24,7 +24,8 @@ from test_cli import TINY, run_cli
 
 from hf_bahdanau.cli import load_translation_model, main
 from hf_bahdanau.models.pipelines import TranslationPipeline
-from hf_bahdanau.publishing.hub import files_to_upload, publish, read_evaluations
+from hf_bahdanau.publishing.evaluations import read_evaluations
+from hf_bahdanau.publishing.upload import files_to_upload, publish
 
 REPO_ID = "someone/tiny-en-fr"
 URL = f"https://huggingface.co/{REPO_ID}"

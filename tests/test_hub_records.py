@@ -8,23 +8,25 @@ import json
 import pytest
 
 from hf_bahdanau.cli import main
-from hf_bahdanau.publishing import hub
+from hf_bahdanau.publishing.card import CARD_MARKER, is_generated_card
+from hf_bahdanau.publishing.evaluations import EVAL_RESULTS_FILE, read_evaluations
+from hf_bahdanau.training.recorded_command import COMMAND_FILE, read_command
 
 MALFORMED = ['{"results": [{"dataset": "x"}]}', '{"results": 3}', "[1]", "{", "[" * 100_000]
 
 
 @pytest.mark.parametrize("text", MALFORMED, ids=["a field missing", "no list", "no object", "cut off", "nested"])
 def test_a_malformed_evaluation_record_is_named(text, tmp_path):
-    (tmp_path / hub.EVAL_RESULTS_FILE).write_text(text)
-    with pytest.raises(ValueError, match=f"{tmp_path / hub.EVAL_RESULTS_FILE} .*: fix or remove it"):
-        hub.read_evaluations(tmp_path)
+    (tmp_path / EVAL_RESULTS_FILE).write_text(text)
+    with pytest.raises(ValueError, match=f"{tmp_path / EVAL_RESULTS_FILE} .*: fix or remove it"):
+        read_evaluations(tmp_path)
 
 
 @pytest.mark.parametrize("record", [{"command": 3}, {"command": "train", "config_file": "x"}, [1]])
 def test_a_malformed_training_command_record_is_named(record, tmp_path):
-    (tmp_path / hub.COMMAND_FILE).write_text(json.dumps(record))
-    with pytest.raises(ValueError, match=f"{tmp_path / hub.COMMAND_FILE} .*: fix or remove it"):
-        hub._recorded_command(tmp_path)
+    (tmp_path / COMMAND_FILE).write_text(json.dumps(record))
+    with pytest.raises(ValueError, match=f"{tmp_path / COMMAND_FILE} .*: fix or remove it"):
+        read_command(tmp_path)
 
 
 @pytest.mark.parametrize("suffix", [".json", ".yaml"])
@@ -37,9 +39,9 @@ def test_a_config_file_nested_too_deeply_is_one_line(suffix, tmp_path, caplog):
 
 def test_only_a_card_publish_wrote_counts_as_generated(tmp_path):
     card = tmp_path / "README.md"
-    card.write_text(f"---\nlicense: mit\n---\n{hub.CARD_MARKER}: ... -->\n\n# Model\n")
-    assert hub.is_generated_card(card)
-    card.write_text(f"---\nlicense: mit\n---\n# My model\n\nI removed the line `{hub.CARD_MARKER} ...` to keep this.\n")
-    assert not hub.is_generated_card(card)
-    card.write_text(f"# My model\n\n{hub.CARD_MARKER} is what publish writes; this card is mine.\n")
-    assert not hub.is_generated_card(card)
+    card.write_text(f"---\nlicense: mit\n---\n{CARD_MARKER}: ... -->\n\n# Model\n")
+    assert is_generated_card(card)
+    card.write_text(f"---\nlicense: mit\n---\n# My model\n\nI removed the line `{CARD_MARKER} ...` to keep this.\n")
+    assert not is_generated_card(card)
+    card.write_text(f"# My model\n\n{CARD_MARKER} is what publish writes; this card is mine.\n")
+    assert not is_generated_card(card)

@@ -409,7 +409,7 @@ def run_evaluate(args: argparse.Namespace) -> None:
     from hf_bahdanau.data.corpora import load_parallel_corpus
     from hf_bahdanau.data.run_settings import corpus_id, read_data_settings
     from hf_bahdanau.metrics import count_repeating, load_metric
-    from hf_bahdanau.publishing.hub import record_evaluation
+    from hf_bahdanau.publishing.evaluations import record_evaluation
 
     check_generation_length(args.model, args.max_new_tokens)
     if args.compare:
@@ -782,7 +782,7 @@ def run_publish(args: argparse.Namespace) -> None:
 
 def _publish_space(args: argparse.Namespace) -> None:
     """`publish --space`: the demo Space of the model `--repo-id`; a dry run shows its files."""
-    from hf_bahdanau.publishing.hub import publish_space
+    from hf_bahdanau.publishing.space import publish_space
 
     done = publish_space(args.space, args.repo_id, private=args.private, dry_run=args.dry_run,
                          commit_message=args.commit_message, license=args.license)  # fmt: skip
@@ -796,7 +796,7 @@ def _publish_space(args: argparse.Namespace) -> None:
 
 
 def _publish_model(args: argparse.Namespace) -> None:
-    from hf_bahdanau.publishing.hub import publish
+    from hf_bahdanau.publishing.upload import publish
 
     if args.with_ctranslate2:
         _require_ctranslate2()
@@ -1090,13 +1090,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             _prepare_libraries()
             from hf_bahdanau.training.trainer import release_process_group, train
 
-            train(*train_args)
+            train(*train_args, command=argv)
             release_process_group()
             return 0
         if args.command == "distill":
             from hf_bahdanau.cli import distill
 
-            distill.run(args, rest, prepare=_prepare_libraries)
+            distill.run(args, rest, argv, prepare=_prepare_libraries)
             return 0
         if rest:
             raise UsageError(f"unrecognized arguments: {_option_names(rest)}")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -76,7 +76,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def _teacher_config(teacher: Path) -> dict[str, Any]:
-    from hf_bahdanau.publishing.hub import check_model_folder
+    from hf_bahdanau.publishing.model_folder import check_model_folder
 
     check_model_folder(teacher)
     return json.loads((teacher / "config.json").read_text(encoding="utf-8"))
@@ -118,7 +118,8 @@ def adopt_teacher(teacher: Path, model_args: Any, tokenizer_args: Any, data_args
 
 def distillation_record(teacher: Path, info: dict[str, Any], train_pairs: int, mix_references: bool) -> dict:
     """What `distillation.json` holds: the teacher, the data and its costs, the decoding, the teacher's scores."""
-    from hf_bahdanau.publishing.hub import count_parameters, dataset_label, read_evaluations
+    from hf_bahdanau.publishing.card import count_parameters
+    from hf_bahdanau.publishing.evaluations import dataset_label, read_evaluations
 
     config = _teacher_config(teacher)
     return {
@@ -142,9 +143,12 @@ def distillation_record(teacher: Path, info: dict[str, Any], train_pairs: int, m
     }
 
 
-def run(args: argparse.Namespace, rest: list[str], prepare: Callable[[], None] = lambda: None) -> None:
+def run(
+    args: argparse.Namespace, rest: list[str], command: Sequence[str], prepare: Callable[[], None] = lambda: None
+) -> None:
     """Check everything, translate (or reuse) the teacher's data, train the student, record the distillation.
-    `prepare`: what readies the libraries once the options are parsed (the command line's registration)."""
+    `command`: the `hf-bahdanau distill ...` arguments, recorded for the student's card; `prepare`: what readies the
+    libraries once the options are parsed (the command line's registration)."""
     if {"-h", "--help"} & set(rest):
         args.distill_parser.print_help()
         raise SystemExit(0)
@@ -152,7 +156,7 @@ def run(args: argparse.Namespace, rest: list[str], prepare: Callable[[], None] =
         raise UsageError("distill needs --teacher (the teacher's model folder)")
     from hf_bahdanau.data.corpora import load_parallel_corpus
     from hf_bahdanau.data.run_settings import corpus_id
-    from hf_bahdanau.publishing.hub import DISTILLATION_FILE
+    from hf_bahdanau.publishing.card import DISTILLATION_FILE
     from hf_bahdanau.training.distillation import Decoding, default_engine, student_pairs, teacher_translations
     from hf_bahdanau.training.run_folder import check_output_dir
     from hf_bahdanau.training.trainer import check_options, release_process_group, train
@@ -183,7 +187,7 @@ def run(args: argparse.Namespace, rest: list[str], prepare: Callable[[], None] =
         raise KeyboardInterrupt("interrupted while the teacher translated: the same command resumes") from None
     pairs = student_pairs(translations.dataset, data_args.src_lang, data_args.tgt_lang, args.mix_references)
     data_args.max_train_samples = None  # the teacher translated only those; the references mixed in stay
-    trainer = train(*train_args, train_pairs=pairs)
+    trainer = train(*train_args, train_pairs=pairs, command=command)
     if trainer.is_world_process_zero():
         record = distillation_record(teacher, translations.info, len(pairs), args.mix_references)
         (output_dir / DISTILLATION_FILE).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")

@@ -10,7 +10,8 @@ the page.
 Gradio reaches no network from here: analytics off (`GRADIO_ANALYTICS_ENABLED`), no share link unless asked, no
 server-side rendering, and the page's scripts, styles and the theme's fonts come from the local server.
 
-The Space that serves this page for a model published on the Hub is written and uploaded by `hub.publish_space`.
+The Space that serves this page for a model published on the Hub is written and uploaded by
+`publishing.space.publish_space`.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from hf_bahdanau.publishing.hub import LANGUAGE_NAMES
+from hf_bahdanau.publishing.card import LANGUAGE_NAMES
 
 FORMATS = ("text", "html")
 AUTO = "auto"  # LibreTranslate's "detect the source language"

@@ -17,7 +17,7 @@ import logging
 import re
 import shutil
 import signal
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -65,7 +65,7 @@ from hf_bahdanau.data.tokenization import (
 from hf_bahdanau.metrics import make_compute_metrics
 from hf_bahdanau.models.modeling_translation import TranslationPreTrainedModel
 from hf_bahdanau.models.pipelines import check_tokenizer_matches, save_for_pipeline, tokenizer_fingerprint
-from hf_bahdanau.publishing import hub
+from hf_bahdanau.publishing import upload
 from hf_bahdanau.registry import check_saved_model_type, get_model_type
 from hf_bahdanau.training.averaging import average_last_checkpoints, check_averaging
 from hf_bahdanau.training.options import (
@@ -438,11 +438,15 @@ def check_reached_end(trainer: Seq2SeqTrainer, work_dir: Path) -> None:
 
 
 def save_run(
-    trainer: Seq2SeqTrainer, tokenizer: PreTrainedTokenizerBase, output_dir: Path, push: hub.HubPush | None = None
+    trainer: Seq2SeqTrainer,
+    tokenizer: PreTrainedTokenizerBase,
+    output_dir: Path,
+    push: upload.HubPush | None = None,
+    command: Sequence[str] | None = None,
 ) -> None:
     """Save the final model with its tokenizer, pipeline code, trainer state and training curves in the run's folder,
-    put it in the place of the run it replaces, record the command, and publish the folder when asked (main
-    process)."""
+    put it in the place of the run it replaces, record the `hf-bahdanau` arguments `command`, and publish the folder
+    when asked (main process)."""
     # Seq2SeqTrainer's evaluation writes its legacy defaults (max_length=20) into the generation config; keep only
     # our length limit, so that generate does not warn about both on every call with the saved model.
     if trainer.model.generation_config.max_new_tokens is not None:
@@ -459,7 +463,7 @@ def save_run(
         if work_dir != output_dir:
             replace_folder(output_dir, work_dir)
         logger.info("saved the model, tokenizer and training curves in %s", output_dir)
-        hub.finish_training(output_dir, push)  # records the command; publishes if asked
+        upload.finish_training(output_dir, push, command)  # records the command; publishes if asked
 
 
 def release_process_group() -> None:
@@ -504,10 +508,12 @@ def train(
     training_args: Seq2SeqTrainingArguments,
     run_args: RunArguments,
     train_pairs: datasets.Dataset | None = None,
+    command: Sequence[str] | None = None,
 ) -> Seq2SeqTrainer:
     """Run the whole training job: checks -> output folder (locked) -> corpus and tokenizer -> model -> trainer ->
     train -> save. `train_pairs` (translation format) replace the corpus's train split (`distill`'s teacher
-    translations); its other splits stay.
+    translations); its other splits stay. `command`: the `hf-bahdanau` arguments of the run (`train ...`), recorded
+    for its card; None when `train` is called from Python.
 
     Every option is checked and the Trainer built before any folder is written; a run that replaces an old one
     (--overwrite) trains into a staging folder that takes the old one's place only when the new model is saved. With
@@ -521,19 +527,21 @@ def train(
     output_dir = given.resolve()
     is_main = training_args.process_index == 0
     with locked_output_dir(given) if is_main else contextlib.nullcontext():
-        return _train_in(output_dir, (model_args, tokenizer_args, data_args, training_args, run_args), train_pairs)
+        arguments = (model_args, tokenizer_args, data_args, training_args, run_args)
+        return _train_in(output_dir, arguments, train_pairs, command)
 
 
 def _train_in(
     output_dir: Path,
     arguments: tuple[ModelArguments, TokenizerArguments, DataArguments, Seq2SeqTrainingArguments, RunArguments],
     train_pairs: datasets.Dataset | None = None,
+    command: Sequence[str] | None = None,
 ) -> Seq2SeqTrainer:
     """`train` once the options are checked and (main process) the output folder is locked."""
     model_args, tokenizer_args, data_args, training_args, run_args = arguments
     # The model computes label smoothing itself (so it also honours num_items_in_batch).
     label_smoothing, training_args.label_smoothing_factor = training_args.label_smoothing_factor, 0.0
-    push = hub.take_push_from_trainer(training_args)  # our card and file selection, not the Trainer's; the token
+    push = upload.take_push_from_trainer(training_args)  # our card and file selection, not the Trainer's; the token
     is_main = training_args.process_index == 0
 
     with training_args.main_process_first(local=False, desc="output folder, corpus and tokenizer"):
@@ -598,7 +606,7 @@ def _train_in(
     check_reached_end(trainer, work_dir)
     if run_args.average_checkpoints:
         average_last_checkpoints(trainer, run_args.average_checkpoints)
-    save_run(trainer, tokenizer, output_dir, push)
+    save_run(trainer, tokenizer, output_dir, push, command)
     return trainer
 
 
