@@ -13,9 +13,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import make_model, random_ids
+from helpers import TINY_MODEL, TINY_RUN, make_model, random_ids
 from safetensors.torch import load_file
-from test_cli import TINY_MODEL, TINY_RUN
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, Seq2SeqTrainingArguments, pipeline
 
 from hf_bahdanau import TASK, TranslationPipeline

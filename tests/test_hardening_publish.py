@@ -14,8 +14,7 @@ from pathlib import Path
 
 import huggingface_hub
 import pytest
-from helpers import make_model
-from test_cli import TINY, error_of, run_cli
+from helpers import TINY, error_of, make_model, run_cli
 
 from hf_bahdanau.cli import main
 from hf_bahdanau.data.tokenization import train_tokenizer
