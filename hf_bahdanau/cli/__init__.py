@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from transformers import PreTrainedModel
     from transformers.tokenization_utils_base import PreTrainedTokenizerBase
 
-    from .decoding.translator import Translation, Translator
+    from hf_bahdanau.decoding.translator import Translation, Translator
 
 logger = logging.getLogger("hf_bahdanau")
 
@@ -331,8 +331,8 @@ def _add_generation_arguments(parser: argparse.ArgumentParser) -> None:
 
 def load_translator(args: argparse.Namespace, model_dir: str | None = None) -> Translator:
     """The `Translator` of `--model` (or `model_dir`) with the command's engine, quantization, threads and batches."""
-    from .decoding.sources import trained_source_length
-    from .decoding.translator import Translator
+    from hf_bahdanau.decoding.sources import trained_source_length
+    from hf_bahdanau.decoding.translator import Translator
 
     path = model_dir or args.model
     options = dict(batch_size=args.batch_size, batch_tokens=getattr(args, "batch_tokens", None),
@@ -550,7 +550,7 @@ def _interactive_lines(prompt: str) -> Iterable[str]:
 def _write_heatmap(translator: Translator, text: str, args: argparse.Namespace, **options: int) -> str:
     """Translate `text` and draw its attention to `args.heatmap`: one figure of the words' cross-attention (a layer,
     a head), or with `args.heatmap_all` every layer and head, and the self-attention beside it; the translation."""
-    from .decoding.attention_maps import plot_attention_maps, plot_word_attention
+    from hf_bahdanau.decoding.attention_maps import plot_attention_maps, plot_word_attention
 
     class Untruncated(logging.Filter):  # the translation of `text` says it was cut: once is enough
         def filter(self, record: logging.LogRecord) -> bool:
@@ -697,8 +697,8 @@ def _translate_documents(translator: Translator, args: argparse.Namespace) -> No
 
 
 def run_translate(args: argparse.Namespace) -> None:
-    from .decoding.batching import SORT_WINDOW
-    from .decoding.translator import hypothesis_lines
+    from hf_bahdanau.decoding.batching import SORT_WINDOW
+    from hf_bahdanau.decoding.translator import hypothesis_lines
 
     check_generation_length(args.model, args.max_new_tokens)
     _check_translate_options(args)
@@ -1050,7 +1050,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     exporting.add_argument("--overwrite", action="store_true", help="Replace an earlier export in --output.")
 
-    from .serving.command import SERVE_EPILOG, SERVE_SUMMARY, add_serve_arguments
+    from hf_bahdanau.serving.command import SERVE_EPILOG, SERVE_SUMMARY, add_serve_arguments
 
     add_serve_arguments(command("serve", SERVE_SUMMARY, SERVE_EPILOG))
     parser.description += f" Commands: {', '.join(commands.choices)}."
@@ -1101,7 +1101,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if rest:
             raise UsageError(f"unrecognized arguments: {_option_names(rest)}")
         _prepare_libraries()
-        from .serving.command import run_serve
+        from hf_bahdanau.serving.command import run_serve
 
         commands = {"evaluate": run_evaluate, "export": run_export, "publish": run_publish, "translate": run_translate,
                     "demo": run_demo, "serve": run_serve}  # fmt: skip
