@@ -76,3 +76,19 @@ def load_script(name: str) -> ModuleType:
 def d2l() -> ModuleType:
     """`scripts/d2l_reference.py`: d2l's own code, the reference our maths is checked against."""
     return load_script("d2l_reference")
+
+
+@pytest.fixture(scope="session")
+def rnn_folder(tmp_path_factory: pytest.TempPathFactory, tatoeba_tsv: Path) -> Path:
+    """A tiny RNN trained by `hf-bahdanau train` for 10 steps (no evaluation); tests change only copies of it."""
+    from helpers import TINY_MODEL, TINY_RUN
+
+    from hf_bahdanau.cli import main
+
+    output = tmp_path_factory.mktemp("trained") / "rnn"
+    status = main(
+        ["train", "--data", str(tatoeba_tsv), "--output-dir", str(output), *TINY_RUN, *TINY_MODEL["bahdanau"],
+         "--max_steps", "10", "--eval_strategy", "no", "--load_best_model_at_end", "false", "--save_steps", "10"]
+    )  # fmt: skip
+    assert status == 0
+    return output

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -132,3 +134,8 @@ def weights_digest(model: torch.nn.Module) -> str:
     """A sha256 over a model's weights, in name order."""
     state = model.state_dict()
     return hashlib.sha256(b"".join(state[name].numpy().tobytes() for name in sorted(state))).hexdigest()
+
+
+def copy_model(folder: Path, destination: Path) -> Path:
+    """A copy of a model folder without its checkpoints."""
+    return shutil.copytree(folder, destination, ignore=shutil.ignore_patterns("checkpoint-*"))
