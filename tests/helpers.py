@@ -139,3 +139,16 @@ def weights_digest(model: torch.nn.Module) -> str:
 def copy_model(folder: Path, destination: Path) -> Path:
     """A copy of a model folder without its checkpoints."""
     return shutil.copytree(folder, destination, ignore=shutil.ignore_patterns("checkpoint-*"))
+
+
+def folder_bytes(folder: Path) -> dict[str, bytes]:
+    """Every file under `folder`, by its relative path: what it holds."""
+    return {str(path.relative_to(folder)): path.read_bytes() for path in sorted(folder.rglob("*")) if path.is_file()}
+
+
+def logged_errors(caplog: pytest.LogCaptureFixture) -> list[str]:
+    """The messages logged at ERROR."""
+    return [record.getMessage() for record in caplog.records if record.levelname == "ERROR"]
+
+
+EN_FR_SENTENCES = ["i see the dog .", "we like green tea .", "they want a red house .", "you need the cat ."]
