@@ -237,7 +237,7 @@ def test_every_shipped_recipe_parses_into_a_valid_model(recipe):
     assert config.vocab_size == 8000 and training_args.warmup_steps > 0
     if recipe.stem.startswith("quick-"):
         return
-    # issue 27's recipes: a linear decay to zero whose last step's weights are the model (no average, not the best
+    # the full recipes: a linear decay to zero whose last step's weights are the model (no average, not the best
     # evaluation), unlikelihood 4, no more steps than the runs that took at most 90 minutes (docs/benchmarks.md)
     assert training_args.lr_scheduler_type == "linear" and run_args.average_checkpoints == 0
     assert not training_args.load_best_model_at_end and config.unlikelihood == 4.0
