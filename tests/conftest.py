@@ -76,3 +76,34 @@ def load_script(name: str) -> ModuleType:
 def d2l() -> ModuleType:
     """`scripts/d2l_reference.py`: d2l's own code, the reference our maths is checked against."""
     return load_script("d2l_reference")
+
+
+@pytest.fixture(scope="session")
+def rnn_folder(tmp_path_factory: pytest.TempPathFactory, tatoeba_tsv: Path) -> Path:
+    """A tiny RNN trained by `hf-bahdanau train` for 10 steps (no evaluation); tests change only copies of it."""
+    from helpers import TINY_MODEL, TINY_RUN
+
+    from hf_bahdanau.cli import main
+
+    output = tmp_path_factory.mktemp("trained") / "rnn"
+    status = main(
+        ["train", "--data", str(tatoeba_tsv), "--output-dir", str(output), *TINY_RUN, *TINY_MODEL["bahdanau"],
+         "--max_steps", "10", "--eval_strategy", "no", "--load_best_model_at_end", "false", "--save_steps", "10"]
+    )  # fmt: skip
+    assert status == 0
+    return output
+
+
+@pytest.fixture
+def saved(tmp_path: Path) -> Path:
+    """A tiny untrained en->fr model saved as `train` saves it (model, tokenizer, remote code, pipeline)."""
+    from helpers import EN_FR_SENTENCES, make_model
+
+    from hf_bahdanau.data.tokenization import train_tokenizer
+    from hf_bahdanau.models.pipelines import save_for_pipeline
+
+    tokenizer = train_tokenizer(EN_FR_SENTENCES * 5, None, model="word", min_freq=1)
+    ids = dict(pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
+               bos_token_id=tokenizer.bos_token_id, decoder_start_token_id=tokenizer.bos_token_id)  # fmt: skip
+    model = make_model("bahdanau", vocab_size=len(tokenizer), source_language="en", target_language="fr", **ids)
+    return save_for_pipeline(model, tokenizer, tmp_path / "model")

@@ -1,7 +1,15 @@
-"""Tiny models of both types and the inputs the model tests share."""
+"""Tiny models of both types, the inputs the model tests share, and the tiny command-line runs the CLI tests share."""
 
 from __future__ import annotations
 
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
 import torch
 from transformers import GenerationConfig, LogitsProcessor
 
@@ -80,3 +88,67 @@ class SourceLengthLimit(LogitsProcessor):
         scores[ended] = -torch.inf
         scores[ended, self.eos_token_id] = 0.0
         return scores
+
+
+# ---- command line runs ----
+
+TINY_RUN = [
+    "--src-lang", "en", "--tgt-lang", "fr",
+    "--max_train_samples", "300", "--max_eval_samples", "16", "--vocab_size", "400",
+    "--encoder_layers", "1", "--decoder_layers", "1", "--dropout", "0.0",
+    "--per_device_train_batch_size", "32", "--per_device_eval_batch_size", "16",
+    "--learning_rate", "0.01", "--warmup_steps", "0", "--logging_steps", "5",
+    "--generation_num_beams", "2", "--generation_max_length", "20", "--label_smoothing_factor", "0.1",
+]  # fmt: skip
+TINY_MODEL = {
+    "bahdanau": ["--embedding_size", "32", "--hidden_size", "32"],
+    "d2l_transformer": ["--model_type", "transformer", "--d_model", "32", "--attention_heads", "2", "--ffn_dim", "64",
+                        "--init_std", "0.18"],
+}  # fmt: skip
+TINY = [*TINY_RUN, *TINY_MODEL["bahdanau"]]
+
+
+def run_cli(*args: str, stdin: str | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
+    """`python -m hf_bahdanau.cli ARGS` in a subprocess, its output captured."""
+    return subprocess.run(
+        [sys.executable, "-m", "hf_bahdanau.cli", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def error_of(argv: list[str], caplog: pytest.LogCaptureFixture) -> str:
+    """`main(argv)` run in this process: it returns 1 having logged one line at ERROR last; that line."""
+    from hf_bahdanau.cli import main
+
+    assert main(argv) == 1
+    record = caplog.records[-1]
+    assert record.levelname == "ERROR" and "\n" not in record.getMessage(), record.getMessage()
+    return record.getMessage()
+
+
+def weights_digest(model: torch.nn.Module) -> str:
+    """A sha256 over a model's weights, in name order."""
+    state = model.state_dict()
+    return hashlib.sha256(b"".join(state[name].numpy().tobytes() for name in sorted(state))).hexdigest()
+
+
+def copy_model(folder: Path, destination: Path) -> Path:
+    """A copy of a model folder without its checkpoints."""
+    return shutil.copytree(folder, destination, ignore=shutil.ignore_patterns("checkpoint-*"))
+
+
+def folder_bytes(folder: Path) -> dict[str, bytes]:
+    """Every file under `folder`, by its relative path: what it holds."""
+    return {str(path.relative_to(folder)): path.read_bytes() for path in sorted(folder.rglob("*")) if path.is_file()}
+
+
+def logged_errors(caplog: pytest.LogCaptureFixture) -> list[str]:
+    """The messages logged at ERROR."""
+    return [record.getMessage() for record in caplog.records if record.levelname == "ERROR"]
+
+
+EN_FR_SENTENCES = ["i see the dog .", "we like green tea .", "they want a red house .", "you need the cat ."]

@@ -1,4 +1,4 @@
-"""Checkpoint averaging (issue 27): `average_checkpoints` alone, and `train --average_checkpoints N`."""
+"""Checkpoint averaging: `average_checkpoints` alone, and `train --average_checkpoints N`."""
 
 import json
 from types import SimpleNamespace
@@ -94,9 +94,9 @@ TINY = [
 ]  # fmt: skip
 
 
-def test_a_checkpoint_from_before_the_base_model_split_averages_with_a_new_one(tmp_path):
-    # A run started before the split (5789b6d) and resumed after it: checkpoint-100 holds `encoder.*`, checkpoint-200
-    # `model.encoder.*`; --average_checkpoints averages them into the model that trains after the split.
+def test_a_checkpoint_with_flat_keys_averages_with_one_with_nested_keys(tmp_path):
+    # A resumed run whose checkpoint-100 holds flat keys (`encoder.*`) and checkpoint-200 nested ones
+    # (`model.encoder.*`): --average_checkpoints averages them into the model that trains.
     models = [make_model("bahdanau", seed=seed) for seed in (0, 1)]
     for step, model in zip((100, 200), models, strict=True):
         model.save_pretrained(tmp_path / f"checkpoint-{step}")

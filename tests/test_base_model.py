@@ -1,6 +1,6 @@
-"""The base-model split, as transformers' `MarianModel` / `MarianMTModel`: `BahdanauModel` and `TransformerModel`
+"""The base models, as transformers' `MarianModel` / `MarianMTModel`: `BahdanauModel` and `TransformerModel`
 (encoder-decoder, no head) under `model` in the `...ForConditionalGeneration` models, `AutoModel` in-process and as
-remote code, and folders saved before the split (keys `encoder.*`, `decoder.*`, `lm_head.*`) loading exactly."""
+remote code, and folders with flat keys (`encoder.*`, `decoder.*`, `lm_head.*`) loading exactly."""
 
 import json
 import os
@@ -44,8 +44,8 @@ def assert_same_weights_and_logits(loaded: torch.nn.Module, model: torch.nn.Modu
     torch.testing.assert_close(logits_of(loaded), logits_of(model))
 
 
-def save_as_before_the_split(model: torch.nn.Module, folder) -> None:
-    """Save `model` as the code before the split did: the same files, the weights without the `model.` prefix."""
+def save_with_flat_keys(model: torch.nn.Module, folder) -> None:
+    """Save `model` with flat keys: the same files, the weights without the `model.` prefix."""
     model.save_pretrained(folder)
     weights = load_file(folder / "model.safetensors")
     assert weights and all(key.startswith(("model.", "lm_head.")) for key in weights)
@@ -163,15 +163,15 @@ def test_new_saves_use_the_base_model_prefix_and_load_exactly(model_type, tied, 
 
 @pytest.mark.parametrize("tied", [False, True], ids=["untied", "tied"])
 @pytest.mark.parametrize("model_type", MODEL_TYPES)
-def test_a_folder_saved_before_the_split_loads_with_the_same_logits(model_type, tied, tmp_path):
+def test_a_folder_with_flat_keys_loads_with_the_same_logits(model_type, tied, tmp_path):
     """Keys `encoder.*`, `decoder.*`, `lm_head.*`: `from_pretrained` (head model and `AutoModel`) and `load_state_dict`
-    (the Trainer's resume) load every weight, the logits bit-equal; a new save uses the new keys."""
+    (the Trainer's resume) load every weight, the logits bit-equal; a new save nests them (`model.encoder.*`)."""
     model = make_model(model_type, **(TIED if tied else {}))
     with torch.no_grad():  # non-zero biases, so that every weight matters
         for parameter in model.parameters():
             parameter.add_(0.1 * torch.randn_like(parameter))
     old = tmp_path / "old"
-    save_as_before_the_split(model, old)
+    save_with_flat_keys(model, old)
     assert not any(key.startswith("model.") for key in load_file(old / "model.safetensors"))
     loaded, info = AutoModelForSeq2SeqLM.from_pretrained(old, output_loading_info=True)
     assert not info["missing_keys"] and not info["unexpected_keys"] and not info["mismatched_keys"]
@@ -187,19 +187,19 @@ def test_a_folder_saved_before_the_split_loads_with_the_same_logits(model_type, 
     assert all(key.startswith(("model.", "lm_head.")) for key in load_file(tmp_path / "new" / "model.safetensors"))
 
 
-# make_model(model_type, seed=0) before the split (commit 11210a3): the sum of |weights| and lm_head.weight[0, :3]
-WEIGHTS_BEFORE_THE_SPLIT = {
+# make_model(model_type, seed=0), drawn in the head model's order: the sum of |weights| and lm_head.weight[0, :3]
+SEED_0_WEIGHTS = {
     "bahdanau": (2274.130452922731, [-0.013815484941005707, 0.15710985660552979, -0.12940619885921478]),
     "d2l_transformer": (3335.407869534076, [-0.18987806141376495, 0.1422567516565323, -0.27320119738578796]),
 }
 
 
 @pytest.mark.parametrize("model_type", MODEL_TYPES)
-def test_a_seed_gives_the_weights_it_gave_before_the_split(model_type):
-    """The model with a head initialises its base model's weights with its own, in the order of before (the base
-    model alone does it in its own `post_init`): seeded runs and tests draw the same models as before."""
+def test_a_seed_draws_the_weights_in_the_head_models_order(model_type):
+    """The model with a head initialises its base model's weights with its own, in one fixed order (the base model
+    alone does it in its own `post_init`): seeded runs and tests draw the recorded models."""
     model = make_model(model_type)
-    total, first = WEIGHTS_BEFORE_THE_SPLIT[model_type]
+    total, first = SEED_0_WEIGHTS[model_type]
     assert sum(float(value.double().abs().sum()) for value in model.state_dict().values()) == pytest.approx(total)
     assert model.lm_head.weight[0, :3].tolist() == pytest.approx(first)
     alone = BASE_CLASSES[model_type](model.config)  # initialised by itself: other draws, the same kind of weights

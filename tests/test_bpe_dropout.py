@@ -1,4 +1,4 @@
-"""BPE-dropout (issue 27): on while training (`train --bpe_dropout P`), off in the saved tokenizer."""
+"""BPE-dropout: on while training (`train --bpe_dropout P`), off in the saved tokenizer."""
 
 import json
 import logging

@@ -1,4 +1,4 @@
-"""The conditional GRU decoder (issue 27; `decoder_type="cgru"`, Nematus / LIUM) beside d2l's decoder."""
+"""The conditional GRU decoder (`decoder_type="cgru"`, Nematus / LIUM) beside d2l's decoder."""
 
 import pytest
 import torch

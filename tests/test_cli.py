@@ -1,6 +1,5 @@
 """End-to-end `hf-bahdanau` runs on 300 Tatoeba pairs with a tiny model: train, evaluate, translate, resume."""
 
-import hashlib
 import importlib.util
 import io
 import json
@@ -18,6 +17,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers import TINY, TINY_MODEL, TINY_RUN, error_of, run_cli, weights_digest
 from sacrebleu.metrics import BLEU
 from safetensors.torch import load_file
 from transformers import AutoConfig, AutoModelForSeq2SeqLM, AutoTokenizer, pipeline
@@ -34,40 +34,6 @@ from hf_bahdanau.registry import get_model_type
 from hf_bahdanau.training import run_folder
 from hf_bahdanau.training.options import ModelArguments
 from hf_bahdanau.training.trainer import build_model
-
-TINY_RUN = [
-    "--src-lang", "en", "--tgt-lang", "fr",
-    "--max_train_samples", "300", "--max_eval_samples", "16", "--vocab_size", "400",
-    "--encoder_layers", "1", "--decoder_layers", "1", "--dropout", "0.0",
-    "--per_device_train_batch_size", "32", "--per_device_eval_batch_size", "16",
-    "--learning_rate", "0.01", "--warmup_steps", "0", "--logging_steps", "5",
-    "--generation_num_beams", "2", "--generation_max_length", "20", "--label_smoothing_factor", "0.1",
-]  # fmt: skip
-TINY_MODEL = {
-    "bahdanau": ["--embedding_size", "32", "--hidden_size", "32"],
-    "d2l_transformer": ["--model_type", "transformer", "--d_model", "32", "--attention_heads", "2", "--ffn_dim", "64",
-                        "--init_std", "0.18"],
-}  # fmt: skip
-TINY = [*TINY_RUN, *TINY_MODEL["bahdanau"]]
-
-
-def run_cli(*args: str, stdin: str | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "hf_bahdanau.cli", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env={**os.environ, **(env or {})},
-    )
-
-
-def error_of(argv: list[str], caplog: pytest.LogCaptureFixture) -> str:
-    """`main(argv)` run in this process: it returns 1 having logged one line at ERROR last; that line."""
-    assert main(argv) == 1
-    record = caplog.records[-1]
-    assert record.levelname == "ERROR" and "\n" not in record.getMessage(), record.getMessage()
-    return record.getMessage()
 
 
 @pytest.fixture(scope="module", params=list(TINY_MODEL))
@@ -271,7 +237,7 @@ def test_every_shipped_recipe_parses_into_a_valid_model(recipe):
     assert config.vocab_size == 8000 and training_args.warmup_steps > 0
     if recipe.stem.startswith("quick-"):
         return
-    # issue 27's recipes: a linear decay to zero whose last step's weights are the model (no average, not the best
+    # the full recipes: a linear decay to zero whose last step's weights are the model (no average, not the best
     # evaluation), unlikelihood 4, no more steps than the runs that took at most 90 minutes (docs/benchmarks.md)
     assert training_args.lr_scheduler_type == "linear" and run_args.average_checkpoints == 0
     assert not training_args.load_best_model_at_end and config.unlikelihood == 4.0
@@ -429,11 +395,6 @@ def test_the_installed_console_script_exits_with_mains_status(tmp_path):
 def test_evaluate_rejects_a_missing_split(trained, tatoeba_tsv, caplog):
     argv = ["evaluate", "--model", str(trained), "--data", str(tatoeba_tsv), "--split", "dev"]
     assert "no 'dev' split" in error_of(argv, caplog)
-
-
-def weights_digest(model: torch.nn.Module) -> str:
-    state = model.state_dict()
-    return hashlib.sha256(b"".join(state[name].numpy().tobytes() for name in sorted(state))).hexdigest()
 
 
 @pytest.mark.slow

@@ -1,4 +1,4 @@
-"""The demo (issue 29): the Gradio page in a real browser (Debian's chromium driven by Playwright), what the page
+"""The demo: the Gradio page in a real browser (Debian's chromium driven by Playwright), what the page
 computes, and the Space that `publish --space` writes (never uploaded: `HfApi` patched)."""
 
 from __future__ import annotations

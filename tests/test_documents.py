@@ -1,4 +1,4 @@
-"""translate --document and --input-format jsonl (issue 29): paragraphs split into sentences and written back with
+"""translate --document and --input-format jsonl: paragraphs split into sentences and written back with
 their blank lines, JSON lines with a `text` field, and their errors."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`evaluate` reports like the literature (issue 27): lowercased BLEU beside the cased score (scores, card), and
+"""`evaluate` reports like the literature: lowercased BLEU beside the cased score (scores, card), and
 `--compare` with sacreBLEU's paired bootstrap resampling. Tiny untrained models; no Trainer."""
 
 import gzip
@@ -97,7 +97,7 @@ def test_evaluate_prints_and_stores_both_bleus_and_the_card_carries_them(model_d
     assert indexed["BLEU lowercased (greedy)"] == (stored["bleu_lowercase"], stored["bleu_lowercase_signature"])
     assert indexed["BLEU (greedy)"] == (stored["bleu"], stored["bleu_signature"])
 
-    # A folder evaluated before lowercased BLEU existed: its card as before; beside a new result, a dash.
+    # A result without lowercased BLEU: its card row without it; beside a result with it, a dash.
     old = {key: value for key, value in stored.items() if not key.startswith("bleu_lowercase")}
     (folder / EVAL_RESULTS_FILE).write_text(json.dumps({"results": [old]}), encoding="utf-8")
     card = ModelCard(make_card(folder, "me/tiny").content)

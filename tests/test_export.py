@@ -11,16 +11,17 @@ from pathlib import Path
 import pytest
 import torch
 from datasets import DatasetDict
+from helpers import TINY_MODEL, TINY_RUN
 from safetensors.torch import load_file, save_file
-from test_cli import TINY_MODEL, TINY_RUN
 from transformers import AutoTokenizer
 
 from hf_bahdanau import cli
 from hf_bahdanau.cli import main
 from hf_bahdanau.data import corpora as data
 from hf_bahdanau.data.tokenization import train_tokenizer
-from hf_bahdanau.decoding import ctranslate2 as export
-from hf_bahdanau.decoding.ctranslate2 import EXPORT_INFO, CTranslate2Translator, export_ctranslate2
+from hf_bahdanau.decoding import export
+from hf_bahdanau.decoding.ctranslate2 import CTranslate2Translator
+from hf_bahdanau.decoding.export import EXPORT_INFO, export_ctranslate2
 from hf_bahdanau.models.pipelines import save_for_pipeline
 from hf_bahdanau.registry import get_model_type
 

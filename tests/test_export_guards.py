@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from helpers import tiny_translator
 
-from hf_bahdanau.decoding.ctranslate2 import EXPORT_INFO, cached_export, export_ctranslate2
+from hf_bahdanau.decoding.export import EXPORT_INFO, cached_export, export_ctranslate2
 from hf_bahdanau.registry import check_saved_model_type
 
 pytest.importorskip("ctranslate2")

@@ -16,11 +16,11 @@ import httpx
 import huggingface_hub
 import pytest
 from conftest import load_script
+from helpers import TINY, run_cli
 from huggingface_hub import HfApi, ModelCard, RepoUrl
 from huggingface_hub.errors import HfHubHTTPError
 from huggingface_hub.utils import filter_repo_objects
 from safetensors.torch import load_file
-from test_cli import TINY, run_cli
 
 from hf_bahdanau.cli import load_translation_model, main
 from hf_bahdanau.models.pipelines import TranslationPipeline

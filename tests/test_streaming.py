@@ -11,7 +11,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from test_cli import weights_digest
+from helpers import weights_digest
 from transformers import AutoModelForSeq2SeqLM
 
 from hf_bahdanau.cli import parse_train_args

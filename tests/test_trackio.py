@@ -1,4 +1,4 @@
-"""train --report_to trackio (issue 29): the metrics go to trackio's local store, read back here; nothing leaves the
+"""train --report_to trackio: the metrics go to trackio's local store, read back here; nothing leaves the
 machine (no Space is named, the Hub is offline); a missing package is a one-line error."""
 
 from __future__ import annotations

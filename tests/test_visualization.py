@@ -1,6 +1,8 @@
 import dataclasses
 import importlib
 import importlib.resources
+import logging
+from pathlib import Path
 
 import matplotlib.image
 import numpy as np
@@ -139,3 +141,15 @@ def test_no_public_name_of_the_package_is_also_one_of_its_modules():
     from hf_bahdanau import attention_maps
 
     assert callable(attention_maps)
+
+
+def test_training_curves_leave_out_a_bleu_panel_of_one_evaluation(tmp_path, caplog):
+    caplog.set_level(logging.INFO)
+    once = [{"loss": 6.0, "step": 2}, {"loss": 5.0, "step": 4}, {"eval_loss": 5.5, "eval_bleu": 0.4, "step": 4}]
+    path = tmp_path / "curves.png"
+    figure = plot_training_curves(once, path)
+    assert [axes.get_ylabel() for axes in figure.axes] == ["loss"]  # the losses, no one-dot BLEU panel
+    assert caplog.text.count(f"wrote {path}") == 1
+    twice = [*once, {"loss": 4.0, "step": 6}, {"eval_loss": 4.5, "eval_bleu": 1.2, "step": 6}]
+    assert [axes.get_ylabel() for axes in plot_training_curves(twice).axes] == ["loss", "eval_bleu"]
+    assert Path(path).stat().st_size > 0

@@ -752,7 +752,7 @@ def run_translate(args: argparse.Namespace) -> None:
 
 def _require_ctranslate2() -> None:
     """A usage error that says how to install CTranslate2 where it is missing."""
-    from hf_bahdanau.decoding.ctranslate2 import require_ctranslate2
+    from hf_bahdanau.decoding.export import require_ctranslate2
 
     try:
         require_ctranslate2()
@@ -761,7 +761,7 @@ def _require_ctranslate2() -> None:
 
 
 def run_export(args: argparse.Namespace) -> None:
-    from hf_bahdanau.decoding.ctranslate2 import export_ctranslate2
+    from hf_bahdanau.decoding.export import export_ctranslate2
 
     _require_ctranslate2()
     output = export_ctranslate2(args.model, args.output, args.quantization, overwrite=args.overwrite)

@@ -113,7 +113,7 @@ class Translator:
 
         options.setdefault("trained_source_length", trained_source_length(str(path)))
         if engine == "ctranslate2":
-            from hf_bahdanau.decoding.ctranslate2 import CTranslate2Translator
+            from .ctranslate2 import CTranslate2Translator
 
             return cls(CTranslate2Translator.from_model(path, quantize, threads=threads or 0), engine=engine, **options)
         from transformers import AutoModelForSeq2SeqLM, AutoTokenizer

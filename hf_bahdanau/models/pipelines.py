@@ -9,13 +9,13 @@ strings gives a list of such dicts (a list of lists with `num_return_sequences >
   with a logged warning.
 - Batches are padded on the tokenizer's `padding_side`; both model types translate both sides alike.
 
-Registered under `TASK` (and the old name `"bahdanau-translation"`) by `register_pipeline()` (called on
+Registered under `TASK` (and its alias `"bahdanau-translation"`) by `register_pipeline()` (called on
 `import hf_bahdanau`). `save_for_pipeline` writes a
 folder that `pipeline(TASK, model=folder, trust_remote_code=True)` loads where this package is not installed:
 this file is copied there as remote code, so it imports only the standard library, torch and transformers.
 In-process (after `import hf_bahdanau`), `pipeline(TASK, model=folder)` needs no `trust_remote_code`: the config
 hides the folder's pipelines whose task this process registered (`TranslationConfig.custom_pipelines`).
-Where transformers no longer provides v4's `"translation"` task (transformers 5), a saved folder names its pipeline
+Where transformers has no `"translation"` task (transformers 5; v4 had one), a saved folder names its pipeline
 under `"translation"` too: `pipeline("translation", model=folder, trust_remote_code=True)` runs the folder's copy of
 this file, as v4 users type it. In-process, `pipeline("translation", model=<a model object>)` is refused by
 transformers 5 (it removed that task, and this package leaves transformers' tables alone): use `TASK`.
@@ -53,9 +53,9 @@ def transformers_provides(task: str) -> bool:
 
 
 TASK = "d2l-translation"
-# Registered in-process (and saved into model folders): the old task name.
+# Registered in-process (and saved into model folders): an alias of TASK.
 REGISTERED_ALIASES = ("bahdanau-translation",)
-# Saved into model folders: also transformers v4's "translation" where transformers no longer provides it (a folder's
+# Saved into model folders: also transformers v4's "translation", which transformers 5 does not provide (a folder's
 # own pipelines are looked up before transformers refuses a removed task, so `pipeline("translation", model=folder,
 # trust_remote_code=True)` works, without this package too). Not registered in-process: transformers 5 refuses it.
 TASK_ALIASES = REGISTERED_ALIASES + (() if transformers_provides("translation") else ("translation",))
@@ -77,7 +77,7 @@ def tokenizer_fingerprint(tokenizer: PreTrainedTokenizerBase) -> str:
 
 def check_tokenizer_matches(config: PretrainedConfig, tokenizer: PreTrainedTokenizerBase) -> None:
     """Raise a ValueError when `tokenizer` cannot feed a model of `config`, or is not the one it was saved with
-    (a config without `tokenizer_fingerprint`, from before fingerprints, is not compared)."""
+    (a config without `tokenizer_fingerprint` is not compared)."""
     recorded = getattr(config, "tokenizer_fingerprint", None)
     if recorded is not None and recorded != tokenizer_fingerprint(tokenizer):
         raise ValueError(

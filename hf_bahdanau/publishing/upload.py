@@ -178,7 +178,7 @@ def publish(
     path = folder / CARD_FILE
     exported = []
     if with_ctranslate2:
-        from hf_bahdanau.decoding.ctranslate2 import published_export
+        from hf_bahdanau.decoding.export import published_export
 
         exported = published_export(folder, dry_run=dry_run)
     card = make_card(folder, repo_id, license, ctranslate2=with_ctranslate2)

@@ -48,7 +48,7 @@ class CheckpointManifest(TrainerCallback):
 
 def is_complete_checkpoint(folder: Path) -> bool:
     """Whether every file of checkpoint `folder` was written: those its manifest lists, at their sizes (a checkpoint
-    from before manifests: a readable `trainer_state.json`, which the Trainer writes last)."""
+    without a manifest: a readable `trainer_state.json`, which the Trainer writes last)."""
     try:
         manifest = folder / CHECKPOINT_MANIFEST
         if manifest.is_file():

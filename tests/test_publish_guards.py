@@ -1,28 +1,21 @@
-"""Issue 24, first half: a Hub token is never written or printed, a folder's own code never runs, `publish`
-uploads only the model's code and keeps a hand-written card, `evaluate --output` never overwrites an input, and a
-symlinked output folder is locked and replaced as the folder it points at."""
+"""A Hub token is never written or printed (files, checkpoints, logs, the card), and `publish` uploads only the
+model's code, refuses repo ids the Hub refuses, writes nothing on a dry run and keeps a hand-written card unless
+told."""
 
 from __future__ import annotations
 
-import io
 import json
 import logging
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import huggingface_hub
 import pytest
-from helpers import make_model
-from test_cli import TINY, error_of, run_cli
+from helpers import TINY, folder_bytes, logged_errors
 
 from hf_bahdanau.cli import main
-from hf_bahdanau.data.tokenization import train_tokenizer
-from hf_bahdanau.models.pipelines import save_for_pipeline
 from hf_bahdanau.publishing import upload
 from hf_bahdanau.publishing.card import CARD_MARKER, make_card
-from hf_bahdanau.training import recorded_command, run_folder
+from hf_bahdanau.training import recorded_command
 
 REPO_ID = "someone/tiny-en-fr"
 URL = f"https://huggingface.co/{REPO_ID}"
@@ -41,24 +34,6 @@ def files_holding(folder: Path, secrets=SECRETS) -> list[str]:
             if path.is_file() and any(secret.encode() in path.read_bytes() for secret in secrets)]  # fmt: skip
 
 
-def folder_bytes(folder: Path) -> dict[str, bytes]:
-    return {str(path.relative_to(folder)): path.read_bytes() for path in sorted(folder.rglob("*")) if path.is_file()}
-
-
-def errors(caplog) -> list[str]:
-    return [record.getMessage() for record in caplog.records if record.levelname == "ERROR"]
-
-
-@pytest.fixture
-def saved(tmp_path) -> Path:
-    """A tiny untrained en->fr model saved as `train` saves it (model, tokenizer, remote code, pipeline)."""
-    tokenizer = train_tokenizer(SENTENCES * 5, None, model="word", min_freq=1)
-    ids = dict(pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
-               bos_token_id=tokenizer.bos_token_id, decoder_start_token_id=tokenizer.bos_token_id)  # fmt: skip
-    model = make_model("bahdanau", vocab_size=len(tokenizer), source_language="en", target_language="fr", **ids)
-    return save_for_pipeline(model, tokenizer, tmp_path / "model")
-
-
 @pytest.fixture
 def uploads(monkeypatch) -> list[dict]:
     """`upload.upload_files` replaced: nothing reaches the network; each call's arguments are kept (the token too)."""
@@ -71,9 +46,6 @@ def uploads(monkeypatch) -> list[dict]:
 
     monkeypatch.setattr(upload, "upload_files", fake_upload)
     return calls
-
-
-# ---- 1. a Hub token is in no file and no output -----------------------------------------------------------
 
 
 @pytest.mark.slow
@@ -137,7 +109,7 @@ def test_a_secret_in_a_mistyped_option_is_not_printed(tmp_path, caplog, capfd, s
     argv = {"train": ["train", "--output-dir", str(tmp_path / "x"), "--data", "d"],
             "translate": ["translate", "--model", str(tmp_path)]}[command]  # fmt: skip
     assert main([*argv, "--hub_tokn", secret]) == 1
-    (error,) = errors(caplog)
+    (error,) = logged_errors(caplog)
     printed = capfd.readouterr()
     assert "--hub_tokn" in error
     if command == "train":  # (translate takes the value as a sentence to translate, and never gets to it)
@@ -149,81 +121,18 @@ def test_a_secret_of_the_wrong_type_in_a_config_file_is_not_printed(tmp_path, ca
     config = tmp_path / "run.yaml"
     config.write_text("hub_token: 987654321\n", encoding="utf-8")  # a number where text is expected
     assert main(["train", "--config", str(config), "--output-dir", str(tmp_path / "x")]) == 1
-    (error,) = errors(caplog)
+    (error,) = logged_errors(caplog)
     printed = capfd.readouterr()
     assert "hub_token must be text, got <redacted>" in error
     assert "987654321" not in caplog.text + printed.out + printed.err
 
 
-def test_card_of_a_folder_recorded_before_redaction_hides_the_token(saved):
+def test_the_card_hides_a_token_left_in_a_folders_recorded_command(saved):
     recorded = {"command": f"hf-bahdanau train --hub_token {CLI_TOKEN} --output-dir x",
                 "config_file": {"path": "run.yaml", "text": f"hub_token: {FILE_TOKEN}"}}  # fmt: skip
     (saved / recorded_command.COMMAND_FILE).write_text(json.dumps(recorded), encoding="utf-8")
     text = str(make_card(saved, REPO_ID))
     assert "--hub_token '<redacted>' --output-dir x" in text and not any(secret in text for secret in SECRETS)
-
-
-# ---- 2. a folder's own code never runs --------------------------------------------------------------------
-
-EVIL_CODE = """\
-from pathlib import Path
-Path({marker!r}).write_text("the folder's code ran")
-from transformers import PretrainedConfig
-class EvilConfig(PretrainedConfig):
-    model_type = "evil_seq2seq"
-"""
-
-
-def make_evil_folder(saved: Path, marker: Path) -> Path:
-    """`saved` with a config.json of a model type we do not have, whose `auto_map` names code that writes `marker`."""
-    config = json.loads((saved / "config.json").read_text(encoding="utf-8"))
-    config["model_type"] = "evil_seq2seq"
-    config["auto_map"] = {"AutoConfig": "configuration_evil.EvilConfig",
-                          "AutoModelForSeq2SeqLM": "configuration_evil.EvilConfig"}  # fmt: skip
-    (saved / "config.json").write_text(json.dumps(config), encoding="utf-8")
-    (saved / "configuration_evil.py").write_text(EVIL_CODE.format(marker=str(marker)), encoding="utf-8")
-    (saved / "tokenizer_config.json").write_text(json.dumps({"auto_map": config["auto_map"]}), encoding="utf-8")
-    return saved
-
-
-def test_translate_refuses_an_unknown_model_type_whatever_stdin_answers(saved, tmp_path, monkeypatch, capsys, caplog):
-    marker = tmp_path / "ran.txt"
-    folder = make_evil_folder(saved, marker)
-    monkeypatch.setattr(sys, "stdin", io.StringIO("y\ny\nHallo\n"))  # yes to any prompt, then a sentence
-    last = error_of(["translate", "--model", str(folder)], caplog)
-    assert capsys.readouterr().out == ""
-    assert "model type 'evil_seq2seq'" in last and "bahdanau, d2l_transformer" in last
-    assert not marker.exists()
-
-
-@pytest.mark.slow
-def test_code_edited_in_a_folder_of_our_own_model_type_never_runs(saved, tmp_path):
-    """A folder of a type we have, whose remote-code files were changed: the command line and the in-process
-    pipeline use the package's classes, not the folder's files."""
-    marker = tmp_path / "ran.txt"
-    for name in ("modeling_bahdanau.py", "configuration_bahdanau.py", "pipelines.py"):
-        code = (saved / name).read_text(encoding="utf-8")
-        (saved / name).write_text(EVIL_CODE.split("from transformers")[0].format(marker=str(marker)) + code)
-    result = run_cli("translate", "--model", str(saved), "i see the dog .")
-    assert result.returncode == 0 and len(result.stdout.splitlines()) == 1 and not marker.exists()
-    check = ("import sys; from transformers import pipeline; import hf_bahdanau; "
-             "print(pipeline(hf_bahdanau.TASK, model=sys.argv[1])('i see the dog .'))")  # fmt: skip
-    result = subprocess.run([sys.executable, "-c", check, str(saved)], capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0 and "translation_text" in result.stdout, result.stderr[-2000:]
-    assert not marker.exists()
-
-
-def test_train_from_a_folder_of_unknown_model_type_refuses_it(saved, tatoeba_tsv, tmp_path, caplog):
-    marker = tmp_path / "ran.txt"
-    folder = make_evil_folder(saved, marker)
-    argv = ["train", "--model_name_or_path", str(folder), "--data", str(tatoeba_tsv), "--output-dir",
-            str(tmp_path / "out"), *TINY[:4], "--max_steps", "1"]  # fmt: skip
-    assert main(argv) == 1
-    (error,) = errors(caplog)
-    assert "model type 'evil_seq2seq'" in error and not marker.exists() and not (tmp_path / "out").exists()
-
-
-# ---- 3. publish uploads the model's code only; repo ids the Hub refuses -----------------------------------
 
 
 def test_publish_uploads_only_the_models_code(saved, uploads, monkeypatch, capsys):
@@ -244,12 +153,10 @@ def test_publish_uploads_only_the_models_code(saved, uploads, monkeypatch, capsy
 def test_repo_ids_the_hub_refuses_are_refused(saved, uploads, monkeypatch, caplog, repo_id):
     monkeypatch.setenv("HF_TOKEN", CLI_TOKEN)
     assert main(["publish", "--model", str(saved), "--repo-id", repo_id]) == 1
-    (error,) = errors(caplog)
+    (error,) = logged_errors(caplog)
     assert f"repo id {repo_id!r}" in error and "\n" not in error and not uploads
     assert upload.check_repo_id(f"someone/{'a' * 88}") == f"someone/{'a' * 88}"  # 96 characters: the Hub's limit
 
-
-# ---- 4. publish never overwrites a hand-written card ------------------------------------------------------
 
 HAND_WRITTEN = "---\nlicense: mit\n---\n# My model\n\nWritten by hand.\n"
 
@@ -277,78 +184,9 @@ def test_publish_keeps_a_hand_written_card_unless_told(saved, uploads, monkeypat
         offline.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
         offline.setattr(upload, "upload_files", REAL_UPLOAD)
         assert main(["publish", "--model", str(saved), "--repo-id", REPO_ID]) == 1
-    assert folder_bytes(saved) == before and "offline" in errors(caplog)[-1]
+    assert folder_bytes(saved) == before and "offline" in logged_errors(caplog)[-1]
     assert main(["publish", "--model", str(saved), "--repo-id", REPO_ID, "--overwrite-card"]) == 0
     card = (saved / "README.md").read_text(encoding="utf-8")
     assert CARD_MARKER in card and "license: apache-2.0" in card
     assert main(["publish", "--model", str(saved), "--repo-id", REPO_ID, "--license", "mit"]) == 0  # ours: refreshed
     assert "license: mit" in (saved / "README.md").read_text(encoding="utf-8")
-
-
-# ---- 5. evaluate --output never overwrites an input -------------------------------------------------------
-
-
-def corpus_folder(tatoeba_tsv: Path, folder: Path) -> Path:
-    folder.mkdir()
-    lines = tatoeba_tsv.read_text(encoding="utf-8").splitlines()[:12]
-    for split in ("train", "validation", "test"):
-        for lang, column in (("en", 0), ("fr", 1)):
-            text = "".join(line.split("\t")[column] + "\n" for line in lines)
-            (folder / f"{split}.{lang}").write_text(text, encoding="utf-8")
-    return folder
-
-
-@pytest.mark.parametrize(
-    "output", ["corpus file", "link to corpus file", "hard link to corpus file", "file of corpus folder", "model file"]
-)
-def test_evaluate_refuses_an_output_that_is_an_input(saved, tatoeba_tsv, tmp_path, caplog, output):
-    corpus = tmp_path / "pairs.tsv"
-    corpus.write_text("".join(tatoeba_tsv.read_text(encoding="utf-8").splitlines(keepends=True)[:12]))
-    folder = corpus_folder(tatoeba_tsv, tmp_path / "pairs")
-    (tmp_path / "link.txt").symlink_to(corpus)
-    (tmp_path / "hard.txt").hardlink_to(corpus)
-    data, target = {
-        "corpus file": (corpus, corpus),
-        "link to corpus file": (corpus, tmp_path / "link.txt"),
-        "hard link to corpus file": (corpus, tmp_path / "hard.txt"),
-        "file of corpus folder": (folder, folder / "test.fr"),
-        "model file": (corpus, saved / "tokenizer.json"),
-    }[output]
-    before = {path: path.read_bytes() for path in (corpus, folder / "test.fr", saved / "tokenizer.json")}
-    argv = ["evaluate", "--model", str(saved), "--data", str(data), "--split", "test", "--test-split", "test",
-            "--max-samples", "2", "--output", str(target)]  # fmt: skip
-    assert main(argv) == 1
-    (error,) = errors(caplog)
-    assert f"--output {target}" in error and "\n" not in error
-    assert {path: path.read_bytes() for path in before} == before
-
-
-# ---- 6. a symlinked output folder ----------------------------------------------------------------------------
-
-
-def test_locks_through_a_link_and_through_the_real_path_conflict(tmp_path):
-    real, link = tmp_path / "real", tmp_path / "link"
-    real.mkdir()
-    link.symlink_to(real)
-    for first, second in ((link, real), (real, link)):
-        with run_folder.locked_output_dir(first):
-            with pytest.raises(FileExistsError, match="another run is training"):
-                with run_folder.locked_output_dir(second):
-                    pass
-
-
-@pytest.mark.slow
-def test_overwrite_through_a_symlinked_output_dir_keeps_the_link(tatoeba_tsv, tmp_path):
-    real, link = tmp_path / "runs" / "real", tmp_path / "link"
-    real.mkdir(parents=True)
-    (real / "trainer_state.json").write_text("{}")  # an earlier run
-    (real / "old.txt").write_text("old")
-    link.symlink_to(real)
-    argv = ["train", "--data", str(tatoeba_tsv), "--output-dir", str(link), "--overwrite", *TINY, "--max_steps", "2",
-            "--logging_steps", "1", "--eval_strategy", "no", "--save_strategy", "no",
-            "--load_best_model_at_end", "false"]  # fmt: skip
-    assert main(argv) == 0
-    assert link.is_symlink() and os.readlink(link) == str(real)
-    assert (real / "model.safetensors").is_file() and not (real / "old.txt").exists()
-    assert sorted(os.listdir(tmp_path)) == ["link", "runs"]  # no link.staging, link.replaced or .link.lock
-    assert sorted(os.listdir(real.parent)) == [".real.lock", "real"]  # nor real.staging or real.replaced

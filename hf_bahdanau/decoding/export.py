@@ -1,0 +1,333 @@
+"""Export d2l Transformers to CTranslate2: the converter, the export, its cache and the guards on its folder.
+
+`export_ctranslate2(model, output)` writes a CTranslate2 model folder (`model.bin`, its `config.json`, the shared
+vocabulary) through CTranslate2's own converter API: `D2LTransformerLoader` maps our modules onto a
+`TransformerSpec` with the helpers of CTranslate2's `ModelLoader`, and `D2LTransformerConverter` is a CTranslate2
+`Converter`, which validates, quantizes and saves the spec. Beside it the folder gets the tokenizer files, the
+generation config and `hf_bahdanau_export.json` (the model's config and a fingerprint of the files it came from).
+
+What the mapping has to get right (checked by tests/test_export.py against our `generate()`):
+- d2l's sinusoid table interleaves sin and cos (`P[i, 2j]`, `P[i, 2j + 1]`), CTranslate2's own puts all sines
+  first: the spec gets our table, `max_position_embeddings` rows.
+- Our decoder starts from the real embedding of `<s>` (the decoder start token) at position 0: no
+  `start_from_zero_embedding`, and the vocabulary keeps every row (Marian's loader does neither).
+- The embedding scale (sqrt(d_model), or 1 without `scale_embedding`) and the layer-norm epsilon are set
+  explicitly; `lm_head.bias` is the output projection's bias; tied weights are stored once (CTranslate2 aliases
+  equal variables).
+- Our tokenizer appends `</s>` to the source itself: CTranslate2 gets token strings and adds nothing.
+
+CTranslate2 has no RNN decoder: the `bahdanau` model type is refused. `decoding/ctranslate2.py` translates with
+an export.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from hf_bahdanau.choices import EXPORT_INFO
+from hf_bahdanau.choices import EXPORT_QUANTIZATIONS as QUANTIZATIONS  # what `export --quantization` offers
+from hf_bahdanau.folders import fresh_sibling, replace_with
+from hf_bahdanau.models.pipelines import check_tokenizer_matches
+
+try:  # an optional extra: `pip install hf_bahdanau[ctranslate2]`
+    import ctranslate2
+    from ctranslate2.converters import Converter, utils
+    from ctranslate2.converters.transformers import ModelLoader
+    from ctranslate2.specs import common_spec, model_spec, transformer_spec
+except ImportError:  # the classes below are then defined on `object` and refuse to run (`require_ctranslate2`)
+    ctranslate2 = None
+    Converter = ModelLoader = object
+
+logger = logging.getLogger(__name__)
+
+INSTALL_HINT = "pip install hf_bahdanau[ctranslate2]"
+# Files of the model folder copied beside the CTranslate2 model (its own config.json is CTranslate2's).
+COPIED_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "generation_config.json")
+# Every file an export reads: a cached export is redone when one of them changes.
+SOURCE_PATTERNS = ("config.json", "*.safetensors", "model.safetensors.index.json", *COPIED_FILES)
+PUBLISHED_FOLDER = "ctranslate2"  # the repo's subfolder that `publish --with-ctranslate2` uploads
+CACHE_PREFIX = "ctranslate2-"  # MODEL/ctranslate2-<quantization>/: the export `--engine ctranslate2` caches
+_ACTIVATIONS = {"relu": "RELU", "gelu": "GELU", "gelu_new": "GELUTanh", "silu": "SWISH", "swish": "SWISH"}
+
+
+def require_ctranslate2() -> Any:
+    """The `ctranslate2` module, or an ImportError that says how to install it."""
+    if ctranslate2 is None:
+        raise ImportError(f"CTranslate2 is not installed: {INSTALL_HINT}")
+    return ctranslate2
+
+
+def is_ctranslate2_folder(folder: str | os.PathLike) -> bool:
+    """Whether `folder` holds a CTranslate2 model exported by `export_ctranslate2`."""
+    return (Path(folder) / "model.bin").is_file() and (Path(folder) / EXPORT_INFO).is_file()
+
+
+# ---- the converter ----------------------------------------------------------------------------------------
+
+
+class D2LTransformerLoader(ModelLoader):
+    """Maps a `TransformerForConditionalGeneration` and its tokenizer onto a CTranslate2 `TransformerSpec`."""
+
+    @property
+    def architecture_name(self) -> str:
+        return "TransformerForConditionalGeneration"
+
+    def get_model_spec(self, model: torch.nn.Module) -> Any:
+        config = model.config
+        activation = getattr(common_spec.Activation, _ACTIVATIONS[config.activation_function])
+        spec = transformer_spec.TransformerSpec.from_config(
+            (config.encoder_layers, config.decoder_layers),
+            config.attention_heads,
+            pre_norm=config.norm_first,
+            activation=activation,
+        )
+        encoder, decoder = model.get_encoder(), model.get_decoder()
+        self.set_stack(spec.encoder, encoder, spec.encoder.embeddings[0])
+        self.set_stack(spec.decoder, decoder, spec.decoder.embeddings)
+        for layer_spec, layer in zip(spec.encoder.layer, encoder.layers, strict=True):
+            self.set_attention(layer_spec.self_attention, layer.self_attn, layer.self_attn_norm, self_attention=True)
+            self.set_ffn(layer_spec.ffn, layer)
+        for layer_spec, layer in zip(spec.decoder.layer, decoder.layers, strict=True):
+            self.set_attention(layer_spec.self_attention, layer.self_attn, layer.self_attn_norm, self_attention=True)
+            self.set_attention(layer_spec.attention, layer.cross_attn, layer.cross_attn_norm, self_attention=False)
+            self.set_ffn(layer_spec.ffn, layer)
+        self.set_linear(spec.decoder.projection, model.lm_head)
+        if not model.lm_head.bias.any():  # an all-zero bias (as initialised) is no work to do at every step
+            spec.decoder.projection.bias = model_spec.OPTIONAL
+        return spec
+
+    def set_stack(self, spec: Any, stack: torch.nn.Module, embeddings: Any) -> None:
+        """Embeddings, their scale, our position table and (pre-norm) the final norm of an encoder or decoder."""
+        self.set_embeddings(embeddings, stack.embed_tokens)
+        spec.scale_embeddings = float(stack.embed_scale)  # 1.0 without scale_embedding: never CTranslate2's default
+        spec.position_encodings.encodings = stack.positions.P[0, : stack.config.max_position_embeddings]
+        if stack.config.norm_first:
+            self.set_layer_norm(spec.layer_norm, stack.final_norm)
+
+    def set_attention(
+        self, spec: Any, attention: torch.nn.Module, add_norm: torch.nn.Module, self_attention: bool
+    ) -> None:
+        """Our W_q, W_k, W_v, W_o as CTranslate2's fused projections, and the AddNorm's norm."""
+        split = [common_spec.LinearSpec() for _ in range(3)]
+        for layer_spec, module in zip(split, (attention.W_q, attention.W_k, attention.W_v), strict=True):
+            self.set_linear(layer_spec, module)
+        if self_attention:
+            utils.fuse_linear(spec.linear[0], split)
+        else:
+            utils.fuse_linear(spec.linear[0], split[:1])
+            utils.fuse_linear(spec.linear[1], split[1:])
+        self.set_linear(spec.linear[-1], attention.W_o)
+        self.set_layer_norm(spec.layer_norm, add_norm.norm)
+
+    def set_ffn(self, spec: Any, layer: torch.nn.Module) -> None:
+        self.set_linear(spec.linear_0, layer.ffn.dense1)
+        self.set_linear(spec.linear_1, layer.ffn.dense2)
+        self.set_layer_norm(spec.layer_norm, layer.ffn_norm.norm)
+
+    def get_vocabulary(self, model: torch.nn.Module, tokenizer: Any) -> list[str]:
+        """One token string per embedding row; rows the tokenizer never produces get placeholder names."""
+        tokens = tokenizer.convert_ids_to_tokens(list(range(model.config.vocab_size)))
+        return [token if token is not None else f"<unused_{i}>" for i, token in enumerate(tokens)]
+
+    def set_vocabulary(self, spec: Any, tokens: list[str]) -> None:
+        spec.register_source_vocabulary(tokens)
+        spec.register_target_vocabulary(tokens)
+
+    def set_config(self, config: Any, model: torch.nn.Module, tokenizer: Any) -> None:
+        ids = model.config
+        config.bos_token = tokenizer.convert_ids_to_tokens(ids.bos_token_id)
+        config.eos_token = tokenizer.convert_ids_to_tokens(ids.eos_token_id)
+        config.unk_token = tokenizer.unk_token or config.unk_token
+        config.decoder_start_token = tokenizer.convert_ids_to_tokens(ids.decoder_start_token_id)
+        config.add_source_eos = False  # the tokenizer appended it
+        config.layer_norm_epsilon = model.get_decoder().layers[0].ffn_norm.norm.eps
+
+
+class D2LTransformerConverter(Converter):
+    """A CTranslate2 `Converter` of a loaded d2l Transformer and its tokenizer (`convert(output_dir, ...)`)."""
+
+    def __init__(self, model: torch.nn.Module, tokenizer: Any) -> None:
+        require_ctranslate2()
+        self.model, self.tokenizer = model, tokenizer
+
+    def _load(self) -> Any:
+        with torch.no_grad():
+            return D2LTransformerLoader()(self.model, self.tokenizer)
+
+
+# ---- export -----------------------------------------------------------------------------------------------
+
+
+def _local_folder(model_dir_or_repo_id: str | os.PathLike) -> Path:
+    """A local model folder, or the needed files of a Hub repo downloaded into the Hub cache."""
+    folder = Path(model_dir_or_repo_id)
+    if folder.is_dir():
+        return folder
+    if folder.exists() or str(model_dir_or_repo_id).count("/") != 1:
+        raise ValueError(f"{model_dir_or_repo_id} is neither a model folder nor a Hub repo id (OWNER/NAME)")
+    from huggingface_hub import snapshot_download
+
+    return Path(snapshot_download(str(model_dir_or_repo_id), allow_patterns=list(SOURCE_PATTERNS)))
+
+
+def source_fingerprint(folder: str | os.PathLike) -> str:
+    """A sha256 over every file an export reads (config, weights, tokenizer, generation config)."""
+    digest = hashlib.sha256()
+    paths = sorted({path for pattern in SOURCE_PATTERNS for path in Path(folder).glob(pattern) if path.is_file()})
+    for path in paths:
+        digest.update(path.name.encode())
+        with path.open("rb") as file:
+            for block in iter(lambda: file.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()
+
+
+def _check_exportable(folder: Path) -> dict[str, Any]:
+    """The folder's config.json, or a ValueError for a folder that CTranslate2 cannot run."""
+    config_file = folder / "config.json"
+    if not config_file.is_file():
+        raise ValueError(f"{folder} is not a saved model folder (no config.json)")
+    config = json.loads(config_file.read_text(encoding="utf-8"))
+    model_type = config.get("model_type")
+    if model_type == "bahdanau":
+        raise ValueError(
+            f"{folder} holds an RNN encoder-decoder (model type bahdanau): CTranslate2 has no RNN decoder, so only "
+            "d2l_transformer models export; translate it with --engine torch"
+        )
+    if model_type != "d2l_transformer":
+        raise ValueError(f"{folder} holds a {model_type!r} model: only d2l_transformer models export to CTranslate2")
+    check_tokenizer_file(folder)
+    return config
+
+
+def check_tokenizer_file(folder: Path) -> None:
+    """A ValueError naming the file when `folder` lacks the `tokenizer.json` an export reads and carries."""
+    if not (folder / "tokenizer.json").is_file():
+        raise ValueError(f"{folder} has no tokenizer.json: save the model with its tokenizer (save_pretrained)")
+
+
+def _model_folder_around(path: Path) -> Path | None:
+    """The saved model folder that `path` is or lies in (a CTranslate2 export is none), or None."""
+    for folder in (path, *path.parents):
+        if (folder / "config.json").is_file() and not is_ctranslate2_folder(folder):
+            return folder
+    return None
+
+
+def check_export_output(output: Path, folder: Path, overwrite: bool) -> None:
+    """Refuse an export folder that would destroy something: the model folder (or a folder holding it), a file, a
+    folder holding anything but an export this package made, or (without `overwrite`) an earlier export."""
+    if folder.resolve().is_relative_to(output.resolve()):
+        raise ValueError(f"the export folder {output} would replace the model folder {folder}: choose another")
+    if output.is_symlink() or (output.exists() and not output.is_dir()):
+        raise ValueError(f"{output} exists and is not a folder: choose another export folder")
+    if not output.exists() or not any(output.iterdir()):
+        return
+    if not is_ctranslate2_folder(output):
+        raise ValueError(
+            f"{output} holds files that are not an export of this package (no {EXPORT_INFO}): export replaces only "
+            "its own exports; choose another folder"
+        )
+    if not overwrite:
+        raise ValueError(f"{output} holds an earlier export: pass --overwrite to replace it")
+
+
+def export_ctranslate2(
+    model_dir_or_repo_id: str | os.PathLike,
+    output_dir: str | os.PathLike,
+    quantization: str = "float32",
+    overwrite: bool = False,
+) -> Path:
+    """Write the CTranslate2 export of a `d2l_transformer` folder (or Hub repo) to `output_dir`; its path.
+
+    `quantization`: the stored weights, one of `QUANTIZATIONS` (`int8` computes in int8 on CPU). `output_dir` is a
+    new or empty folder outside any model folder, or (with `overwrite`) an earlier export, recognised by its
+    `hf_bahdanau_export.json`. The export is written into a fresh folder beside it and moved into place at the end,
+    so a failed export leaves no half-written model.
+    """
+    require_ctranslate2()
+    output = Path(output_dir)
+    inside = _model_folder_around(output.resolve())
+    if inside is not None:
+        raise ValueError(f"the export folder {output} is in the model folder {inside}: choose a folder outside it")
+    return _export(_local_folder(model_dir_or_repo_id), output, quantization, overwrite)
+
+
+def _export(folder: Path, output: Path, quantization: str, overwrite: bool) -> Path:
+    """`export_ctranslate2` once the place of `output` is allowed."""
+    from transformers import AutoTokenizer
+
+    from hf_bahdanau.models.modeling_transformer import TransformerForConditionalGeneration
+
+    if quantization not in QUANTIZATIONS:
+        raise ValueError(f"quantization must be one of {', '.join(QUANTIZATIONS)}, got {quantization!r}")
+    model_config = _check_exportable(folder)  # as saved: no local path in it (the export may be published)
+    check_export_output(output, folder, overwrite)
+    fingerprint = source_fingerprint(folder)
+    tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=False)  # never a folder's own code
+    model = TransformerForConditionalGeneration.from_pretrained(folder, use_safetensors=True).float().eval()
+    check_tokenizer_matches(model.config, tokenizer)
+    staging = fresh_sibling(output, "exporting")
+    try:
+        D2LTransformerConverter(model, tokenizer).convert(str(staging), quantization=quantization, force=True)
+        for name in COPIED_FILES:
+            if (folder / name).is_file():
+                shutil.copy2(folder / name, staging / name)
+        info = {"quantization": quantization, "source_fingerprint": fingerprint, "model_config": model_config}
+        (staging / EXPORT_INFO).write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
+        replace_with(output, staging)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)  # made above; gone once moved into place
+    logger.info("exported %s to CTranslate2 (%s) in %s", folder, quantization, output)
+    return output
+
+
+def cached_export(model_dir: str | os.PathLike, quantization: str = "float32", folder: str | None = None) -> Path:
+    """The CTranslate2 export kept in `model_dir` (`ctranslate2-<quantization>/`, or `folder`), exported now if
+    it is missing or a file it was made from (config, weights, tokenizer, generation config) changed since."""
+    model_dir = Path(model_dir)
+    output = model_dir / (folder or f"{CACHE_PREFIX}{quantization}")
+    if is_ctranslate2_folder(output):
+        info = json.loads((output / EXPORT_INFO).read_text(encoding="utf-8"))
+        if info.get("quantization") == quantization and info.get("source_fingerprint") == source_fingerprint(model_dir):
+            return output
+        logger.info("the model in %s changed since its CTranslate2 export: exporting it again", model_dir)
+    else:
+        logger.info("exporting %s to CTranslate2 (%s) into %s, once", model_dir, quantization, output)
+    return _export(model_dir, output, quantization, overwrite=True)
+
+
+def published_export(model_dir: str | os.PathLike, dry_run: bool = False) -> list[str]:
+    """The files of the float32 export that `publish --with-ctranslate2` uploads, as `ctranslate2/NAME` paths:
+    exported into `model_dir/ctranslate2/` (kept while the model is unchanged), or, for a dry run, into a
+    temporary folder that is removed (a dry run writes nothing in `model_dir`)."""
+    require_ctranslate2()
+    if not dry_run:
+        return [
+            f"{PUBLISHED_FOLDER}/{p.name}" for p in sorted(cached_export(model_dir, folder=PUBLISHED_FOLDER).iterdir())
+        ]
+    with tempfile.TemporaryDirectory(prefix="hf_bahdanau_export_") as scratch:
+        export = export_ctranslate2(model_dir, Path(scratch) / PUBLISHED_FOLDER)
+        return [f"{PUBLISHED_FOLDER}/{p.name}" for p in sorted(export.iterdir())]
+
+
+__all__ = [
+    "D2LTransformerConverter",
+    "D2LTransformerLoader",
+    "INSTALL_HINT",
+    "QUANTIZATIONS",
+    "cached_export",
+    "export_ctranslate2",
+    "is_ctranslate2_folder",
+    "published_export",
+    "require_ctranslate2",
+]

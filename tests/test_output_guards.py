@@ -1,0 +1,76 @@
+"""Outputs never destroy inputs: `evaluate --output` refuses a corpus or model file (through links too), and a
+symlinked output folder is locked and replaced as the folder it points at, the link kept."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from helpers import TINY, logged_errors
+
+from hf_bahdanau.cli import main
+from hf_bahdanau.training import run_folder
+
+
+def corpus_folder(tatoeba_tsv: Path, folder: Path) -> Path:
+    folder.mkdir()
+    lines = tatoeba_tsv.read_text(encoding="utf-8").splitlines()[:12]
+    for split in ("train", "validation", "test"):
+        for lang, column in (("en", 0), ("fr", 1)):
+            text = "".join(line.split("\t")[column] + "\n" for line in lines)
+            (folder / f"{split}.{lang}").write_text(text, encoding="utf-8")
+    return folder
+
+
+@pytest.mark.parametrize(
+    "output", ["corpus file", "link to corpus file", "hard link to corpus file", "file of corpus folder", "model file"]
+)
+def test_evaluate_refuses_an_output_that_is_an_input(saved, tatoeba_tsv, tmp_path, caplog, output):
+    corpus = tmp_path / "pairs.tsv"
+    corpus.write_text("".join(tatoeba_tsv.read_text(encoding="utf-8").splitlines(keepends=True)[:12]))
+    folder = corpus_folder(tatoeba_tsv, tmp_path / "pairs")
+    (tmp_path / "link.txt").symlink_to(corpus)
+    (tmp_path / "hard.txt").hardlink_to(corpus)
+    data, target = {
+        "corpus file": (corpus, corpus),
+        "link to corpus file": (corpus, tmp_path / "link.txt"),
+        "hard link to corpus file": (corpus, tmp_path / "hard.txt"),
+        "file of corpus folder": (folder, folder / "test.fr"),
+        "model file": (corpus, saved / "tokenizer.json"),
+    }[output]
+    before = {path: path.read_bytes() for path in (corpus, folder / "test.fr", saved / "tokenizer.json")}
+    argv = ["evaluate", "--model", str(saved), "--data", str(data), "--split", "test", "--test-split", "test",
+            "--max-samples", "2", "--output", str(target)]  # fmt: skip
+    assert main(argv) == 1
+    (error,) = logged_errors(caplog)
+    assert f"--output {target}" in error and "\n" not in error
+    assert {path: path.read_bytes() for path in before} == before
+
+
+def test_locks_through_a_link_and_through_the_real_path_conflict(tmp_path):
+    real, link = tmp_path / "real", tmp_path / "link"
+    real.mkdir()
+    link.symlink_to(real)
+    for first, second in ((link, real), (real, link)):
+        with run_folder.locked_output_dir(first):
+            with pytest.raises(FileExistsError, match="another run is training"):
+                with run_folder.locked_output_dir(second):
+                    pass
+
+
+@pytest.mark.slow
+def test_overwrite_through_a_symlinked_output_dir_keeps_the_link(tatoeba_tsv, tmp_path):
+    real, link = tmp_path / "runs" / "real", tmp_path / "link"
+    real.mkdir(parents=True)
+    (real / "trainer_state.json").write_text("{}")  # an earlier run
+    (real / "old.txt").write_text("old")
+    link.symlink_to(real)
+    argv = ["train", "--data", str(tatoeba_tsv), "--output-dir", str(link), "--overwrite", *TINY, "--max_steps", "2",
+            "--logging_steps", "1", "--eval_strategy", "no", "--save_strategy", "no",
+            "--load_best_model_at_end", "false"]  # fmt: skip
+    assert main(argv) == 0
+    assert link.is_symlink() and os.readlink(link) == str(real)
+    assert (real / "model.safetensors").is_file() and not (real / "old.txt").exists()
+    assert sorted(os.listdir(tmp_path)) == ["link", "runs"]  # no link.staging, link.replaced or .link.lock
+    assert sorted(os.listdir(real.parent)) == [".real.lock", "real"]  # nor real.staging or real.replaced
