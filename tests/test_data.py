@@ -1,4 +1,5 @@
-"""Tests of hf_bahdanau.data.corpora: readers, splits, filters, errors, named corpora and tokenization of splits."""
+"""Tests of loading a parallel corpus (hf_bahdanau.data: corpora, readers, cleaning, splitting, tokenized): readers,
+splits, filters, errors, named corpora and tokenization of splits."""
 
 from __future__ import annotations
 
@@ -10,8 +11,10 @@ import datasets
 import pytest
 
 from hf_bahdanau.data import cache as corpus_cache
-from hf_bahdanau.data.corpora import load_parallel_corpus, normalize_d2l, tokenize_corpus
+from hf_bahdanau.data.cleaning import normalize_d2l
+from hf_bahdanau.data.corpora import load_parallel_corpus
 from hf_bahdanau.data.tokenization import train_tokenizer
+from hf_bahdanau.data.tokenized import tokenize_corpus
 
 
 def _write_folder(folder, files: dict[str, list[str]]) -> None:

@@ -45,7 +45,8 @@ from transformers.trainer_pt_utils import LengthGroupedSampler
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from hf_bahdanau.data.cache import named_corpus_path
-from hf_bahdanau.data.corpora import check_local_source, load_parallel_corpus, tokenize_corpus
+from hf_bahdanau.data.corpora import load_parallel_corpus
+from hf_bahdanau.data.readers import check_local_source
 from hf_bahdanau.data.run_settings import corpus_id
 from hf_bahdanau.data.streaming import (
     LengthBucketedBatches,
@@ -62,6 +63,7 @@ from hf_bahdanau.data.tokenization import (
     check_tokenizer_location,
     train_tokenizer,
 )
+from hf_bahdanau.data.tokenized import tokenize_corpus
 from hf_bahdanau.metrics import make_compute_metrics
 from hf_bahdanau.models.modeling_translation import TranslationPreTrainedModel
 from hf_bahdanau.models.pipelines import check_tokenizer_matches, save_for_pipeline, tokenizer_fingerprint
