@@ -372,8 +372,8 @@ def test_second_tokenization_reads_the_cache(tmp_path, monkeypatch):
 
 def test_tokenizer_trains_on_a_sample_of_a_large_corpus(monkeypatch):
     from hf_bahdanau.data import tokenization
+    from hf_bahdanau.training.assembly import load_or_train_tokenizer
     from hf_bahdanau.training.options import TokenizerArguments
-    from hf_bahdanau.training.trainer import load_or_train_tokenizer
 
     rows = [{"translation": {"de": f"w{i}", "en": f"v{i}"}} for i in range(30)]
     corpus = datasets.Dataset.from_list(rows)

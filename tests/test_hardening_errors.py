@@ -21,8 +21,9 @@ from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, Seq2SeqTrainingAr
 from hf_bahdanau import TASK, TranslationPipeline
 from hf_bahdanau.cli import main, parse_train_args
 from hf_bahdanau.training import run_folder
-from hf_bahdanau.training import trainer as training
+from hf_bahdanau.training.assembly import realign_weights
 from hf_bahdanau.training.options import RunArguments
+from hf_bahdanau.training.trainer import build_trainer
 
 
 @pytest.fixture(scope="module")
@@ -124,10 +125,10 @@ def test_the_pipeline_refuses_a_tokenizer_of_another_model_unless_told(rnn_folde
 def test_the_tokenizer_check_has_one_copy_in_the_pipeline_module():
     from hf_bahdanau import cli
     from hf_bahdanau.models import pipelines
-    from hf_bahdanau.training import trainer as training
+    from hf_bahdanau.training import assembly
 
-    assert training.check_tokenizer_matches is pipelines.check_tokenizer_matches
-    assert "def check_tokenizer_matches" not in Path(training.__file__).read_text(encoding="utf-8")
+    assert assembly.check_tokenizer_matches is pipelines.check_tokenizer_matches
+    assert "def check_tokenizer_matches" not in Path(assembly.__file__).read_text(encoding="utf-8")
     assert "from .pipelines import check_tokenizer_matches" in Path(cli.__file__).read_text(encoding="utf-8")
 
 
@@ -340,7 +341,7 @@ def test_an_int8_model_refuses_to_train(rnn_folder, tmp_path):
         model(input_ids=ids, labels=ids)
     args = Seq2SeqTrainingArguments(str(tmp_path / "never"), report_to="none")
     with pytest.raises(ValueError, match="quantized to int8 for inference and cannot be trained"):
-        training.build_trainer(model, None, None, args, RunArguments())
+        build_trainer(model, None, None, args, RunArguments())
     assert not (tmp_path / "never").exists()
 
 
@@ -381,7 +382,7 @@ def test_a_loaded_model_has_aligned_weights_and_computes_the_gradients_of_the_sa
     model = make_model("bahdanau", width=32, vocab_size=400, dropout=0.3, encoder_layers=2, decoder_layers=2)
     model.save_pretrained(tmp_path / "saved")
     loaded = AutoModelForSeq2SeqLM.from_pretrained(tmp_path / "saved")
-    training.realign_weights(loaded)  # as training does with a model it continues
+    realign_weights(loaded)  # as training does with a model it continues
     # CPU math libraries round differently on operands that do not start on a 64-byte boundary
     assert {tensor.data_ptr() % 64 for tensor in (*loaded.parameters(), *loaded.buffers())} == {0}
     source, labels = random_ids(32, 12, vocab=400), random_ids(32, 17, seed=1, vocab=400)
@@ -398,7 +399,7 @@ def test_a_loaded_model_has_aligned_weights_and_computes_the_gradients_of_the_sa
 @pytest.mark.slow
 def test_a_resumed_rnn_run_ends_bit_for_bit_with_the_weights_of_an_uninterrupted_one(tatoeba_tsv, tmp_path):
     """With dropout, a resumed run's first step used to differ by 1 ulp: its model came from `from_pretrained`,
-    whose weights were not 64-byte aligned (see `training.realign_weights`)."""
+    whose weights were not 64-byte aligned (see `hf_bahdanau.training.assembly.realign_weights`)."""
     common = ["train", "--data", str(tatoeba_tsv), *TINY_RUN, *TINY_MODEL["bahdanau"], "--seed", "3",
               "--lr_scheduler_type", "constant", "--eval_strategy", "no", "--load_best_model_at_end", "false",
               "--save_steps", "3", "--logging_steps", "3", "--dropout", "0.3", "--encoder_layers", "2",
