@@ -129,7 +129,8 @@ def test_the_tokenizer_check_has_one_copy_in_the_pipeline_module():
 
     assert assembly.check_tokenizer_matches is pipelines.check_tokenizer_matches
     assert "def check_tokenizer_matches" not in Path(assembly.__file__).read_text(encoding="utf-8")
-    assert "from .pipelines import check_tokenizer_matches" in Path(cli.__file__).read_text(encoding="utf-8")
+    cli_source = Path(cli.__file__).read_text(encoding="utf-8")
+    assert "from hf_bahdanau.models.pipelines import check_tokenizer_matches" in cli_source
 
 
 # ---- 4. generation no longer than the position table ------------------------------------------------------
