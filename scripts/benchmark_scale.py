@@ -102,8 +102,9 @@ def pipeline_tokens_per_s(folder: Path, model_dir: Path, streaming: bool, limit:
     tokens (source + target) of a pair."""
     from transformers import AutoTokenizer
 
-    from hf_bahdanau.data.corpora import load_parallel_corpus, tokenize_corpus
+    from hf_bahdanau.data.corpora import load_parallel_corpus
     from hf_bahdanau.data.streaming import LengthBucketedBatches, stream_train_pairs, tokenized_stream
+    from hf_bahdanau.data.tokenized import tokenize_corpus
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     start = time.perf_counter()

@@ -77,7 +77,7 @@ def train_run(output: Path, name: str, recipe: str, options: Sequence[str]) -> d
 
     from hf_bahdanau import register
     from hf_bahdanau.cli import parse_train_args
-    from hf_bahdanau.training.trainer import train
+    from hf_bahdanau.training.run import train
 
     register()
     arguments = ["--config", str(ROOT / recipe), "--output-dir", str(output / "runs" / name), "--overwrite",

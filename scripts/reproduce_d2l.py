@@ -27,8 +27,9 @@ import torch
 from transformers import DataCollatorForSeq2Seq, Seq2SeqTrainer, Seq2SeqTrainingArguments, set_seed
 
 from hf_bahdanau import attention_maps, get_model_type, plot_attention_maps, save_for_pipeline
-from hf_bahdanau.data.corpora import normalize_d2l, tokenize_corpus
+from hf_bahdanau.data.cleaning import normalize_d2l
 from hf_bahdanau.data.tokenization import train_tokenizer
+from hf_bahdanau.data.tokenized import tokenize_corpus
 from hf_bahdanau.metrics import bleu
 from hf_bahdanau.visualization import plot_training_curves
 

@@ -32,8 +32,8 @@ from hf_bahdanau.metrics import count_repeating
 from hf_bahdanau.publishing import card
 from hf_bahdanau.registry import get_model_type
 from hf_bahdanau.training import run_folder
+from hf_bahdanau.training.assembly import build_model
 from hf_bahdanau.training.options import ModelArguments
-from hf_bahdanau.training.trainer import build_model
 
 
 @pytest.fixture(scope="module", params=list(TINY_MODEL))
@@ -408,7 +408,7 @@ def test_two_processes_train_one_model(tatoeba_tsv, tmp_path):
         import logging, os, sys
         from test_cli import weights_digest
         from hf_bahdanau.cli import parse_train_args
-        from hf_bahdanau.training.trainer import train
+        from hf_bahdanau.training.run import train
         logging.basicConfig(level=logging.INFO)
         trainer = train(*parse_train_args(sys.argv[1:]))
         print(f"rank {os.environ['RANK']} weights {weights_digest(trainer.model)}")

@@ -1,4 +1,5 @@
-"""Tests of hf_bahdanau.data.corpora: readers, splits, filters, errors, named corpora and tokenization of splits."""
+"""Tests of loading a parallel corpus (hf_bahdanau.data: corpora, readers, cleaning, splitting, tokenized): readers,
+splits, filters, errors, named corpora and tokenization of splits."""
 
 from __future__ import annotations
 
@@ -10,8 +11,10 @@ import datasets
 import pytest
 
 from hf_bahdanau.data import cache as corpus_cache
-from hf_bahdanau.data.corpora import load_parallel_corpus, normalize_d2l, tokenize_corpus
+from hf_bahdanau.data.cleaning import normalize_d2l
+from hf_bahdanau.data.corpora import load_parallel_corpus
 from hf_bahdanau.data.tokenization import train_tokenizer
+from hf_bahdanau.data.tokenized import tokenize_corpus
 
 
 def _write_folder(folder, files: dict[str, list[str]]) -> None:
@@ -369,8 +372,8 @@ def test_second_tokenization_reads_the_cache(tmp_path, monkeypatch):
 
 def test_tokenizer_trains_on_a_sample_of_a_large_corpus(monkeypatch):
     from hf_bahdanau.data import tokenization
+    from hf_bahdanau.training.assembly import load_or_train_tokenizer
     from hf_bahdanau.training.options import TokenizerArguments
-    from hf_bahdanau.training.trainer import load_or_train_tokenizer
 
     rows = [{"translation": {"de": f"w{i}", "en": f"v{i}"}} for i in range(30)]
     corpus = datasets.Dataset.from_list(rows)

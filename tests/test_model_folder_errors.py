@@ -12,8 +12,8 @@ from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, Seq2SeqTrainingAr
 
 from hf_bahdanau import TASK, TranslationPipeline
 from hf_bahdanau.cli import main
-from hf_bahdanau.training import trainer as training
 from hf_bahdanau.training.options import RunArguments
+from hf_bahdanau.training.trainer import build_trainer
 
 
 def test_a_folder_whose_config_names_another_model_type_is_refused(rnn_folder, tmp_path, caplog):
@@ -91,10 +91,10 @@ def test_the_pipeline_refuses_a_tokenizer_of_another_model_unless_told(rnn_folde
 
 def test_the_tokenizer_check_has_one_copy_in_the_pipeline_module():
     from hf_bahdanau.models import pipelines
-    from hf_bahdanau.training import trainer as training
+    from hf_bahdanau.training import assembly
 
-    assert training.check_tokenizer_matches is pipelines.check_tokenizer_matches
-    assert "def check_tokenizer_matches" not in Path(training.__file__).read_text(encoding="utf-8")
+    assert assembly.check_tokenizer_matches is pipelines.check_tokenizer_matches
+    assert "def check_tokenizer_matches" not in Path(assembly.__file__).read_text(encoding="utf-8")
     package = Path(pipelines.__file__).parents[1]
     defining = [
         path.relative_to(package).as_posix()
@@ -142,5 +142,5 @@ def test_an_int8_model_refuses_to_train(rnn_folder, tmp_path):
         model(input_ids=ids, labels=ids)
     args = Seq2SeqTrainingArguments(str(tmp_path / "never"), report_to="none")
     with pytest.raises(ValueError, match="quantized to int8 for inference and cannot be trained"):
-        training.build_trainer(model, None, None, args, RunArguments())
+        build_trainer(model, None, None, args, RunArguments())
     assert not (tmp_path / "never").exists()

@@ -1,5 +1,5 @@
 """Tests of the run folder (hf_bahdanau.training.run_folder) and of how a run ends
-(hf_bahdanau.training.trainer.check_reached_end)."""
+(hf_bahdanau.training.run.check_reached_end)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from transformers import EarlyStoppingCallback, TrainerState
 
 from hf_bahdanau.training import run_folder
-from hf_bahdanau.training.trainer import check_reached_end
+from hf_bahdanau.training.run import check_reached_end
 
 
 def _trainer(step: int, callbacks: list) -> SimpleNamespace:

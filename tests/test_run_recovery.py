@@ -20,7 +20,7 @@ from transformers import AutoModelForSeq2SeqLM
 
 from hf_bahdanau.cli import main
 from hf_bahdanau.training import run_folder
-from hf_bahdanau.training import trainer as training
+from hf_bahdanau.training.assembly import realign_weights
 
 
 @pytest.mark.slow
@@ -126,7 +126,7 @@ def test_a_loaded_model_has_aligned_weights_and_computes_the_gradients_of_the_sa
     model = make_model("bahdanau", width=32, vocab_size=400, dropout=0.3, encoder_layers=2, decoder_layers=2)
     model.save_pretrained(tmp_path / "saved")
     loaded = AutoModelForSeq2SeqLM.from_pretrained(tmp_path / "saved")
-    training.realign_weights(loaded)  # as training does with a model it continues
+    realign_weights(loaded)  # as training does with a model it continues
     # CPU math libraries round differently on operands that do not start on a 64-byte boundary
     assert {tensor.data_ptr() % 64 for tensor in (*loaded.parameters(), *loaded.buffers())} == {0}
     source, labels = random_ids(32, 12, vocab=400), random_ids(32, 17, seed=1, vocab=400)
@@ -143,7 +143,7 @@ def test_a_loaded_model_has_aligned_weights_and_computes_the_gradients_of_the_sa
 @pytest.mark.slow
 def test_a_resumed_rnn_run_ends_bit_for_bit_with_the_weights_of_an_uninterrupted_one(tatoeba_tsv, tmp_path):
     """With dropout, a resumed run's first step matches to the bit only because the model `from_pretrained` loads has
-    its weights 64-byte aligned again (`training.realign_weights`), as the uninterrupted run's are."""
+    its weights 64-byte aligned again (`hf_bahdanau.training.assembly.realign_weights`), as the uninterrupted run's are."""
     common = ["train", "--data", str(tatoeba_tsv), *TINY_RUN, *TINY_MODEL["bahdanau"], "--seed", "3",
               "--lr_scheduler_type", "constant", "--eval_strategy", "no", "--load_best_model_at_end", "false",
               "--save_steps", "3", "--logging_steps", "3", "--dropout", "0.3", "--encoder_layers", "2",

@@ -12,7 +12,8 @@ from collections import Counter
 import pytest
 from transformers import AutoTokenizer
 
-from hf_bahdanau.data.corpora import load_parallel_corpus, normalize_d2l
+from hf_bahdanau.data.cleaning import normalize_d2l
+from hf_bahdanau.data.corpora import load_parallel_corpus
 from hf_bahdanau.data.tokenization import train_tokenizer
 
 logger = logging.getLogger(__name__)

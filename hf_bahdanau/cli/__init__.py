@@ -1088,7 +1088,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "train":
             train_args = parse_train_args(rest)
             _prepare_libraries()
-            from hf_bahdanau.training.trainer import release_process_group, train
+            from hf_bahdanau.training.run import release_process_group, train
 
             train(*train_args, command=argv)
             release_process_group()

@@ -158,8 +158,8 @@ def run(
     from hf_bahdanau.data.run_settings import corpus_id
     from hf_bahdanau.publishing.card import DISTILLATION_FILE
     from hf_bahdanau.training.distillation import Decoding, default_engine, student_pairs, teacher_translations
+    from hf_bahdanau.training.run import check_options, release_process_group, train
     from hf_bahdanau.training.run_folder import check_output_dir
-    from hf_bahdanau.training.trainer import check_options, release_process_group, train
 
     teacher = Path(args.teacher)
     model_args, tokenizer_args, data_args, training_args, run_args = train_args = parse_train_args(rest)

@@ -26,7 +26,9 @@ import torch
 from transformers import PreTrainedTokenizerBase, TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
 from hf_bahdanau.data.cache import named_corpus_path
-from hf_bahdanau.data.corpora import GZIP_ERRORS, folder_files, pair_cleaner, pair_encoder
+from hf_bahdanau.data.cleaning import pair_cleaner
+from hf_bahdanau.data.readers import GZIP_ERRORS, folder_files
+from hf_bahdanau.data.tokenized import pair_encoder
 
 logger = logging.getLogger(__name__)
 

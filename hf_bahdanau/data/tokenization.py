@@ -113,7 +113,7 @@ def sample_pairs(dataset: datasets.Dataset, max_samples: int | None, seed: int =
 
 
 def _word_normalizer() -> normalizers.Normalizer:
-    """`hf_bahdanau.data.corpora.normalize_d2l` as a `tokenizers` normaliser."""
+    """`hf_bahdanau.data.cleaning.normalize_d2l` as a `tokenizers` normaliser."""
     return normalizers.Sequence(
         [
             normalizers.Replace("\u202f", " "),
@@ -198,7 +198,7 @@ class BpeDropoutEncoder:
         max_source_length: int,
         max_target_length: int,
     ) -> None:
-        from hf_bahdanau.data.corpora import pair_encoder
+        from hf_bahdanau.data.tokenized import pair_encoder
 
         self.encode = pair_encoder(
             with_bpe_dropout(tokenizer, dropout), src_lang, tgt_lang, max_source_length, max_target_length

@@ -17,7 +17,7 @@ from huggingface_hub import EvalResult, ModelCard, ModelCardData
 from safetensors import safe_open
 
 from hf_bahdanau.choices import DEFAULT_LICENSE
-from hf_bahdanau.data.corpora import normalize_d2l
+from hf_bahdanau.data.cleaning import normalize_d2l
 from hf_bahdanau.data.run_settings import read_data_settings
 from hf_bahdanau.models.configuration_translation import NOT_ARCHITECTURE
 from hf_bahdanau.models.pipelines import TASK
