@@ -143,7 +143,7 @@ def test_a_loaded_model_has_aligned_weights_and_computes_the_gradients_of_the_sa
 @pytest.mark.slow
 def test_a_resumed_rnn_run_ends_bit_for_bit_with_the_weights_of_an_uninterrupted_one(tatoeba_tsv, tmp_path):
     """With dropout, a resumed run's first step matches to the bit only because the model `from_pretrained` loads has
-    its weights 64-byte aligned again (`hf_bahdanau.training.assembly.realign_weights`), as the uninterrupted run's are."""
+    its weights 64-byte aligned again (`assembly.realign_weights`), as the uninterrupted run's are."""
     common = ["train", "--data", str(tatoeba_tsv), *TINY_RUN, *TINY_MODEL["bahdanau"], "--seed", "3",
               "--lr_scheduler_type", "constant", "--eval_strategy", "no", "--load_best_model_at_end", "false",
               "--save_steps", "3", "--logging_steps", "3", "--dropout", "0.3", "--encoder_layers", "2",
