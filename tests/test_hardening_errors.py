@@ -19,7 +19,8 @@ from test_cli import TINY_MODEL, TINY_RUN
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, Seq2SeqTrainingArguments, pipeline
 
 from hf_bahdanau import TASK, TranslationPipeline
-from hf_bahdanau.cli import main, parse_train_args
+from hf_bahdanau.cli import main
+from hf_bahdanau.cli.train import parse_train_args
 from hf_bahdanau.training import run_folder
 from hf_bahdanau.training import trainer as training
 from hf_bahdanau.training.options import RunArguments
@@ -122,13 +123,15 @@ def test_the_pipeline_refuses_a_tokenizer_of_another_model_unless_told(rnn_folde
 
 
 def test_the_tokenizer_check_has_one_copy_in_the_pipeline_module():
-    from hf_bahdanau import cli
+    from hf_bahdanau.decoding import loading
     from hf_bahdanau.models import pipelines
     from hf_bahdanau.training import trainer as training
 
     assert training.check_tokenizer_matches is pipelines.check_tokenizer_matches
     assert "def check_tokenizer_matches" not in Path(training.__file__).read_text(encoding="utf-8")
-    assert "from .pipelines import check_tokenizer_matches" in Path(cli.__file__).read_text(encoding="utf-8")
+    assert "from hf_bahdanau.models.pipelines import check_tokenizer_matches" in Path(loading.__file__).read_text(
+        encoding="utf-8"
+    )
 
 
 # ---- 4. generation no longer than the position table ------------------------------------------------------

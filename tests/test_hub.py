@@ -22,7 +22,8 @@ from huggingface_hub.utils import filter_repo_objects
 from safetensors.torch import load_file
 from test_cli import TINY, run_cli
 
-from hf_bahdanau.cli import load_translation_model, main
+from hf_bahdanau.cli import main
+from hf_bahdanau.decoding.loading import load_translation_model
 from hf_bahdanau.models.pipelines import TranslationPipeline
 from hf_bahdanau.publishing.hub import files_to_upload, publish, read_evaluations
 
