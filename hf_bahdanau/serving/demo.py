@@ -28,8 +28,8 @@ if TYPE_CHECKING:
     from PIL.Image import Image
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-    from .decoding.attention_maps import AttentionMaps
-    from .decoding.translator import Hypothesis, Translator
+    from hf_bahdanau.decoding.attention_maps import AttentionMaps
+    from hf_bahdanau.decoding.translator import Hypothesis, Translator
 
 logger = logging.getLogger(__name__)
 
@@ -59,7 +59,7 @@ def load_demo_model(model: str) -> tuple[PreTrainedModel, PreTrainedTokenizerBas
 def check_text(text: str, tokenizer: PreTrainedTokenizerBase, limit: int) -> str | None:
     """Why `text` cannot be translated here (one line), or None: empty, over `MAX_CHARACTERS` or `limit` tokens, or
     mostly tokens the model does not know (`unknown_text_message`: a script the tokenizer never saw)."""
-    from .decoding.sources import unknown_text_message
+    from hf_bahdanau.decoding.sources import unknown_text_message
 
     if not text.strip():
         return "Nothing to translate: type a sentence first."
@@ -95,7 +95,7 @@ def attention_image(maps: AttentionMaps, text: str, layer: int | None = None, he
     """`translate --heatmap`'s figure of `maps` (`plot_word_attention`) as an image."""
     from PIL import Image as Images
 
-    from .decoding.attention_maps import plot_word_attention
+    from hf_bahdanau.decoding.attention_maps import plot_word_attention
 
     with tempfile.TemporaryDirectory() as folder:
         path = plot_word_attention(maps, text, Path(folder) / "attention.png", layer=layer, head=head)
@@ -115,8 +115,8 @@ def build_demo(
     given). Serve it with `launch`."""
     import gradio as gr
 
-    from .decoding.sources import trained_source_length, warn_long_sources
-    from .decoding.translator import Translator
+    from hf_bahdanau.decoding.sources import trained_source_length, warn_long_sources
+    from hf_bahdanau.decoding.translator import Translator
 
     trained = None
     if model is None or tokenizer is None:
