@@ -291,9 +291,9 @@ def explain_differences(
 
 def exactness(args: argparse.Namespace) -> str:
     """The exactness table of `args.exactness` (a trained model folder) on its test split."""
-    from hf_bahdanau.cli import load_translation_model
     from hf_bahdanau.decoding.ctranslate2 import CTranslate2Translator
     from hf_bahdanau.decoding.export import export_ctranslate2
+    from hf_bahdanau.decoding.loading import load_translation_model
     from hf_bahdanau.metrics import load_metric
     from hf_bahdanau.models.pipelines import TranslationPipeline
 

@@ -25,9 +25,9 @@ from typing import NamedTuple
 import sacrebleu
 
 from hf_bahdanau import register
-from hf_bahdanau.cli import load_translator
 from hf_bahdanau.data.corpora import load_parallel_corpus
 from hf_bahdanau.data.run_settings import read_data_settings
+from hf_bahdanau.decoding.loading import load_translator
 from hf_bahdanau.publishing.card import count_parameters
 
 logger = logging.getLogger("benchmark_distillation")

@@ -30,8 +30,8 @@ import benchmark_speed as shared  # scripts/ is on sys.path when this file runs 
 import torch
 
 from hf_bahdanau import register
-from hf_bahdanau.cli import load_translation_model
 from hf_bahdanau.decoding.batching import SORT_WINDOW
+from hf_bahdanau.decoding.loading import load_translation_model
 from hf_bahdanau.decoding.translator import Translator
 from hf_bahdanau.models.pipelines import TranslationPipeline
 

@@ -76,7 +76,7 @@ def train_run(output: Path, name: str, recipe: str, options: Sequence[str]) -> d
     import torch
 
     from hf_bahdanau import register
-    from hf_bahdanau.cli import parse_train_args
+    from hf_bahdanau.cli.train import parse_train_args
     from hf_bahdanau.training.run import train
 
     register()
@@ -147,7 +147,7 @@ def generate_run(output: Path, trained: Sequence[str]) -> dict[str, Any]:
     import torch
 
     from hf_bahdanau import register
-    from hf_bahdanau.cli import load_translation_model
+    from hf_bahdanau.decoding.loading import load_translation_model
 
     register()
     model_dir = trained_model(output, trained)

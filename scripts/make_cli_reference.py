@@ -12,7 +12,8 @@ import os
 import sys
 from pathlib import Path
 
-from hf_bahdanau.cli import build_parser, train_help_parser
+from hf_bahdanau.cli import build_parser
+from hf_bahdanau.cli.train import train_help_parser
 
 OUTPUT = Path(__file__).resolve().parent.parent / "docs" / "cli.md"
 WIDTH = "120"  # argparse wraps usage lines to $COLUMNS: fixed, so the page does not depend on the terminal

@@ -5,7 +5,7 @@ import torch
 from helpers import VOCAB, greedy_config, make_model, random_ids
 
 from hf_bahdanau import BahdanauConfig
-from hf_bahdanau.cli import parse_train_args
+from hf_bahdanau.cli.train import parse_train_args
 from hf_bahdanau.models.modeling_bahdanau import BahdanauDecoder, ConditionalGRUDecoder
 
 SETTINGS = {

@@ -3,7 +3,8 @@ pass, and whole floats become integers."""
 
 import pytest
 
-from hf_bahdanau.cli import main, parse_train_args
+from hf_bahdanau.cli import main
+from hf_bahdanau.cli.train import parse_train_args
 
 
 @pytest.mark.parametrize(

@@ -189,7 +189,7 @@ STUDENT_RECIPES = sorted((Path(__file__).resolve().parents[1] / "scripts" / "mul
 
 @pytest.mark.parametrize("recipe", STUDENT_RECIPES, ids=[recipe.stem for recipe in STUDENT_RECIPES])
 def test_every_student_recipe_parses_into_a_valid_model_that_takes_the_teacher_corpus(recipe):
-    from hf_bahdanau.cli import parse_train_args
+    from hf_bahdanau.cli.train import parse_train_args
     from hf_bahdanau.registry import get_model_type
 
     model_args, tokenizer_args, data_args, _, _ = parse_train_args(["--config", str(recipe), "--output-dir", "x"])

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from hf_bahdanau.cli import build_parser, parse_train_args
+from hf_bahdanau.cli import build_parser
+from hf_bahdanau.cli.train import parse_train_args
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]

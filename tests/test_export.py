@@ -22,6 +22,7 @@ from hf_bahdanau.data.tokenization import train_tokenizer
 from hf_bahdanau.decoding import export
 from hf_bahdanau.decoding.ctranslate2 import CTranslate2Translator
 from hf_bahdanau.decoding.export import EXPORT_INFO, export_ctranslate2
+from hf_bahdanau.decoding.loading import load_translation_model
 from hf_bahdanau.models.pipelines import save_for_pipeline
 from hf_bahdanau.registry import get_model_type
 
@@ -271,7 +272,9 @@ def test_the_rnn_is_refused_and_a_missing_ctranslate2_says_how_to_install(tokeni
 
 
 def test_the_command_line_offers_the_exports_quantizations():
-    assert cli.EXPORT_QUANTIZATIONS == export.QUANTIZATIONS
+    parser = cli.build_parser()._subparsers._group_actions[0].choices["export"]
+    (quantization,) = (action for action in parser._actions if action.dest == "quantization")
+    assert tuple(quantization.choices) == export.QUANTIZATIONS
 
 
 def test_heatmap_needs_the_torch_engine(trained, tmp_path, caplog):
@@ -331,7 +334,7 @@ def test_the_benchmark_script_measures_exactness_on_a_trained_model(trained, tmp
     monkeypatch.syspath_prepend(str(scripts))
     import benchmark_ctranslate2
 
-    model, tokenizer = cli.load_translation_model(str(trained))
+    model, tokenizer = load_translation_model(str(trained))
     translator = CTranslate2Translator(export_ctranslate2(trained, tmp_path / "ct2"), threads=1)
     texts = benchmark_ctranslate2.test_corpus(trained, 6)[0]
     why = benchmark_ctranslate2.explain_differences(model, tokenizer, translator, texts, list(range(6)), 1)

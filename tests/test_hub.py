@@ -22,7 +22,8 @@ from huggingface_hub.errors import HfHubHTTPError
 from huggingface_hub.utils import filter_repo_objects
 from safetensors.torch import load_file
 
-from hf_bahdanau.cli import load_translation_model, main
+from hf_bahdanau.cli import main
+from hf_bahdanau.decoding.loading import load_translation_model
 from hf_bahdanau.models.pipelines import TranslationPipeline
 from hf_bahdanau.publishing.evaluations import read_evaluations
 from hf_bahdanau.publishing.upload import files_to_upload, publish

@@ -5,7 +5,8 @@ import shlex
 import subprocess
 from pathlib import Path
 
-from hf_bahdanau.cli import build_parser, parse_train_args
+from hf_bahdanau.cli import build_parser
+from hf_bahdanau.cli.train import parse_train_args
 
 ROOT = Path(__file__).resolve().parent.parent
 

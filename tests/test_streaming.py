@@ -14,7 +14,7 @@ import pytest
 from helpers import weights_digest
 from transformers import AutoModelForSeq2SeqLM
 
-from hf_bahdanau.cli import parse_train_args
+from hf_bahdanau.cli.train import parse_train_args
 from hf_bahdanau.data.streaming import LengthBucketedBatches, stream_train_pairs, tokenized_stream
 from hf_bahdanau.data.tokenization import train_tokenizer
 from hf_bahdanau.training.run import train
@@ -137,7 +137,7 @@ def test_two_processes_stream_disjoint_parts(corpus_folder, tmp_path):
         """
         import json, logging, os, sys
         from hf_bahdanau.data import streaming
-        from hf_bahdanau.cli import parse_train_args
+        from hf_bahdanau.cli.train import parse_train_args
         from hf_bahdanau.training.run import release_process_group, train
         from test_cli import weights_digest
         seen = []

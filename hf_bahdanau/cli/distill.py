@@ -15,7 +15,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from hf_bahdanau.cli import UsageError, parse_train_args, positive_int
+from .arguments import UsageError, positive_int
+from .train import parse_train_args
 
 DISTILL_EPILOG = """\
 Every option of `hf-bahdanau train` is taken too (hf-bahdanau train --help), --config included; the corpus and

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from transformers import PreTrainedTokenizerBase
 
+from hf_bahdanau.choices import ENGINES
 from hf_bahdanau.models.pipelines import _pad_id, source_limit
 
 from .alignment import alignments as pharaoh_alignments
@@ -36,7 +37,6 @@ if TYPE_CHECKING:
     from .attention_maps import AttentionMaps
 
 logger = logging.getLogger(__name__)
-ENGINES = ("torch", "ctranslate2")
 
 
 @dataclass

@@ -47,7 +47,7 @@ GRADIO_REQUIREMENT = "gradio>=6,<7"  # as the `demo` extra pins it
 def load_demo_model(model: str) -> tuple[PreTrainedModel, PreTrainedTokenizerBase, Path]:
     """The model, tokenizer and folder of a saved model folder or of a published model (a Hub repo id, downloaded
     into the Hub cache), loaded as `translate` loads them: the package's classes, safetensors only, no repo code."""
-    from hf_bahdanau.cli import load_translation_model
+    from hf_bahdanau.decoding.loading import load_translation_model
 
     folder = Path(model)
     if not folder.exists() and model.count("/") == 1:

@@ -29,7 +29,8 @@ class ServedModel:
     own copy of the tokenizer)."""
 
     def __init__(self, folder: str | Path, decoding: Decoding) -> None:
-        from hf_bahdanau.cli import UsageError, check_generation_length, load_translator
+        from hf_bahdanau.cli.arguments import UsageError
+        from hf_bahdanau.decoding.loading import check_generation_length, load_translator
 
         self.folder = str(folder)
         self._args = argparse.Namespace(

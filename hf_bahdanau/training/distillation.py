@@ -84,7 +84,7 @@ def cache_key(teacher_hash: str, corpus_hash: str, decoding: Decoding) -> str:
 
 def teacher_translator(teacher: str | Path, decoding: Decoding) -> Translate:
     """The teacher's translation function: the `Translator` that `hf-bahdanau translate` uses, with `decoding`."""
-    from hf_bahdanau.cli import load_translator
+    from hf_bahdanau.decoding.loading import load_translator
 
     options = {"model": str(teacher), "engine": decoding.engine, "quantize": None, "threads": None,
                "batch_size": decoding.batch_size}  # fmt: skip

@@ -1,5 +1,5 @@
-"""`hf-bahdanau serve`: its options (`add_serve_arguments`) and its run (`run_serve`). Nothing here imports the
-server stack until the command runs, so `--help` answers at once and works without the `serve` extra."""
+"""`hf-bahdanau serve`: its options and its run, which starts `hf_bahdanau.serving`'s HTTP server. Nothing here
+imports the server stack until the command runs, so `--help` answers at once and works without the `serve` extra."""
 
 from __future__ import annotations
 
@@ -10,15 +10,16 @@ import logging
 import os
 from typing import Any
 
-from hf_bahdanau.choices import QUANTIZATIONS
-from hf_bahdanau.cli import ENGINES, UsageError, positive_int
+from hf_bahdanau.choices import ENGINES, QUANTIZATIONS
+
+from .arguments import UsageError, add_command, positive_int
 
 logger = logging.getLogger("hf_bahdanau.serving")
 SETTINGS_VARIABLE = "HF_BAHDANAU_SERVE_SETTINGS"  # how `--workers` processes get the settings
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
 WORKER_START_SECONDS = 300
-SERVE_SUMMARY = "serve models over HTTP with the LibreTranslate API, batching requests that arrive together"
-SERVE_EPILOG = """\
+SUMMARY = "serve models over HTTP with the LibreTranslate API, batching requests that arrive together"
+EPILOG = """\
 examples:
   hf-bahdanau serve --model runs/quick-de-en                          # http://127.0.0.1:5000
   hf-bahdanau serve --model runs/de-en --model runs/en-fr --api-keys keys.txt
@@ -29,7 +30,9 @@ Mastodon, Weblate, libretranslatepy and libretranslate-aio work with it. docs/se
 """
 
 
-def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
+def add_parser(commands: argparse._SubParsersAction) -> None:
+    """Add `serve` and its options to the command line's subparsers."""
+    parser = add_command(commands, "serve", SUMMARY, EPILOG)
     parser.add_argument(
         "--model", action="append", required=True, help="A saved model folder; repeat it to serve several pairs."
     )
@@ -80,9 +83,9 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
 
 def settings_from_args(args: argparse.Namespace) -> Any:
     """The server's `Settings` from the command's options."""
-    from .app import Batching, Settings
-    from .limits import Limits
-    from .model import Decoding
+    from hf_bahdanau.serving.app import Batching, Settings
+    from hf_bahdanau.serving.limits import Limits
+    from hf_bahdanau.serving.model import Decoding
 
     if args.batch_wait_ms < 0:
         raise UsageError(f"--batch-wait-ms must be 0 or more, got {args.batch_wait_ms:g}")
@@ -105,14 +108,15 @@ def settings_from_args(args: argparse.Namespace) -> Any:
     )
 
 
-def run_serve(args: argparse.Namespace) -> None:
+def run(args: argparse.Namespace) -> None:
+    """Serve `--model` folders until SIGTERM or Ctrl-C."""
     try:
         import fastapi  # noqa: F401
         import uvicorn
     except ImportError:
         raise UsageError("the server needs FastAPI and uvicorn: pip install 'hf_bahdanau[serve]'") from None
-    from .app import build_app, load_models
-    from .limits import ApiKeys
+    from hf_bahdanau.serving.app import build_app, load_models
+    from hf_bahdanau.serving.limits import ApiKeys
 
     settings = settings_from_args(args)
     keys = ApiKeys.from_file(settings.api_keys)  # a bad file is refused before any model loads
@@ -145,9 +149,9 @@ def run_serve(args: argparse.Namespace) -> None:
 
 def app_from_environment() -> Any:
     """A `--workers` process's app, from the settings the command left in the environment."""
-    from .app import Batching, Settings, build_app
-    from .limits import Limits
-    from .model import Decoding
+    from hf_bahdanau.serving.app import Batching, Settings, build_app
+    from hf_bahdanau.serving.limits import Limits
+    from hf_bahdanau.serving.model import Decoding
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     saved = json.loads(os.environ[SETTINGS_VARIABLE])
@@ -161,4 +165,4 @@ def app_from_environment() -> Any:
     return build_app(settings)
 
 
-__all__ = ["SERVE_EPILOG", "SERVE_SUMMARY", "add_serve_arguments", "app_from_environment", "run_serve"]
+__all__ = ["add_parser", "app_from_environment", "run"]

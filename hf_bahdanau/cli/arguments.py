@@ -1,0 +1,117 @@
+"""What the commands share on the command line: the usage error, the help formatter, argparse value types, the
+generation options of `evaluate` and `translate`. Imports nothing heavy, so `--help` answers at once."""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Sequence
+
+from hf_bahdanau.choices import ENGINES, QUANTIZATIONS
+
+
+class UsageError(Exception):
+    """A problem with what the user asked for; reported without a traceback."""
+
+
+class Formatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
+    """Examples kept as written; `(default: ...)` after each option that has a default and does not say it."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if (
+            action.default is None
+            or action.default is False
+            or action.default == argparse.SUPPRESS
+            or "default" in text
+        ):
+            return text
+        return super()._get_help_string(action)
+
+
+# ---- train ------------------------------------------------------------------------------------------------
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer of at least 1 (anything else is a one-line usage error)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def finite_float(text: str) -> float:
+    """argparse type: a finite number (nan and inf are one-line usage errors)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {text}")
+    return value
+
+
+def true_or_false(text: str) -> bool:
+    """argparse type: `true` or `false` (any case)."""
+    if text.lower() not in ("true", "false"):
+        raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+    return text.lower() == "true"
+
+
+def option_names(args: Sequence[str]) -> str:
+    """Unknown arguments as their option names only: a value may be a secret (a mistyped `--hub_tokn hf_...`)."""
+    names = [arg.split("=")[0] for arg in args if arg.startswith("-")]
+    values = len(args) - len(names)
+    return " ".join(names) + (f" (and {values} value{'s' * (values > 1)}, not shown)" if values else "")
+
+
+def add_generation_arguments(parser: argparse.ArgumentParser) -> None:
+    """The model and decoding options `evaluate` and `translate` share."""
+    parser.add_argument("--model", required=True, help="A saved model folder (from `train`).")
+    parser.add_argument(
+        "--num-beams", "--num_beams", type=positive_int, help="Beam size; 1 is greedy (default: the model's, 5)."
+    )
+    parser.add_argument(
+        "--max-new-tokens",
+        "--max_new_tokens",
+        type=positive_int,
+        help="Longest translation, in tokens (default: the model's).",
+    )
+    parser.add_argument("--batch-size", "--batch_size", type=positive_int, default=32, help="Sentences per batch.")
+    parser.add_argument(
+        "--quantize",
+        choices=QUANTIZATIONS,
+        help="Translate with int8 linear and recurrent layers, for CPUs (the folder stays fp32); with "
+        "--engine ctranslate2, CTranslate2's int8.",
+    )
+    parser.add_argument(
+        "--length-penalty",
+        "--length_penalty",
+        type=finite_float,
+        help="Beam search divides a translation's log-probability by its length to this power (default: the "
+        "model's, 1.0).",
+    )
+    parser.add_argument(
+        "--engine",
+        choices=ENGINES,
+        default="torch",
+        help="ctranslate2: CTranslate2 runs the Transformer (pip install hf_bahdanau[ctranslate2]); --model is an "
+        "`export`ed folder, or a model folder whose export is made once into MODEL/ctranslate2-QUANTIZATION/ "
+        "and redone when the model changes.",
+    )
+    parser.add_argument("--threads", type=positive_int, help="CPU threads (default: the engine's).")
+
+
+def generation_options(args: argparse.Namespace) -> dict[str, int | float]:
+    """The generation settings given on the command line; the rest come from the model's generation config."""
+    options = {"num_beams": args.num_beams, "max_new_tokens": args.max_new_tokens}
+    options["length_penalty"] = args.length_penalty
+    return {name: value for name, value in options.items() if value is not None}
+
+
+def add_command(commands: argparse._SubParsersAction, name: str, summary: str, epilog: str) -> argparse.ArgumentParser:
+    """A command's parser: `summary` as its help and description, `epilog` (its examples) kept as written."""
+    return commands.add_parser(name, help=summary, description=summary, epilog=epilog, formatter_class=Formatter)

@@ -1,0 +1,41 @@
+"""`hf-bahdanau export`: write a Transformer's CTranslate2 export for faster inference."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from hf_bahdanau.choices import EXPORT_QUANTIZATIONS
+
+from .arguments import add_command
+
+SUMMARY = "export a Transformer for a faster inference engine (CTranslate2)"
+EPILOG = """\
+examples:
+  hf-bahdanau export --model runs/quick-de-en --format ctranslate2 --output runs/quick-de-en-ct2
+  hf-bahdanau export --model runs/quick-de-en --format ctranslate2 --output ct2-int8 --quantization int8
+  hf-bahdanau translate --model runs/quick-de-en-ct2 --engine ctranslate2 < sentences.de > sentences.en
+CTranslate2 is an optional extra: pip install hf_bahdanau[ctranslate2]. It runs Transformers only (no RNN).
+"""
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:
+    """Add `export` and its options to the command line's subparsers."""
+    parser = add_command(commands, "export", SUMMARY, EPILOG)
+    parser.add_argument("--model", required=True, help="A saved d2l_transformer folder, or a Hub repo id.")
+    parser.add_argument("--format", choices=("ctranslate2",), default="ctranslate2", help="The engine's format.")
+    parser.add_argument("--output", required=True, help="The folder to write the export to.")
+    parser.add_argument(
+        "--quantization", choices=EXPORT_QUANTIZATIONS, default="float32", help="How the weights are stored."
+    )
+    parser.add_argument("--overwrite", action="store_true", help="Replace an earlier export in --output.")
+
+
+def run(args: argparse.Namespace) -> None:
+    """Export `--model` into `--output` and print the folder written."""
+    from hf_bahdanau.decoding.export import export_ctranslate2
+    from hf_bahdanau.decoding.loading import check_ctranslate2
+
+    check_ctranslate2()
+    output = export_ctranslate2(args.model, args.output, args.quantization, overwrite=args.overwrite)
+    sys.stdout.write(f"{output}\n")

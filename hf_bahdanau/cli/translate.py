@@ -1,0 +1,337 @@
+"""`hf-bahdanau translate`: translate arguments, stdin (in chunks, written as each batch is done) or lines typed at
+a prompt; documents and JSON lines (`--document`, `--input-format jsonl`); the attention heatmap (`--heatmap`)."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import os
+import signal
+import sys
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .arguments import UsageError, add_command, add_generation_arguments, generation_options, positive_int
+
+if TYPE_CHECKING:
+    from hf_bahdanau.decoding.translator import Translation, Translator
+
+logger = logging.getLogger("hf_bahdanau")
+SUMMARY = "translate arguments, stdin lines, or at a prompt"
+EPILOG = """\
+examples:
+  hf-bahdanau translate --model runs/quick-de-en "Ein Hund rennt." "Zwei Männer lachen."
+  hf-bahdanau translate --model runs/quick-de-en < sentences.de > sentences.en   # one line out per line in
+  hf-bahdanau translate --model runs/quick-de-en                                 # a prompt; q quits
+  hf-bahdanau translate --model runs/quick-de-en "Ein Hund rennt." --heatmap attention.png
+  hf-bahdanau translate --model runs/quick-de-en --document letter.de.txt > letter.en.txt  # paragraphs kept
+  hf-bahdanau translate --model runs/quick-de-en --input-format jsonl --scores < in.jsonl > out.jsonl
+"""
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:
+    """Add `translate` and its options to the command line's subparsers."""
+    parser = add_command(commands, "translate", SUMMARY, EPILOG)
+    add_generation_arguments(parser)
+    parser.add_argument("text", nargs="*", help="Sentences to translate (default: stdin; a prompt on a terminal).")
+    parser.add_argument(
+        "--heatmap",
+        metavar="FILE.png",
+        help="Draw the first sentence's attention into this one file: the cross-attention between source and "
+        "translation words (subwords merged) of the last layer, heads averaged.",
+    )
+    parser.add_argument(
+        "--heatmap-layer", "--heatmap_layer", type=positive_int, help="Draw this layer (from 1) instead of the last."
+    )
+    parser.add_argument(
+        "--heatmap-head", "--heatmap_head", type=positive_int, help="Draw this head (from 1) instead of their average."
+    )
+    parser.add_argument(
+        "--heatmap-all",
+        "--heatmap_all",
+        action="store_true",
+        help="Draw every layer and head, token by token: the cross-attention grid in FILE.png, and for the "
+        "Transformer its self-attention in FILE-encoder.png and FILE-decoder.png (three files).",
+    )
+    parser.add_argument(
+        "--n-best",
+        "--n_best",
+        type=positive_int,
+        help="Write the K best translations of each source (K at most the beams), best first, as lines "
+        "INDEX<TAB>SCORE<TAB>TRANSLATION (INDEX: the source's line, from 0).",
+    )
+    parser.add_argument(
+        "--scores",
+        action="store_true",
+        help="Write SCORE<TAB>TRANSLATION lines: SCORE is the translation's mean token log-probability (0 is "
+        "certain; low scores flag doubtful output); an empty source gets 0.0000 and an empty translation.",
+    )
+    parser.add_argument(
+        "--alignments",
+        action="store_true",
+        help="Append <TAB>ALIGNMENT to each line: Pharaoh pairs i-j linking source word i to translation word j "
+        "(whitespace words from 0, subwords merged), each translation word to the source word it attends to most "
+        "(the Transformer's last-layer cross-attention averaged over heads; the RNN's attention).",
+    )
+    parser.add_argument(
+        "--batch-tokens",
+        "--batch_tokens",
+        type=positive_int,
+        help="Batches hold at most N padded source tokens (and at most --batch-size sentences); sources are "
+        "sorted by length (within windows of 2,000 lines) and written back in input order.",
+    )
+    parser.add_argument(
+        "--document",
+        metavar="FILE",
+        help="Translate a document (- for stdin): paragraphs (split at blank lines, their lines joined) are split "
+        "into sentences (sentencex), and each paragraph's translation is written on one line, its sentences joined "
+        "by a space; blank lines are kept. With --input-format jsonl, each record's text is such a document.",
+    )
+    parser.add_argument(
+        "--document-language",
+        "--document_language",
+        metavar="CODE",
+        help="The language the sentence splitter splits --document by (default: the model's source language).",
+    )
+    parser.add_argument(
+        "--input-format",
+        "--input_format",
+        choices=("text", "jsonl"),
+        default="text",
+        help="jsonl: each input line is a JSON object with a 'text' field; each output line is that object with "
+        "'translation' added (and 'score' with --scores, a document's the mean of its sentences').",
+    )
+
+
+@contextlib.contextmanager
+def terminate_as_interrupt() -> Iterator[None]:
+    """SIGTERM (e.g. `kill`, a job scheduler) raises KeyboardInterrupt as Ctrl-C does, in the main thread, meanwhile."""
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    try:
+        previous = signal.signal(signal.SIGTERM, interrupt)
+    except ValueError:  # not the main thread: signals stay as they are
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _interactive_lines(prompt: str) -> Iterable[str]:
+    """Lines typed at a prompt, until end of input or `q` (like d2l's seed loop)."""
+    while True:
+        try:
+            line = input(prompt)
+        except EOFError:
+            return
+        if line.strip() == "q":
+            return
+        yield line
+
+
+def _write_heatmap(translator: Translator, text: str, args: argparse.Namespace, **options: int) -> str:
+    """Translate `text` and draw its attention to `args.heatmap`: one figure of the words' cross-attention (a layer,
+    a head), or with `args.heatmap_all` every layer and head, and the self-attention beside it; the translation."""
+    from hf_bahdanau.decoding.attention_maps import plot_attention_maps, plot_word_attention
+
+    class Untruncated(logging.Filter):  # the translation of `text` says it was cut: once is enough
+        def filter(self, record: logging.LogRecord) -> bool:
+            return "truncated" not in record.getMessage()
+
+    said = Untruncated()
+    logging.getLogger("hf_bahdanau.models.pipelines").addFilter(said)
+    try:
+        maps = translator.attention_maps(text, **options)
+    finally:
+        logging.getLogger("hf_bahdanau.models.pipelines").removeFilter(said)
+    if args.heatmap_all:
+        plot_attention_maps(maps, text, args.heatmap)  # save_figure logs each file written
+    else:
+        plot_word_attention(maps, text, args.heatmap, layer=args.heatmap_layer, head=args.heatmap_head)
+    return maps.translation
+
+
+def _stdin_lines() -> list[str]:
+    """Lines of stdin as UTF-8; bad bytes become U+FFFD (a warning names the line), so the rest still translates."""
+    from hf_bahdanau.data.text_lines import decode_lines
+
+    stream = getattr(sys.stdin, "buffer", None)  # None for a text stand-in such as io.StringIO
+    raw = stream if stream is not None else (line.encode("utf-8", "surrogateescape") for line in sys.stdin)
+    return [line.rstrip("\r\n") for line in decode_lines(raw, "stdin", replace=True)]
+
+
+def _stdin_chunks(max_lines: int, pause: float = 0.05) -> Iterator[list[str]]:
+    """The lines of stdin (as `_stdin_lines` reads them) in chunks to translate: `max_lines` at a time, and what has
+    come whenever the input pauses for `pause` seconds, so that a line typed into a pipe is translated at once. A
+    stand-in without a file descriptor (io.StringIO) is one chunk."""
+    import select
+
+    from hf_bahdanau.data.text_lines import decode_lines
+
+    try:
+        fd = sys.stdin.buffer.fileno()
+    except (AttributeError, OSError, ValueError):
+        yield _stdin_lines()
+        return
+    raw: list[bytes] = []
+    pending, number, ended = b"", 1, False
+
+    def taken(count: int) -> list[str]:
+        nonlocal number
+        chunk, raw[:count] = raw[:count], []
+        lines = [line.rstrip("\r\n") for line in decode_lines(chunk, "stdin", replace=True, start=number)]
+        number += len(chunk)
+        return lines
+
+    while not ended:
+        if raw and not select.select([fd], [], [], pause)[0]:
+            yield taken(len(raw))  # the input paused: translate what came
+            continue
+        data = os.read(fd, 1 << 16)
+        ended = not data
+        *lines, pending = (pending + data).split(b"\n") if data else (pending, b"")
+        raw.extend(line + b"\n" for line in lines if data or line)
+        while len(raw) >= max_lines:
+            yield taken(max_lines)
+    if raw:
+        yield taken(len(raw))
+
+
+def _check_translate_options(args: argparse.Namespace) -> None:
+    """Refuse options the engine cannot do (before anything is loaded)."""
+    if args.engine != "torch":
+        asked = [name for name, value in (("--heatmap", args.heatmap), ("--scores", args.scores),
+                 ("--alignments", args.alignments), ("--n-best", args.n_best)) if value]  # fmt: skip
+        if asked:
+            raise UsageError(f"{' and '.join(asked)} need --engine torch: CTranslate2 here returns translations only")
+    if args.document or args.input_format == "jsonl":
+        _check_document_options(args)
+
+
+def _check_document_options(args: argparse.Namespace) -> None:
+    """Refuse what `--document` and `--input-format jsonl` cannot do (before anything is loaded)."""
+    given = "--document" if args.document else "--input-format jsonl"
+    if args.text:
+        raise UsageError(f"{given} reads {args.document or 'stdin'}: leave out the sentences given as arguments")
+    asked = [name for name, value in (("--heatmap", args.heatmap), ("--n-best", args.n_best),
+             ("--alignments", args.alignments)) if value]  # fmt: skip
+    if asked:
+        raise UsageError(f"{' and '.join(asked)} do not apply to {given}: translate sentences a line each")
+    if args.scores and args.input_format != "jsonl":
+        raise UsageError("--scores with --document needs --input-format jsonl (a 'score' field per record)")
+
+
+def _translate_documents(translator: Translator, args: argparse.Namespace) -> None:
+    """`--document FILE` (paragraphs split into sentences, written back as paragraphs) and `--input-format jsonl`
+    (a `text` field per line, written back with `translation`, and `score` with --scores: the mean of its
+    sentences' scores); every sentence translated in length-sorted token batches, the output written in order."""
+    from hf_bahdanau.decoding.documents import (
+        check_language,
+        grouped,
+        join_document,
+        jsonl_line,
+        read_jsonl,
+        split_document,
+        text_lines,
+    )
+
+    source = args.document if args.document and args.document != "-" else "stdin"
+    if source == "stdin":
+        text = "\n".join(_stdin_lines())
+    else:
+        try:
+            text = Path(source).read_bytes().decode("utf-8-sig")  # a byte-order mark is not text
+        except UnicodeDecodeError as error:
+            raise UsageError(f"{source} is not UTF-8 text (byte {error.start})") from None
+    language = check_language(args.document_language or translator.config.source_language) if args.document else None
+    jsonl = args.input_format == "jsonl"
+    records = read_jsonl(text_lines(text), source) if jsonl else None
+    if records is None:  # the document's lines, each the sentences of a paragraph or none (a blank line)
+        layouts = [[sentences] for sentences in split_document(text, language)]
+    else:  # each record's text as a document, or as one sentence; a blank line as nothing
+        layouts = [[] if r is None else split_document(r["text"], language) if language
+                   else [[r["text"]]] if r["text"].strip() else [[]] for r in records]  # fmt: skip
+    sentences = [sentence for layout in layouts for line in layout for sentence in line]
+    counts = [sum(len(line) for line in layout) for layout in layouts]
+    progress = sys.stderr.isatty()  # a bar on a terminal, not in a log file
+    written = 0
+    try:  # each paragraph (record) is written as soon as its sentences are translated
+        with terminate_as_interrupt():
+            batches = translator.translate_stream(sentences, progress=progress, **generation_options(args))
+            found = grouped(counts, (translation for batch in batches for translation in batch))
+            for index, (layout, hypotheses) in enumerate(zip(layouts, found, strict=True)):
+                translation = join_document(layout, [hypothesis.text for hypothesis in hypotheses])
+                if records is None:
+                    sys.stdout.write(f"{translation}\n")
+                elif records[index] is None:
+                    sys.stdout.write("\n")
+                else:
+                    record = {**records[index], "translation": translation}
+                    if args.scores:  # null where nothing was translated (0.0 would say "certain")
+                        scores = [hypothesis.score for hypothesis in hypotheses if hypothesis.score is not None]
+                        record["score"] = round(sum(scores) / len(scores), 4) if scores else None
+                    sys.stdout.write(jsonl_line(record))
+                sys.stdout.flush()
+                written += 1
+    except KeyboardInterrupt:
+        unit = "lines" if jsonl else "paragraph lines"
+        raise KeyboardInterrupt(f"interrupted: wrote {written} of {len(layouts)} {unit}") from None
+
+
+def run(args: argparse.Namespace) -> None:
+    """Translate what the options name, writing each batch as soon as it is done."""
+    from hf_bahdanau.decoding.batching import SORT_WINDOW
+    from hf_bahdanau.decoding.loading import check_generation_length, load_translator
+    from hf_bahdanau.decoding.translator import hypothesis_lines
+
+    check_generation_length(args.model, args.max_new_tokens)
+    _check_translate_options(args)
+    translator = load_translator(args)
+    options = generation_options(args)
+    beams = options.get("num_beams") or translator.generation_config.num_beams or 1
+    if args.n_best and args.n_best > beams:
+        raise UsageError(
+            f"--n-best {args.n_best} is more than the {beams} beams searched: pass --num-beams {args.n_best}"
+        )
+    if args.heatmap and not args.text:
+        raise UsageError("--heatmap needs the sentence as an argument")
+    if (args.heatmap_layer or args.heatmap_head or args.heatmap_all) and not args.heatmap:
+        raise UsageError("--heatmap-layer, --heatmap-head and --heatmap-all need --heatmap FILE.png")
+    if args.heatmap_all and (args.heatmap_layer or args.heatmap_head):
+        raise UsageError("--heatmap-all draws every layer and head: leave out --heatmap-layer and --heatmap-head")
+    if args.document or args.input_format == "jsonl":
+        _translate_documents(translator, args)
+        return
+    n_best = bool(args.n_best)
+    decoding = dict(options, n_best=args.n_best or 1, alignments=args.alignments)
+
+    def lines(index: int, translation: Translation) -> str:
+        return hypothesis_lines(index, translation, n_best, args.scores or n_best, args.alignments)
+
+    if not args.text and sys.stdin.isatty():
+        logger.info("type a sentence and press Enter to translate it; q (or Ctrl-D) quits")
+        for line in _interactive_lines(f"{translator.config.source_language or 'source'} > "):
+            sys.stdout.write(lines(0, translator.translate([line], **decoding)[0]))
+        return
+    # stdin in chunks: the sort window's worth of lines, or what came before the input paused
+    chunks = [list(args.text)] if args.text else _stdin_chunks(SORT_WINDOW)
+    written = read = 0
+    try:  # each batch is written as soon as it can be, in input order: an interrupted run keeps what it has done
+        with terminate_as_interrupt():
+            if args.heatmap:
+                _write_heatmap(translator, args.text[0], args, **options)
+            progress = sys.stderr.isatty()  # a bar on a terminal, not in a log file
+            for texts in chunks:
+                read += len(texts)
+                for batch in translator.translate_stream(texts, progress=progress, **decoding):
+                    sys.stdout.write("".join(lines(written + i, translation) for i, translation in enumerate(batch)))
+                    sys.stdout.flush()
+                    written += len(batch)
+    except KeyboardInterrupt:
+        raise KeyboardInterrupt(f"interrupted: wrote {written} translations of the {read} lines read") from None

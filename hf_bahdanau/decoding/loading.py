@@ -1,0 +1,108 @@
+"""Loading a saved model folder for inference: the model and tokenizer checked to belong together, the `Translator`
+a command's options ask for, and the checks made before anything loads. `translate`, `evaluate`, the demo, the
+server and distillation's teacher all load through here."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from hf_bahdanau.cli.arguments import UsageError, generation_options
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
+    from transformers.tokenization_utils_base import PreTrainedTokenizerBase
+
+    from .translator import Translator
+
+
+def load_translation_model(path: str, quantize: str | None = None) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """A saved model folder's model (in eval mode; `quantize="int8"`: int8 linear and recurrent layers for CPU)
+    and tokenizer, checked to belong together."""
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+    from hf_bahdanau.data.tokenization import check_tokenizer_location
+    from hf_bahdanau.models.pipelines import check_tokenizer_matches
+    from hf_bahdanau.registry import check_saved_model_type
+
+    folder = Path(path)
+    if not (folder / "config.json").is_file():
+        raise UsageError(f"{folder} is not a saved model folder (no config.json)")
+    check_saved_model_type(folder)  # ours only: no code from the folder runs (trust_remote_code=False below)
+    check_tokenizer_location(folder, "the model folder")
+    if (folder / "pytorch_model.bin").is_file() and not any(folder.glob("model*.safetensors*")):
+        raise UsageError(
+            f"{folder} holds only pytorch_model.bin (a pickle, which can run code): hf-bahdanau reads safetensors "
+            f"only; if you trust the file, convert it once with AutoModelForSeq2SeqLM.from_pretrained('{folder}', "
+            f"use_safetensors=False).save_pretrained('{folder}')"
+        )
+    tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=False)
+    # safetensors only; every weight found (strict); no "Loading weights" bar (see the model class)
+    model = AutoModelForSeq2SeqLM.from_pretrained(
+        folder, use_safetensors=True, quantize=quantize, trust_remote_code=False, strict=True
+    ).eval()
+    check_tokenizer_matches(model.config, tokenizer)
+    return model, tokenizer
+
+
+def check_generation_length(model_dir: str, max_new_tokens: int | None) -> None:
+    """Refuse `--max-new-tokens` beyond the model's position table (a Transformer's `max_position_embeddings`; the
+    RNN has none) before anything is loaded or translated: its decoder cannot read that many tokens."""
+    try:
+        config = json.loads((Path(model_dir) / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return  # not a model folder: `load_translation_model` says so
+    table = config.get("max_position_embeddings") if isinstance(config, dict) else None
+    if max_new_tokens is not None and isinstance(table, int) and max_new_tokens > table:
+        raise UsageError(
+            f"--max-new-tokens {max_new_tokens} is more than the model can generate: {model_dir} has a position "
+            f"table of {table} tokens (max_position_embeddings); pass at most {table}"
+        )
+
+
+def check_ctranslate2() -> None:
+    """A usage error that says how to install CTranslate2 where it is missing."""
+    from .export import require_ctranslate2
+
+    try:
+        require_ctranslate2()
+    except ImportError as error:
+        raise UsageError(str(error)) from None
+
+
+def load_translator(args: argparse.Namespace, model_dir: str | None = None) -> Translator:
+    """The `Translator` of `--model` (or `model_dir`) with the command's engine, quantization, threads and batches."""
+    from .sources import trained_source_length
+    from .translator import Translator
+
+    path = model_dir or args.model
+    options = dict(batch_size=args.batch_size, batch_tokens=getattr(args, "batch_tokens", None),
+                   trained_source_length=trained_source_length(path))  # fmt: skip
+    if args.engine == "ctranslate2":
+        check_ctranslate2()
+        return Translator.from_folder(path, engine=args.engine, quantize=args.quantize, threads=args.threads, **options)
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    model, tokenizer = load_translation_model(path, args.quantize)
+    return Translator(model, tokenizer, **options)
+
+
+def translate_texts(translator: Translator, texts: Sequence[str], args: argparse.Namespace) -> list[str]:
+    """The best translation of each text, in order, with the command's decoding options (a bar on a terminal)."""
+    options = generation_options(args)
+    return [found.text for found in translator.translate(texts, progress=sys.stderr.isatty(), **options)]
+
+
+__all__ = [
+    "check_ctranslate2",
+    "check_generation_length",
+    "load_translation_model",
+    "load_translator",
+    "translate_texts",
+]
