@@ -14,7 +14,7 @@ on and as `past_key_values` before; code of its own, such as a beam search, may 
 output's cache field, which transformers names `cache` from 5.24 on and `past_key_values` before: read it with
 `returned_cache(outputs)`. `given_cache` and `with_cache` are the one place that bridges the two names.
 
-Folders saved before the split hold `encoder.*`, `decoder.*`, `lm_head.*`: transformers' loading adds the
+A checkpoint with flat keys (`encoder.*`, `decoder.*`, `lm_head.*`) also loads: transformers' loading adds the
 `base_model_prefix` ("model.") to a checkpoint key that exists only under it, and a state dict loaded with
 `load_state_dict` (e.g. the Trainer's resume) is renamed by `rename_unprefixed_keys`. This file is copied into saved
 model folders (`trust_remote_code`), so it imports nothing but torch, safetensors and transformers.
@@ -312,7 +312,7 @@ class TranslationModel(TranslationPreTrainedModel):
 
     def __init__(self, config: TranslationConfig, initialize: bool = True) -> None:
         """`initialize=False` leaves the weights as torch made them: the model with a head that holds this one
-        initialises them with its own, module by module, so that a seed gives the weights it gave before the split."""
+        initialises them with its own, module by module, so that a seed draws the same weights as a flat model."""
         super().__init__(config)
         self._initialize = initialize
 
