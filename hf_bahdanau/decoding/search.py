@@ -26,6 +26,8 @@ from transformers import (
 )
 from transformers.modeling_outputs import ModelOutput
 
+from hf_bahdanau.models.modeling_translation import returned_cache
+
 NEG = -1.0e9  # generate()'s "no such hypothesis" score
 
 
@@ -109,15 +111,6 @@ class SearchOutput:
     log_probs: torch.Tensor
 
 
-def returned_cache(outputs: ModelOutput) -> Any:
-    """The decoder state a forward returned: `cache` from transformers 5.24 on, `past_key_values` before."""
-    for name in ("cache", "past_key_values"):
-        value = getattr(outputs, name, None)
-        if value is not None:
-            return value
-    raise ValueError("the model returned no decoder cache: it cannot be searched step by step")
-
-
 class DecoderRows:
     """The decoder side of a search: the encoder outputs of each decoder row, the cache, one forward per step."""
 
@@ -155,6 +148,8 @@ class DecoderRows:
             **{self.cache_name: self.cache},
         )
         self.cache = returned_cache(outputs)
+        if self.cache is None:
+            raise ValueError("the model returned no decoder cache: it cannot be searched step by step")
         return outputs.logits[:, -1, :].float()
 
     def reorder(self, rows: torch.Tensor) -> None:
@@ -358,4 +353,4 @@ def _beam_search(
     )
 
 
-__all__ = ["DecoderRows", "SearchOutput", "SearchSettings", "force_end", "returned_cache", "search"]
+__all__ = ["DecoderRows", "SearchOutput", "SearchSettings", "force_end", "search"]
