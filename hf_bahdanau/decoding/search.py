@@ -28,6 +28,8 @@ from transformers.modeling_outputs import ModelOutput
 
 from hf_bahdanau.models.modeling_translation import returned_cache
 
+from .constraints import Constraints
+
 NEG = -1.0e9  # generate()'s "no such hypothesis" score
 
 
@@ -104,11 +106,13 @@ class SearchOutput:
     sequences: `(batch * n, 1 + longest)`, the decoder start first, filled after `</s>` as `generate()` fills them.
     lengths: `(batch * n,)` generated tokens of each, `</s>` included.
     log_probs: `(batch * n,)` the sum of its tokens' log-probabilities under the model (no bound, no warper).
+    met: `(batch * n,)` whether it holds every required phrase (None: the search had none).
     """
 
     sequences: torch.Tensor
     lengths: torch.Tensor
     log_probs: torch.Tensor
+    met: torch.Tensor | None = None
 
 
 class DecoderRows:
@@ -184,16 +188,20 @@ def search(
     attention_mask: torch.Tensor | None,  # (batch, src_len)
     settings: SearchSettings,
     limits: torch.Tensor | None = None,  # (batch,): each source's most new tokens, `</s>` included
+    constraints: Constraints | None = None,
 ) -> SearchOutput:
-    """Translate a batch of sources: beam search with `num_beams` > 1, else greedy or sampling (`do_sample`)."""
+    """Translate a batch of sources: beam search with `num_beams` > 1, else greedy or sampling (`do_sample`);
+    `constraints`: a prefix and phrases to avoid (any search), phrases to place (beam search)."""
     settings = settings.bounded(model)
     if limits is not None:
         limits = limits.to(input_ids.device)
     if settings.num_beams > 1:
-        return _beam_search(model, input_ids, attention_mask, settings, limits)
+        return _beam_search(model, input_ids, attention_mask, settings, limits, constraints)
     if settings.num_return_sequences > 1 and not settings.do_sample:
         raise ValueError("greedy search gives one translation: n-best lists need beams (or sampling)")
-    return _greedy(model, input_ids, attention_mask, settings, limits)
+    if constraints is not None and constraints.has_required:
+        raise ValueError("required phrases (glossary terms) need beam search: num_beams of 2 or more")
+    return _greedy(model, input_ids, attention_mask, settings, limits, constraints)
 
 
 def _warpers(settings: SearchSettings) -> list:
@@ -214,6 +222,7 @@ def _greedy(
     attention_mask: torch.Tensor | None,
     settings: SearchSettings,
     limits: torch.Tensor | None,
+    constraints: Constraints | None = None,
 ) -> SearchOutput:
     """Greedy search (or `num_return_sequences` samples a source); a row leaves the batch at its `</s>`."""
     copies, eos, device = settings.num_return_sequences, settings.eos_token_id, input_ids.device
@@ -229,7 +238,10 @@ def _greedy(
     decoder = DecoderRows(model, input_ids, attention_mask, copies)
     for generated in range(settings.max_new_tokens):
         logits = decoder.step(tokens[alive, generated : generated + 1])  # (alive, vocab)
-        scores = force_end(logits, row_limits, generated, eos)
+        scores = logits
+        if constraints is not None:
+            scores = constraints.mask(logits, tokens[alive, : generated + 1], alive // copies, eos)
+        scores = force_end(scores, row_limits, generated, eos)
         if settings.do_sample:
             for warper in warpers:
                 scores = warper(tokens[alive, : generated + 1], scores)
@@ -256,8 +268,10 @@ def _beam_search(
     attention_mask: torch.Tensor | None,
     settings: SearchSettings,
     limits: torch.Tensor | None,
+    constraints: Constraints | None = None,
 ) -> SearchOutput:
-    """generate()'s beam search (one `</s>` id), each sentence leaving the batch once its hypotheses are final."""
+    """generate()'s beam search (one `</s>` id), each sentence leaving the batch once its hypotheses are final;
+    with required phrases, its candidates come from dynamic beam allocation (`constraints`), in their order."""
     beams, returned, eos = settings.num_beams, settings.num_return_sequences, settings.eos_token_id
     batch, device = input_ids.shape[0], input_ids.device
     max_length = 1 + settings.max_new_tokens  # the decoder start and the new tokens
@@ -281,15 +295,34 @@ def _beam_search(
     results = torch.full((batch, returned, max_length), fill, dtype=torch.long, device=device)
     result_lengths = torch.zeros((batch, returned), dtype=torch.long, device=device)
     result_log_probs = torch.zeros((batch, returned), device=device)
+    placing = constraints is not None and constraints.has_required
+    phrases = constraints.required.shape[1] if placing else 0
+    lengths = constraints.required_lengths(torch.arange(batch, device=device)) if placing else None  # (batch, phrases)
+    running_met = torch.zeros((batch, beams, phrases), dtype=torch.bool, device=device)
+    finished_met = torch.ones((batch, beams), dtype=torch.bool, device=device)  # whether it holds every phrase
+    result_met = torch.ones((batch, returned), dtype=torch.bool, device=device)
+    in_order = -torch.arange(2 * beams, dtype=torch.float32, device=device)  # the allocation's order, as a score
     decoder = DecoderRows(model, input_ids, attention_mask, beams)
     for cur_len in range(1, max_length):
         size = left.shape[0]
         logits = decoder.step(running[:, :, cur_len - 1].reshape(size * beams, 1))  # (rows, vocab)
         token_log_probs = torch.log_softmax(logits, dim=-1)  # (rows, vocab)
         vocab = token_log_probs.shape[-1]
-        scores = force_end(token_log_probs, row_limits, cur_len - 1, eos)
-        scores = (scores.view(size, beams, vocab) + running_scores[:, :, None]).view(size, -1)
-        top_scores, top_indices = torch.topk(scores, 2 * beams)  # (size, 2 * beams)
+        scores = token_log_probs
+        if constraints is not None:
+            unmet = ((~running_met) & (lengths[left, None] > 0)).any(-1).flatten() if placing else None  # (rows,)
+            history = running[:, :, :cur_len].reshape(size * beams, cur_len)
+            scores = constraints.mask(scores, history, left.repeat_interleave(beams), eos, unmet)
+        scores = force_end(scores, row_limits, cur_len - 1, eos)
+        scores = scores.view(size, beams, vocab) + running_scores[:, :, None]  # (size, beams, vocab)
+        if placing:
+            top_scores, top_indices, top_met = constraints.candidates(scores, running, running_met, left, cur_len,
+                                                                      2 * beams)  # fmt: skip
+            ranks = in_order.expand(size, -1)  # (size, 2 * beams): taken in the allocation's order
+            holds_all = (top_met | (lengths[left, None] == 0)).all(-1)  # (size, 2 * beams)
+        else:
+            top_scores, top_indices = torch.topk(scores.view(size, -1), 2 * beams)  # (size, 2 * beams)
+            ranks = top_scores
         parents, top_tokens = top_indices // vocab, top_indices % vocab
         candidates = running.gather(1, parents[:, :, None].expand(-1, -1, max_length)).clone()
         candidates[:, :, cur_len] = top_tokens
@@ -301,18 +334,25 @@ def _beam_search(
             hits[:] = True
         # The running beams: the best candidates that did not end.
         alive_scores = top_scores + hits.to(torch.float32) * NEG
-        chosen = torch.topk(alive_scores, beams)[1]  # (size, beams)
+        chosen = torch.topk(ranks + hits.to(torch.float32) * NEG, beams)[1]  # (size, beams)
         running = candidates.gather(1, chosen[:, :, None].expand(-1, -1, max_length))
         running_scores = alive_scores.gather(1, chosen)
         running_log_probs = candidate_log_probs.gather(1, chosen)
+        if placing:
+            running_met = top_met.gather(1, chosen[:, :, None].expand(-1, -1, phrases))
         # The finished hypotheses: the best of those kept and of the top candidates that ended.
         ended = hits & top_beams[None, :]
         ended_scores = top_scores / (cur_len**penalty)
         ended_scores += (is_finished.all(-1, keepdim=True) & (early is True)).to(torch.float32) * NEG
         ended_scores += (~improvable[:, None]).to(torch.float32) * NEG
         ended_scores += (~ended) * NEG
+        if placing:  # a hypothesis cut off by its bound without every phrase ranks below all that hold them
+            ended_scores += (~holds_all) * (NEG / 2)
+            finished_met = torch.cat((finished_met, holds_all), 1)
         merged_scores = torch.cat((finished_scores, ended_scores), dim=1)
         best = torch.topk(merged_scores, beams)[1]  # (size, beams)
+        if placing:
+            finished_met = finished_met.gather(1, best)
         finished = torch.cat((finished, candidates), 1).gather(1, best[:, :, None].expand(-1, -1, max_length))
         finished_scores = merged_scores.gather(1, best)
         finished_log_probs = torch.cat((finished_log_probs, candidate_log_probs), 1).gather(1, best)
@@ -323,7 +363,7 @@ def _beam_search(
         decoder.reorder(rows)
         # generate()'s heuristic: can a running beam still beat the worst finished one?
         best_length = (max_length - 1) if early == "never" and penalty > 0.0 else cur_len
-        best_running = running_scores[:, :1] / (best_length**penalty)
+        best_running = running_scores.max(1, keepdim=True)[0] / (best_length**penalty)
         worst = torch.where(is_finished, finished_scores.min(1, keepdim=True)[0], NEG)
         improvable = improvable & (best_running > worst).any(-1)
         settled = ~improvable | bool(hits.all())  # (size,): results final from now on
@@ -335,6 +375,7 @@ def _beam_search(
         results[where] = finished[settled, :returned]
         result_lengths[where] = finished_lengths[settled, :returned]
         result_log_probs[where] = finished_log_probs[settled, :returned]
+        result_met[where] = finished_met[settled, :returned]
         if bool(settled.all()):
             break
         kept = (~settled).nonzero().squeeze(1)  # (sentences kept,)
@@ -343,6 +384,7 @@ def _beam_search(
         running, running_scores, running_log_probs = running[kept], running_scores[kept], running_log_probs[kept]
         finished, finished_scores = finished[kept], finished_scores[kept]
         finished_log_probs, finished_lengths = finished_log_probs[kept], finished_lengths[kept]
+        running_met, finished_met = running_met[kept], finished_met[kept]
         decoder.keep(kept_rows)
         row_limits = None if row_limits is None else row_limits[kept_rows]
     longest = 1 + int(result_lengths.max())
@@ -350,6 +392,7 @@ def _beam_search(
         results[:, :, :longest].reshape(batch * returned, -1),
         result_lengths.flatten(),
         result_log_probs.flatten(),
+        result_met.flatten() if placing else None,
     )
 
 
