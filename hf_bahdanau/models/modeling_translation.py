@@ -66,9 +66,10 @@ def with_cache(output_class: type[ModelOutput], cache: Any, **fields: Any) -> Mo
 
 
 def returned_cache(outputs: ModelOutput) -> Any:
-    """The decoder state in a model output (under `cache` from transformers 5.24 on, `past_key_values` before)."""
-    cache = outputs.get("cache")
-    return outputs.get("past_key_values") if cache is None else cache
+    """The decoder state in a model output (under `cache` from transformers 5.24 on, `past_key_values` before; read
+    by the field its class has, as the other name warns of deprecation)."""
+    fields = getattr(type(outputs), "__dataclass_fields__", outputs)
+    return outputs.get("cache" if "cache" in fields else "past_key_values")
 
 
 def shift_tokens_right(labels: torch.Tensor, pad_token_id: int, decoder_start_token_id: int) -> torch.Tensor:
