@@ -9,6 +9,7 @@ import pytest
 
 pytest.importorskip("fastapi")
 
+from hf_bahdanau.decoding.glossary import Glossary  # noqa: E402
 from hf_bahdanau.serving.batching import Batcher  # noqa: E402
 from hf_bahdanau.serving.limits import ApiKeys  # noqa: E402
 from hf_bahdanau.serving.markup import join_markup, split_markup  # noqa: E402
@@ -23,10 +24,10 @@ class Recorder:
         self.batches: list[tuple[list[str], int]] = []
         self.gate = gate
 
-    def translate(self, texts: list[str], n_best: int) -> list[list[str]]:
+    def translate(self, texts: list[str], n_best: int, glossary=None) -> list[list[str]]:
         if self.gate is not None:
             assert self.gate.wait(30)
-        self.batches.append((list(texts), n_best))
+        self.batches.append((list(texts), n_best) if glossary is None else (list(texts), n_best, glossary))
         return [[text.upper()] + [f"{text}#{k}" for k in range(1, n_best)] for text in texts]
 
 
@@ -70,6 +71,36 @@ def test_the_token_budget_and_the_alternatives_cut_batches_in_arrival_order():
     assert recorder.batches == [(["a b", "c d", "e f"], 1), (["g"], 1), (["h"], 2)]
 
 
+def test_requests_with_another_glossary_wait_for_a_batch_of_their_own_and_get_it_passed():
+    recorder = Recorder()
+    dogs = Glossary.from_pairs({"Hund": "hound"})
+
+    async def main():
+        batcher = Batcher(recorder.translate, words, wait=0.05)
+        batcher.start()
+        jobs = [batcher.submit(["a"]), batcher.submit(["b"], glossary=dogs), batcher.submit(["c"]),
+                batcher.submit(["d"], glossary=Glossary.from_pairs({"Hund": "hound"}))]  # fmt: skip
+        found = await asyncio.gather(*(job.future for job in jobs))
+        await asyncio.to_thread(batcher.close)
+        return found
+
+    assert run(main()) == [[["A"]], [["B"]], [["C"]], [["D"]]]
+    assert recorder.batches == [(["a", "c"], 1), (["b", "d"], 1, dogs)]  # equal glossaries share a batch
+
+
+def test_a_glossary_field_is_read_from_json_pairs_and_form_lines_and_refused_when_malformed():
+    base = {"q": "Ein Hund.", "source": "de", "target": "en"}
+    expected = Glossary.from_pairs({"Hund": "hound", "Katze": "cat"})
+    assert parse_translate(base).glossary is None
+    assert parse_translate({**base, "glossary": {"Hund": "hound", "Katze": "cat"}}).glossary == expected
+    assert parse_translate({**base, "glossary": [["Hund", "hound"], ["Katze", "cat"]]}).glossary == expected
+    assert parse_translate({**base, "glossary": "Hund\thound\nKatze\tcat\n"}).glossary == expected
+    for bad in ("Hund hound", 3, [["Hund"]], {"Hund": ""}):
+        with pytest.raises(ApiError) as error:
+            parse_translate({**base, "glossary": bad})
+        assert error.value.status == 400 and "glossary" in error.value.message
+
+
 def test_a_full_queue_refuses_with_429_and_a_gone_client_frees_its_place():
     gate = threading.Event()
     recorder = Recorder(gate)
@@ -101,7 +132,7 @@ def test_a_full_queue_refuses_with_429_and_a_gone_client_frees_its_place():
 def test_a_failing_batch_answers_500_and_the_queue_goes_on():
     calls = []
 
-    def translate(texts, n_best):
+    def translate(texts, n_best, glossary=None):
         calls.append(texts)
         if texts == ["boom"]:
             raise RuntimeError("broken")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import math
 from collections.abc import Sequence
+from typing import Any
 
 from hf_bahdanau.choices import ENGINES, QUANTIZATIONS
 
@@ -103,13 +104,37 @@ def add_generation_arguments(parser: argparse.ArgumentParser) -> None:
         "and redone when the model changes.",
     )
     parser.add_argument("--threads", type=positive_int, help="CPU threads (default: the engine's).")
+    parser.add_argument(
+        "--glossary",
+        metavar="FILE.tsv",
+        help="Terms each translation must use: SOURCE<TAB>TARGET lines (# comments and a header line allowed). A "
+        "term applies to a sentence whose text holds its source side (whole words, any case); beam search then "
+        "places its target side in the translation (needs --engine torch and beams).",
+    )
+    parser.add_argument(
+        "--avoid",
+        metavar="FILE",
+        help="Words or phrases no translation may contain, one a line (each also with its first letter upper-cased).",
+    )
 
 
-def generation_options(args: argparse.Namespace) -> dict[str, int | float]:
-    """The generation settings given on the command line; the rest come from the model's generation config."""
+def generation_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The generation settings given on the command line (the glossary and the phrases to avoid read from their
+    files); the rest come from the model's generation config."""
+    from hf_bahdanau.decoding.glossary import Glossary, read_phrases
+
     options = {"num_beams": args.num_beams, "max_new_tokens": args.max_new_tokens}
     options["length_penalty"] = args.length_penalty
+    options["glossary"] = Glossary.from_file(args.glossary) if args.glossary else None
+    options["avoid"] = read_phrases(args.avoid) if args.avoid else None
+    options["prefix"] = getattr(args, "prefix", None) or None
     return {name: value for name, value in options.items() if value is not None}
+
+
+def check_engine_options(args: argparse.Namespace) -> None:
+    """Refuse a glossary with the CTranslate2 engine, which cannot place required terms (before anything loads)."""
+    if args.glossary and args.engine != "torch":
+        raise UsageError("--glossary needs --engine torch: CTranslate2 cannot place required terms")
 
 
 def add_command(commands: argparse._SubParsersAction, name: str, summary: str, epilog: str) -> argparse.ArgumentParser:

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .arguments import UsageError, add_command, add_generation_arguments, positive_int
+from .arguments import UsageError, add_command, add_generation_arguments, check_engine_options, positive_int
 
 logger = logging.getLogger("hf_bahdanau")
 SUMMARY = "translate a split and score it with sacreBLEU and chrF"
@@ -20,6 +20,7 @@ examples:
   hf-bahdanau evaluate --model runs/quick-de-en --num-beams 1 --max-samples 200
   hf-bahdanau evaluate --model runs/de-en --data my-corpus.tsv --split test --output hyp.txt
   hf-bahdanau evaluate --model runs/de-en --compare runs/de-en-averaged   # paired bootstrap: significant or not?
+  hf-bahdanau evaluate --model runs/quick-de-en --glossary terms.tsv      # and how many glossary terms it used
 """
 
 
@@ -81,6 +82,7 @@ def hypotheses_file_name(split: str, languages: tuple[str, str], beams: int, arg
     if args.length_penalty is not None:
         decoding.append(f"lp{args.length_penalty:g}")
     decoding += [name for name in (args.quantize, args.engine) if name not in (None, "torch")]
+    decoding += [name for name in ("glossary", "avoid") if getattr(args, name)]
     return f"hypotheses.{split}.{'-'.join(languages)}.{'-'.join(decoding)}.txt"
 
 
@@ -94,6 +96,7 @@ def run(args: argparse.Namespace) -> None:
     from hf_bahdanau.publishing.evaluations import record_evaluation
 
     check_generation_length(args.model, args.max_new_tokens)
+    check_engine_options(args)
     if args.compare:
         _check_comparable(args)
     models = [args.model, *([args.compare] if args.compare else [])]
@@ -148,8 +151,12 @@ def run(args: argparse.Namespace) -> None:
         f"{count_repeating(hypotheses, times=3)} three times or more (a decoder caught in a loop)\n"
         f"{len(hypotheses)} {args.split} sentences, {src_lang}->{tgt_lang}, beams {beams}; hypotheses in {output}\n"
     )
+    if args.glossary:
+        sys.stdout.write(_term_use(args.glossary, sources, hypotheses))
     sys.stdout.flush()  # the scores stand even where they cannot be stored
-    if args.quantize is None and args.engine == "torch":  # the folder's card reports its fp32 weights' scores only
+    if args.glossary or args.avoid:  # the card reports translations as the model makes them, unconstrained
+        logger.info("scores with --glossary or --avoid not stored in %s (its card reports plain decoding)", args.model)
+    elif args.quantize is None and args.engine == "torch":  # the folder's card reports its fp32 weights' scores only
         try:
             record_evaluation(args.model, scores, data=data, split=split, languages=(src_lang, tgt_lang),
                               num_beams=beams, samples=len(hypotheses))  # fmt: skip
@@ -162,6 +169,18 @@ def run(args: argparse.Namespace) -> None:
         other = Path(args.compare) / output.name if args.output is None else output.with_suffix(".compare.txt")
         _check_output_file(other, models, [data, named_corpus_path(data)])
         _compare(args, sources, references, hypotheses, (src_lang, tgt_lang), other)
+
+
+def _term_use(glossary_file: str, sources: Sequence[str], hypotheses: Sequence[str]) -> str:
+    """A line saying how many of the glossary terms that apply to the sources their translations use (exact,
+    case-sensitive, whole-word matches of the target side)."""
+    from hf_bahdanau.decoding.glossary import Glossary, term_used
+
+    glossary = Glossary.from_file(glossary_file)
+    uses = [term_used(term.target, hypothesis) for source, hypothesis in zip(sources, hypotheses, strict=True)
+            for term in glossary.terms_for(source)]  # fmt: skip
+    rate = f" ({100 * sum(uses) / len(uses):.1f}%)" if uses else ""
+    return f"glossary terms used: {sum(uses)} of {len(uses)}{rate} (exact matches of the target term)\n"
 
 
 def _check_comparable(args: argparse.Namespace) -> None:

@@ -13,7 +13,14 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .arguments import UsageError, add_command, add_generation_arguments, generation_options, positive_int
+from .arguments import (
+    UsageError,
+    add_command,
+    add_generation_arguments,
+    check_engine_options,
+    generation_options,
+    positive_int,
+)
 
 if TYPE_CHECKING:
     from hf_bahdanau.decoding.translator import Translation, Translator
@@ -28,6 +35,8 @@ examples:
   hf-bahdanau translate --model runs/quick-de-en "Ein Hund rennt." --heatmap attention.png
   hf-bahdanau translate --model runs/quick-de-en --document letter.de.txt > letter.en.txt  # paragraphs kept
   hf-bahdanau translate --model runs/quick-de-en --input-format jsonl --scores < in.jsonl > out.jsonl
+  hf-bahdanau translate --model runs/quick-de-en --glossary terms.tsv < sentences.de   # terms.tsv: Hund<TAB>hound
+  hf-bahdanau translate --model runs/quick-de-en --prefix "Two dogs" "Zwei Hunde spielen im Schnee."
 """
 
 
@@ -36,6 +45,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     parser = add_command(commands, "translate", SUMMARY, EPILOG)
     add_generation_arguments(parser)
     parser.add_argument("text", nargs="*", help="Sentences to translate (default: stdin; a prompt on a terminal).")
+    parser.add_argument(
+        "--prefix", metavar="TEXT", help="Each translation starts with this text (e.g. to complete what you typed)."
+    )
     parser.add_argument(
         "--heatmap",
         metavar="FILE.png",
@@ -205,6 +217,7 @@ def _stdin_chunks(max_lines: int, pause: float = 0.05) -> Iterator[list[str]]:
 
 def _check_translate_options(args: argparse.Namespace) -> None:
     """Refuse options the engine cannot do (before anything is loaded)."""
+    check_engine_options(args)
     if args.engine != "torch":
         asked = [name for name, value in (("--heatmap", args.heatmap), ("--scores", args.scores),
                  ("--alignments", args.alignments), ("--n-best", args.n_best)) if value]  # fmt: skip

@@ -94,18 +94,30 @@ class CTranslate2Translator:
         return [] if not ids["attention_mask"].any() else self.tokenizer.convert_ids_to_tokens(ids["input_ids"][0])
 
     def __call__(
-        self, texts: str | Sequence[str], batch_size: int = 32, **options: Any
+        self,
+        texts: str | Sequence[str],
+        batch_size: int = 32,
+        prefixes: Sequence[list[str]] | None = None,
+        suppress: list[list[str]] | None = None,
+        **options: Any,
     ) -> list[dict[str, str]] | list[list[dict[str, str]]]:
         """Translations as the pipeline gives them: a string -> `[{"translation_text": ...}]`; a list -> one dict
-        per text (a list of dicts per text with `num_return_sequences` > 1). Empty texts translate to ""."""
+        per text (a list of dicts per text with `num_return_sequences` > 1). Empty texts translate to "".
+        `prefixes`: the target tokens each translation starts with (one list per text); `suppress`: token
+        sequences no translation may contain."""
         single = isinstance(texts, str)
         texts = [texts] if single else list(texts)
         if not all(isinstance(text, str) for text in texts):
             raise TypeError("CTranslate2Translator takes a string or a list of strings")
         settings = self.options(**options)
+        if suppress:
+            settings["suppress_sequences"] = suppress
         per_input = settings.get("num_hypotheses", 1)
         sources = [self.source_tokens(text) for text in texts]
         kept = [tokens for tokens in sources if tokens]
+        if prefixes is not None:
+            given = zip(prefixes, sources, strict=True)
+            settings["target_prefix"] = [prefix or None for prefix, tokens in given if tokens]
         results = iter(
             self.translator.translate_batch(kept, max_batch_size=batch_size, max_input_length=0, **settings)
             if kept

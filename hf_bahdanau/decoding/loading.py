@@ -84,7 +84,8 @@ def load_translator(args: argparse.Namespace, model_dir: str | None = None) -> T
                    trained_source_length=trained_source_length(path))  # fmt: skip
     if args.engine == "ctranslate2":
         check_ctranslate2()
-        return Translator.from_folder(path, engine=args.engine, quantize=args.quantize, threads=args.threads, **options)
+        return Translator.from_folder(path, engine=args.engine, quantize=args.quantize, threads=args.threads,
+                                      torch_fallback=getattr(args, "torch_fallback", False), **options)  # fmt: skip
     if args.threads:
         import torch
 

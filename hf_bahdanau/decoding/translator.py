@@ -9,6 +9,9 @@ It owns what decides a translation, so that every front end gets the same one:
 - the length bound: unless `max_new_tokens` is given, a translation has at most `max(8, 3 * source tokens)` tokens
   (`sources.length_bound`), so odd input (a lone "-", emoji, a URL) cannot loop on; within the position table;
 - the engine: torch (the package's own search, `search.search`) or CTranslate2 (an `export`ed folder), bounded alike;
+- terminology (`lexical`): a glossary whose applicable terms each translation must hold (beam search with
+  dynamic beam allocation, `constraints`), a forced prefix and phrases to avoid; CTranslate2 takes a prefix and
+  phrases to avoid itself, and hands a glossary to torch (`fallback`) or refuses it;
 - n-best lists, scores and alignments. A hypothesis's score is its mean token log-probability (`</s>` included)
   under the model, so a score near 0 is a confident translation and a low one a doubtful one. Alignments are
   Pharaoh `i-j` pairs (`alignment`); attention maps come from `attention_maps`.
@@ -18,7 +21,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -26,10 +29,13 @@ import torch
 from transformers import PreTrainedTokenizerBase
 
 from hf_bahdanau.choices import ENGINES
+from hf_bahdanau.errors import InputError
 from hf_bahdanau.models.pipelines import _pad_id, source_limit
 
 from .alignment import alignments as pharaoh_alignments
 from .batching import in_input_order
+from .glossary import Glossary, Term
+from .lexical import LexicalOptions
 from .search import SearchSettings, search
 from .sources import length_bound, source_ids, warn_long_sources
 
@@ -53,9 +59,10 @@ class Hypothesis:
 @dataclass
 class Translation:
     """The translation of one source: its `hypotheses`, best first (samples: by score); `text`, `score` and
-    `alignment` are the best one's."""
+    `alignment` are the best one's; `terms`: the glossary terms that apply to the source."""
 
     hypotheses: list[Hypothesis]
+    terms: list[Term] = field(default_factory=list)
 
     @property
     def text(self) -> str:
@@ -74,7 +81,8 @@ class Translator:
     """Translate texts with a model and its tokenizer (`engine="torch"`), or with a `CTranslate2Translator`
     (`engine="ctranslate2"`, its own tokenizer). `batch_size`, `batch_tokens`: the most sentences and padded source
     tokens a batch holds (None: no limit). `trained_source_length`: the longest source the model saw in training;
-    longer sources get one warning."""
+    longer sources get one warning. `fallback`: makes the torch translator of the same model, for what CTranslate2
+    cannot do (a glossary); without it, the CTranslate2 engine refuses a glossary."""
 
     def __init__(
         self,
@@ -85,6 +93,7 @@ class Translator:
         batch_size: int | None = 32,
         batch_tokens: int | None = None,
         trained_source_length: int | None = None,
+        fallback: Callable[[], Translator] | None = None,
     ) -> None:
         if engine not in ENGINES:
             raise ValueError(f"engine {engine!r}: choose one of {', '.join(ENGINES)}")
@@ -94,6 +103,7 @@ class Translator:
         self.trained_source_length = trained_source_length
         self.limit = source_limit(model, self.tokenizer)  # the longest source the model reads
         self._warned = False
+        self._fallback, self._fallen_back = fallback, None
 
     @classmethod
     def from_folder(
@@ -103,11 +113,13 @@ class Translator:
         engine: str = "torch",
         quantize: str | None = None,
         threads: int | None = None,
+        torch_fallback: bool = False,
         **options: Any,
     ) -> Translator:
         """The translator of a saved model folder (safetensors only, no code from the folder), or for
         `engine="ctranslate2"` of its CTranslate2 export (an `export`ed folder, or the export cached in the model
-        folder); `quantize="int8"`: int8 weights on the CPU; `threads`: CPU threads; `options`: `Translator`'s."""
+        folder); `quantize="int8"`: int8 weights on the CPU; `threads`: CPU threads; `torch_fallback`: a model
+        folder's glossary requests go to torch (loaded when first needed); `options`: `Translator`'s."""
         from .. import register
         from .sources import trained_source_length
 
@@ -115,7 +127,10 @@ class Translator:
         if engine == "ctranslate2":
             from .ctranslate2 import CTranslate2Translator
 
-            return cls(CTranslate2Translator.from_model(path, quantize, threads=threads or 0), engine=engine, **options)
+            model = CTranslate2Translator.from_model(path, quantize, threads=threads or 0)
+            if torch_fallback and os.path.isfile(os.path.join(path, "config.json")):
+                options["fallback"] = lambda: cls.from_folder(path, quantize=quantize, threads=threads, **options)
+            return cls(model, engine=engine, **options)
         from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
         from hf_bahdanau.models.pipelines import check_tokenizer_matches
@@ -149,7 +164,9 @@ class Translator:
 
         Options: `num_beams` (default: the model's; 1 is greedy), `n_best` (hypotheses a source, at most the beams;
         samples with `do_sample`), `max_new_tokens` (default: each source's length bound), `length_penalty`
-        (default: the model's), `do_sample`, `alignments` (Pharaoh pairs on each hypothesis), `progress` (a bar)."""
+        (default: the model's), `do_sample`, `alignments` (Pharaoh pairs on each hypothesis), `glossary` (a
+        `Glossary` or a mapping source term -> target term), `prefix` (one string, or one per text), `avoid`
+        (words or phrases), `progress` (a bar)."""
         return [translation for ready in self.translate_stream(texts, **options) for translation in ready]
 
     def translate_stream(
@@ -162,6 +179,9 @@ class Translator:
         length_penalty: float | None = None,
         do_sample: bool | None = None,
         alignments: bool = False,
+        glossary: Glossary | Mapping[str, str] | None = None,
+        prefix: str | Sequence[str] | None = None,
+        avoid: Sequence[str] | None = None,
         progress: bool = False,
     ) -> Iterator[list[Translation]]:
         """Translate `texts` by length-sorted token batches; yields their translations in input order, as soon as
@@ -170,20 +190,47 @@ class Translator:
         texts = list(texts)
         settings = self.settings(num_beams=num_beams, n_best=n_best, max_new_tokens=max_new_tokens,
                                  length_penalty=length_penalty, do_sample=do_sample)  # fmt: skip
+        lexical = LexicalOptions.of(self.tokenizer, len(texts), glossary, prefix, avoid)
+        if self.engine == "ctranslate2" and lexical is not None and lexical.places_terms:
+            yield from self._torch_translator().translate_stream(
+                texts, num_beams=num_beams, n_best=n_best, max_new_tokens=max_new_tokens, length_penalty=length_penalty,
+                do_sample=do_sample, alignments=alignments, glossary=lexical.glossary, prefix=prefix, avoid=avoid,
+                progress=progress,
+            )  # fmt: skip
+            return
         if self.engine == "ctranslate2" and (n_best > 1 or alignments or settings.do_sample):
-            raise ValueError("the CTranslate2 engine gives one translation a source, without alignments or sampling")
+            raise InputError("the CTranslate2 engine gives one translation a source, without alignments or sampling")
+        if lexical is not None and lexical.places_terms and settings.num_beams < 2:
+            raise InputError("a glossary needs beam search: num_beams of 2 or more")
         rows = self.source_ids(texts)
         lengths = [len(row) for row in rows]
         if not self._warned:
             self._warned = warn_long_sources(lengths, self.trained_source_length)
+        bounds = [self._bound(lengths[i], texts[i], i, lexical) for i in range(len(texts))]
 
         def translate(indices: list[int]) -> list[Translation]:
             if self.engine == "ctranslate2":
-                sources = [texts[i] for i in indices]
-                return self._translate_ctranslate2(sources, [lengths[i] for i in indices], settings, max_new_tokens)
-            return self._translate_ids([rows[i] for i in indices], settings, max_new_tokens, alignments)
+                return self._translate_ctranslate2(texts, indices, settings, max_new_tokens, bounds, lexical)
+            return self._translate_ids([rows[i] for i in indices], settings, max_new_tokens, alignments,
+                                       [bounds[i] for i in indices], lexical, texts, indices)  # fmt: skip
 
         yield from in_input_order(translate, lengths, self.batch_tokens, self.batch_size, progress)
+
+    def _torch_translator(self) -> Translator:
+        """The torch translator that translates what CTranslate2 cannot (a glossary), made when first needed."""
+        if self._fallback is None:
+            raise InputError("the CTranslate2 engine cannot place glossary terms: translate with the torch engine")
+        if self._fallen_back is None:
+            logger.warning("CTranslate2 cannot place glossary terms: the torch engine translates with a glossary")
+            self._fallen_back = self._fallback()
+        return self._fallen_back
+
+    @staticmethod
+    def _bound(length: int, text: str, index: int, lexical: LexicalOptions | None) -> int:
+        """The most new tokens (`</s>` included) of the translation of a source of `length` tokens: its length
+        bound, or room for its prefix and glossary terms where they need more."""
+        bound = length_bound(length)
+        return bound if lexical is None else max(bound, lexical.needed_tokens(text, index) + 1)
 
     def settings(self, n_best: int = 1, **options: Any) -> SearchSettings:
         """The search settings of a call: the model's generation config, `options` (None: the model's) on top;
@@ -195,9 +242,18 @@ class Translator:
         return settings
 
     def _translate_ids(
-        self, rows: list[list[int]], settings: SearchSettings, max_new_tokens: int | None, alignments: bool
+        self,
+        rows: list[list[int]],
+        settings: SearchSettings,
+        max_new_tokens: int | None,
+        alignments: bool,
+        bounds: list[int],
+        lexical: LexicalOptions | None,
+        texts: list[str],
+        indices: list[int],
     ) -> list[Translation]:
-        """Translate one batch of sources given as token ids (the torch engine)."""
+        """Translate one batch of sources given as token ids (the torch engine): `texts[indices[k]]` is `rows[k]`,
+        with at most `bounds[k]` new tokens unless `max_new_tokens`."""
         # a blank source: `n_best` empty hypotheses, unscored (nothing was translated, so no certainty either)
         empty = Translation([Hypothesis("", None, "" if alignments else None)] * settings.num_return_sequences)
         results = [empty for _ in rows]
@@ -209,9 +265,13 @@ class Translator:
         input_ids, attention_mask = input_ids.to(device), attention_mask.to(device)  # (batch, src_len)
         limits = None
         if max_new_tokens is None:
-            limits = torch.tensor([length_bound(len(rows[i])) for i in kept], device=device)  # (batch,)
+            limits = torch.tensor([bounds[i] for i in kept], device=device)  # (batch,)
             settings = replace(settings, max_new_tokens=int(limits.max()))
-        found = search(self.model, input_ids, attention_mask, settings, limits)
+        constraints = None
+        if lexical is not None:
+            vocab = self.model.get_output_embeddings().weight.shape[0]
+            constraints = lexical.constraints(texts, [indices[i] for i in kept], vocab, device)
+        found = search(self.model, input_ids, attention_mask, settings, limits, constraints)
         n = settings.num_return_sequences
         lengths = found.lengths
         scores = (found.log_probs / lengths.clamp(min=1)).tolist()
@@ -228,23 +288,38 @@ class Translator:
                 hypotheses.append(Hypothesis(text, scores[j], aligned[j] if aligned else None, ids))
             if settings.do_sample:
                 hypotheses.sort(key=lambda hypothesis: -hypothesis.score)
-            results[i] = Translation(hypotheses)
+            terms = lexical.terms(texts[indices[i]]) if lexical is not None else []
+            if found.met is not None and not bool(found.met[k * n]):
+                logger.warning("text %d: its glossary terms (%s) did not all fit in its %d tokens", indices[i],
+                               ", ".join(term.target for term in terms), int(lengths[k * n]))  # fmt: skip
+            results[i] = Translation(hypotheses, terms)
         return results
 
     def _translate_ctranslate2(
-        self, texts: list[str], lengths: list[int], settings: SearchSettings, max_new_tokens: int | None
+        self,
+        texts: list[str],
+        indices: list[int],
+        settings: SearchSettings,
+        max_new_tokens: int | None,
+        bounds: list[int],
+        lexical: LexicalOptions | None,
     ) -> list[Translation]:
-        """Translate one batch with CTranslate2, each source bounded as the torch engine bounds it (its last token
-        is a forced `</s>`, which CTranslate2 leaves out): one call per bound."""
-        bounds = [max_new_tokens or length_bound(length) - 1 for length in lengths]
+        """Translate one batch (`texts[indices]`) with CTranslate2, each source bounded as the torch engine bounds
+        it (its last token is a forced `</s>`, which CTranslate2 leaves out): one call per bound. A prefix and
+        phrases to avoid become CTranslate2's target prefix and suppressed sequences."""
+        limits = {i: max_new_tokens or bounds[i] - 1 for i in indices}
         options = {"num_beams": settings.num_beams, "length_penalty": settings.length_penalty,
                    "early_stopping": settings.early_stopping}  # fmt: skip
+        if lexical is not None and lexical.avoid:
+            options["suppress"] = [lexical.tokens(ids) for ids in lexical.avoided_ids()]
         found: dict[int, str] = {}
-        for bound in sorted(set(bounds)):
-            group = [i for i, b in enumerate(bounds) if b == bound]
-            rows = self.model([texts[i] for i in group], batch_size=len(group), max_new_tokens=bound, **options)
+        for bound in sorted(set(limits.values())):
+            group = [i for i in indices if limits[i] == bound]
+            prefixes = None if lexical is None else [lexical.tokens(lexical.prefix_ids(i)) for i in group]
+            rows = self.model([texts[i] for i in group], batch_size=len(group), max_new_tokens=bound,
+                              prefixes=prefixes, **options)  # fmt: skip
             found.update((i, row["translation_text"]) for i, row in zip(group, rows, strict=True))
-        return [Translation([Hypothesis(found[i])]) for i in range(len(texts))]
+        return [Translation([Hypothesis(found[i])]) for i in indices]
 
     def attention_maps(self, text: str, hypothesis: Hypothesis | None = None, **options: Any) -> AttentionMaps:
         """The attention maps of `text`'s translation (`translate(..., **options)`'s best), or of `hypothesis`

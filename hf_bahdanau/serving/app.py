@@ -23,6 +23,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
 from hf_bahdanau.decoding.documents import grouped, join_document, split_document, split_sentences
+from hf_bahdanau.decoding.glossary import Glossary
 
 from .batching import Batcher
 from .limits import ApiKeys, BodyLimit, Limits
@@ -134,11 +135,13 @@ def build_app(settings: Settings, models: dict[tuple[str, str], ServedModel] | N
         model = models[pair]
         if parsed.alternatives > model.max_alternatives:
             raise ApiError(400, f"Invalid request: alternatives parameter must be <= {model.max_alternatives}")
+        if parsed.glossary is not None and not model.places_terms:
+            raise ApiError(400, "Invalid request: a glossary needs beam search, and this server translates greedily")
         limits.check_chars(parsed.texts)
         plans = [_plan(text, parsed.format, pair[0]) for text in parsed.texts]
         sentences = [sentence for plan, _ in plans for sentence in plan]
         limits.check_sentences(len(sentences))
-        found = await _translated(request, batchers[pair], sentences, parsed.alternatives + 1)
+        found = await _translated(request, batchers[pair], sentences, parsed.alternatives + 1, parsed.glossary)
         counts = [len(plan) for plan, _ in plans]
         translations = [
             [rebuild([h[min(k, len(h) - 1)] for h in hypotheses]) for k in range(parsed.alternatives + 1)]
@@ -246,9 +249,11 @@ def _plan(text: str, text_format: str, language: str) -> tuple[list[str], Callab
     return [sentence for line in lines for sentence in line], lambda found: join_document(lines, found)
 
 
-async def _translated(request: Request, batcher: Batcher, sentences: list[str], n_best: int) -> list[list[str]]:
+async def _translated(
+    request: Request, batcher: Batcher, sentences: list[str], n_best: int, glossary: Glossary | None
+) -> list[list[str]]:
     """The sentences' n-best lists from the batcher; if the client goes first, its sentences leave the queue."""
-    job = batcher.submit(sentences, n_best)
+    job = batcher.submit(sentences, n_best, glossary)
     gone = asyncio.ensure_future(_disconnected(request))
     try:
         await asyncio.wait({job.future, gone}, return_when=asyncio.FIRST_COMPLETED)

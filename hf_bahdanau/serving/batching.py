@@ -7,9 +7,9 @@ answered by one batch send their next requests together, joining those that came
 Then it takes the waiting sentences in arrival order
 while the batch's padded size (sentences x the longest's tokens) stays within `batch_tokens` and it has at most
 `batch_size` sentences; a request is answered as soon as the batch holding its last sentence is done. Sentences
-asking for a different number of alternatives wait for a batch of their own. At most `queue_limit` sentences may
-wait: a request that would pass it is refused (429), and a request whose client has gone frees its waiting
-sentences at once.
+asking for a different number of alternatives or another glossary wait for a batch of their own. At most
+`queue_limit` sentences may wait: a request that would pass it is refused (429), and a request whose client has gone
+frees its waiting sentences at once.
 """
 
 from __future__ import annotations
@@ -21,6 +21,8 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+
+from hf_bahdanau.decoding.glossary import Glossary
 
 from .shapes import ApiError
 
@@ -39,6 +41,12 @@ class Job:
     waiting: int = 0  # sentences not yet taken into a batch
     remaining: int = 0  # sentences not yet translated
     cancelled: bool = False
+    glossary: Glossary | None = None
+
+    @property
+    def decoding(self) -> tuple[int, Glossary | None]:
+        """What sentences translated in one batch must share."""
+        return self.n_best, self.glossary
 
 
 @dataclass(eq=False)
@@ -50,12 +58,12 @@ class _Item:
 
 
 class Batcher:
-    """The queue and translating thread of one model: `translate(texts, n_best)` -> n-best lists (run in the
-    thread), `count_tokens(texts)` -> source lengths (run by `submit`'s caller)."""
+    """The queue and translating thread of one model: `translate(texts, n_best, glossary)` -> n-best lists (run in
+    the thread), `count_tokens(texts)` -> source lengths (run by `submit`'s caller)."""
 
     def __init__(
         self,
-        translate: Callable[[list[str], int], list[list[str]]],
+        translate: Callable[[list[str], int, Glossary | None], list[list[str]]],
         count_tokens: Callable[[list[str]], list[int]],
         *,
         wait: float = 0.02,
@@ -85,11 +93,12 @@ class Batcher:
     def waiting(self) -> int:
         return self._waiting
 
-    def submit(self, texts: list[str], n_best: int = 1) -> Job:
+    def submit(self, texts: list[str], n_best: int = 1, glossary: Glossary | None = None) -> Job:
         """Queue a request's sentences (in the event loop); `Job.future` completes when all are translated.
         ApiError 429 when the queue is full, 503 when the server is stopping."""
         loop = asyncio.get_running_loop()
-        job = Job(list(texts), n_best, loop.create_future(), [None] * len(texts), len(texts), len(texts))
+        job = Job(list(texts), n_best, loop.create_future(), [None] * len(texts), len(texts), len(texts), False,
+                  glossary)  # fmt: skip
         if not texts:
             job.future.set_result([])
             return job
@@ -163,7 +172,7 @@ class Batcher:
         for item in self._queue:
             if item.job.cancelled:
                 continue
-            if batch and item.job.n_best != batch[0].job.n_best:
+            if batch and item.job.decoding != batch[0].job.decoding:
                 rest.append(item)
                 continue
             size = (len(batch) + 1) * max(longest, item.tokens)  # padded tokens with this sentence in
@@ -183,7 +192,7 @@ class Batcher:
 
     def _translate_batch(self, batch: list[_Item]) -> None:
         try:
-            found = self._translate([item.job.texts[item.index] for item in batch], batch[0].job.n_best)
+            found = self._translate([item.job.texts[item.index] for item in batch], *batch[0].job.decoding)
         except Exception as error:  # a bug or a broken model: those requests get 500, the server goes on
             logger.exception("translating a batch of %d sentences failed", len(batch))
             for job in {item.job for item in batch}:

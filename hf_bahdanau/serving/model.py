@@ -8,6 +8,10 @@ import argparse
 import copy
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from hf_bahdanau.decoding.glossary import Glossary
 
 
 @dataclass(frozen=True)
@@ -34,7 +38,7 @@ class ServedModel:
 
         self.folder = str(folder)
         self._args = argparse.Namespace(
-            model=self.folder, **vars(decoding), n_best=None, scores=False, alignments=False
+            model=self.folder, **vars(decoding), n_best=None, scores=False, alignments=False, torch_fallback=True
         )
         check_generation_length(self.folder, decoding.max_new_tokens)
         self._translator = load_translator(self._args)
@@ -48,6 +52,7 @@ class ServedModel:
             )
         self.pair: tuple[str, str] = (config.source_language, config.target_language)
         beams = decoding.num_beams or self._translator.generation_config.num_beams or 1
+        self.places_terms = beams > 1  # a glossary needs beam search (on CTranslate2, the torch engine takes it)
         self.max_alternatives = beams - 1 if decoding.engine == "torch" else 0  # n-best: torch only, as translate
         self._counting_tokenizer = copy.deepcopy(self._translator.tokenizer)
 
@@ -57,9 +62,9 @@ class ServedModel:
 
         return [len(row) for row in source_ids(self._counting_tokenizer, texts, self._translator.limit)]
 
-    def translate(self, texts: list[str], n_best: int = 1) -> list[list[str]]:
-        """Each text's `n_best` translations, best first."""
-        found = self._translator.translate(texts, n_best=n_best, **self._options)
+    def translate(self, texts: list[str], n_best: int = 1, glossary: Glossary | None = None) -> list[list[str]]:
+        """Each text's `n_best` translations, best first, using the `glossary`'s terms."""
+        found = self._translator.translate(texts, n_best=n_best, glossary=glossary, **self._options)
         return [[hypothesis.text for hypothesis in translation.hypotheses] for translation in found]
 
 

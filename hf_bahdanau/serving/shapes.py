@@ -1,6 +1,10 @@
 """LibreTranslate's request and response shapes: the fields of `POST /translate` (form-encoded or JSON, `q` a string
 or a list), the answers of `/translate`, `/languages` and `/frontend/settings`, and the error body
-`{"error": "..."}` with its HTTP status. Messages follow LibreTranslate's wording where it has one."""
+`{"error": "..."}` with its HTTP status. Messages follow LibreTranslate's wording where it has one.
+
+One field is this server's own: `glossary`, the terms the translations must use, as a JSON object
+`{"source term": "target term"}`, a list of `[source, target]` pairs, or (in a form) `source<TAB>target` lines.
+LibreTranslate's clients do not send it, so they translate as ever."""
 
 from __future__ import annotations
 
@@ -9,6 +13,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from hf_bahdanau.decoding.glossary import Glossary
+from hf_bahdanau.errors import InputError
 from hf_bahdanau.publishing.card import LANGUAGE_NAMES
 
 FORMATS = ("text", "html")
@@ -35,6 +41,7 @@ class TranslateRequest:
     target: str
     format: str
     alternatives: int
+    glossary: Glossary | None = None
 
 
 def language_name(code: str) -> str:
@@ -96,7 +103,26 @@ def parse_translate(fields: Mapping[str, Any]) -> TranslateRequest:
         alternatives = max(0, int(alternatives))
     except (TypeError, ValueError):
         raise ApiError(400, "Invalid request: alternatives parameter is not a number") from None
-    return TranslateRequest(list(texts), batch, source, target, text_format, alternatives)
+    return TranslateRequest(list(texts), batch, source, target, text_format, alternatives, parse_glossary(fields))
+
+
+def parse_glossary(fields: Mapping[str, Any]) -> Glossary | None:
+    """The request's `glossary` (see the module's docstring), or None where it has none."""
+    given = fields.get("glossary")
+    if given is None or given == "" or given == {} or given == []:
+        return None
+    if isinstance(given, str):
+        given = [line.split("\t") for line in given.splitlines() if line.strip() and not line.startswith("#")]
+        if any(len(pair) != 2 for pair in given):
+            raise ApiError(400, "Invalid request: glossary lines must be source<TAB>target")
+    if isinstance(given, list) and not all(isinstance(pair, list) and len(pair) == 2 for pair in given):
+        raise ApiError(400, "Invalid request: glossary must be an object, [source, target] pairs or TSV lines")
+    if not isinstance(given, dict | list):
+        raise ApiError(400, "Invalid request: glossary must be an object, [source, target] pairs or TSV lines")
+    try:
+        return Glossary.from_pairs(given)
+    except InputError as error:
+        raise ApiError(400, f"Invalid request: glossary: {error}") from None
 
 
 def translate_response(
