@@ -19,9 +19,11 @@ pronoun, preposition, conjunction, particle, numeral or interjection.
 
 For each test sentence, a candidate applies when its German side occurs in the source (`Glossary.terms_for`'s
 rule, overlaps kept) and its English side occurs in the reference (the same whole-word rule, case-insensitive). Each
-German side keeps the English side that applies in most sentences (ties: dictionary order), spelt as the reference
-spells it most often, so that `term_used` counts it. The glossary's terms that apply to a source (`terms_for`, the
-longest match winning) are listed per sentence, each with whether the reference uses it (`term_used`).
+German side keeps the English side that applies in most sentences (ties: dictionary order), spelt as the references
+spell it most often, so that `term_used` counts it; a German side whose English side is in the references of fewer
+than half (`--min-share`) of the sentences whose source has it (`springt` -> `leaps`, where most say `jumps`) is
+left out. The glossary's terms that apply to a source (`terms_for`, the longest match winning) are listed per
+sentence, each with whether the reference uses it (`term_used`).
 
     HF_BAHDANAU_DATA_DIR=../shared/data python scripts/freedict_glossary.py --install
 
@@ -173,14 +175,20 @@ def candidates(entries: list[Entry]) -> dict[str, list[tuple[str, str]]]:
     return {key: found for key, found in pairs.items() if found}
 
 
-def choose_terms(pairs: dict[str, list[tuple[str, str]]], sentences: list[tuple[str, str]]) -> Glossary:
+def choose_terms(
+    pairs: dict[str, list[tuple[str, str]]], sentences: list[tuple[str, str]], min_share: float = 0.5
+) -> tuple[Glossary, int]:
     """The glossary: each German side that applies in some sentence with the English side that applies in most
-    sentences, spelt as the references spell it most often (module docstring)."""
+    sentences, spelt as the references spell it most often, unless that English side is in the references of
+    fewer than `min_share` of the sentences whose source has the German side (module docstring); and the number of
+    German sides left out for that."""
     german = Glossary.from_pairs((spellings[0][0], key) for key, spellings in pairs.items())
+    occurrences: Counter = Counter()  # German key -> sentences whose source has it
     sentence_counts: dict[str, Counter] = defaultdict(Counter)  # German key -> English key -> sentences
     spellings: dict[tuple[str, str], Counter] = defaultdict(Counter)  # (German, English key) -> reference spellings
     for source, reference in sentences:
         for term in german.terms_for(source, overlapping=True):
+            occurrences[term.target] += 1
             for headword, english in pairs[term.target]:
                 match = phrase_pattern(english, ignore_case=True).search(reference)
                 if match:
@@ -190,9 +198,10 @@ def choose_terms(pairs: dict[str, list[tuple[str, str]]], sentences: list[tuple[
     for key, counts in sorted(sentence_counts.items()):
         order = [fold(english) for _, english in pairs[key]]
         best = max(counts, key=lambda english: (counts[english], -order.index(english)))
-        headword, target = spellings[key, best].most_common(1)[0][0]
-        terms.append(Term(headword, target))
-    return Glossary(tuple(terms))
+        if counts[best] >= min_share * occurrences[key]:
+            headword, target = spellings[key, best].most_common(1)[0][0]
+            terms.append(Term(headword, target))
+    return Glossary(tuple(terms)), len(sentence_counts) - len(terms)
 
 
 def annotations(glossary: Glossary, sentences: list[tuple[str, str]]) -> list[dict]:
@@ -233,6 +242,12 @@ def main() -> None:
     parser.add_argument("--data-dir", type=Path, help="The folder holding multi30k/ (default $HF_BAHDANAU_DATA_DIR).")
     parser.add_argument("--test-split", default="test_2016_flickr")
     parser.add_argument("--output-dir", type=Path, default=Path("outputs/freedict-glossary"))
+    parser.add_argument(
+        "--min-share",
+        type=float,
+        default=0.5,
+        help="Keep a German side when its target is in the references of at least this share of its sentences.",
+    )
     parser.add_argument("--overwrite", action="store_true", help="Replace existing output files.")
     args = parser.parse_args()
     glossary_path = args.output_dir / "glossary.tsv"
@@ -247,7 +262,7 @@ def main() -> None:
     except (OSError, ValueError) as err:
         parser.error(str(err))
     pairs = candidates(entries)
-    glossary = choose_terms(pairs, sentences)
+    glossary, left_out = choose_terms(pairs, sentences, args.min_share)
     rows = annotations(glossary, sentences)
 
     args.output_dir.mkdir(parents=True, exist_ok=True)
@@ -263,7 +278,10 @@ def main() -> None:
         f"dictionary: {len(entries)} entries, {sum(len(e.translations) for e in entries)} translations ({dictionary})"
     )
     print(f"candidates: {sum(map(len, pairs.values()))} non-trivial pairs, {len(pairs)} German sides")
-    print(f"glossary: {len(glossary.terms)} terms -> {glossary_path}")
+    print(
+        f"glossary: {len(glossary.terms)} terms -> {glossary_path} ({left_out} German sides left out: their target "
+        f"is in the references of fewer than {args.min_share:.0%} of their sentences)"
+    )
     print(f"sentences: {len(rows)}, with at least one term {with_terms} ({with_terms / len(rows):.1%})")
     print(
         f"terms per sentence: {sum(counts) / len(rows):.2f} (max {max(counts)}), "

@@ -117,6 +117,7 @@ def test_each_german_side_keeps_the_target_that_most_references_use_spelt_as_the
         freedict.Entry("roter Ball", ("n",), ("red ball",)),
         freedict.Entry("Ball", ("n",), ("ball",)),
         freedict.Entry("Katze", ("n",), ("cat",)),  # never in a source
+        freedict.Entry("springt", (), ("leaps",)),
     ]
     pairs = freedict.candidates(entries)
     assert pairs == {
@@ -125,15 +126,21 @@ def test_each_german_side_keeps_the_target_that_most_references_use_spelt_as_the
         "roter ball": [("roter Ball", "red ball")],
         "ball": [("Ball", "ball")],
         "katze": [("Katze", "cat")],
+        "springt": [("springt", "leaps")],
     }
     sentences = [
         ("Ein Mann mit einem Hund.", "A man with a dog."),
         ("Der Mann wirft einen roten Ball.", "Man throws a red ball."),  # "roten": not the side "roter Ball"
         ("Ein Hund und ein MANN.", "A hound and a man."),
         ("Ein Hundefutter und ein roter  Ball.", "Dog food and a red ball."),
+        ("Ein Reh springt.", "A deer jumps."),
+        ("Ein Hirsch springt.", "A stag leaps."),
+        ("Ein Pferd springt.", "A horse jumps."),
     ]
-    glossary = freedict.choose_terms(pairs, sentences)
-    # Hund: dog in 1 sentence, hound in 1 -> dictionary order; Mann: man in 3 (spelt "man" twice, "Man" once)
+    glossary, left_out = freedict.choose_terms(pairs, sentences, min_share=0.5)
+    # Hund: dog in 1 sentence, hound in 1 -> dictionary order, 1 of its 2 sentences is half; Mann: man in 3 of 3
+    # (spelt "man" twice, "Man" once); springt: leaps in 1 of its 3 sentences -> left out
+    assert left_out == 1
     assert glossary.terms == (
         Term("Ball", "ball"),
         Term("Hund", "dog"),
@@ -146,8 +153,14 @@ def test_each_german_side_keeps_the_target_that_most_references_use_spelt_as_the
         [("Mann", "man", False), ("Ball", "ball", True)],  # the reference writes "Man"
         [("Hund", "dog", False), ("Mann", "man", True)],
         [("roter Ball", "red ball", True)],  # the longest match wins over "Ball"
+        [],
+        [],
+        [],
     ]
-    assert [row["index"] for row in rows] == [0, 1, 2, 3]
+    assert [row["index"] for row in rows] == list(range(7))
+    assert freedict.choose_terms(pairs, sentences, min_share=0.3)[0].terms_for("Ein Reh springt.") == [
+        Term("springt", "leaps")
+    ]
 
 
 def run_main(monkeypatch, *argv: str) -> None:
