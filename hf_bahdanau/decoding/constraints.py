@@ -42,17 +42,17 @@ def _padded(phrases: Sequence[Sequence[Sequence[int]]], device: torch.device) ->
 
 
 def word_continuations(tokenizer: PreTrainedTokenizerBase, vocab_size: int) -> torch.Tensor | None:
-    """`(vocab_size,)`: which tokens continue the word before them (a subword without a word-start mark that begins
-    with a letter or digit); None for a tokenizer whose tokens carry no word-start marks (whole words)."""
+    """`(vocab_size,)`: which tokens continue the word before them: a subword without a word-start mark that begins
+    with a letter or digit, and a special token other than `</s>` (it writes nothing, so the next subword would join
+    the word); None for a tokenizer whose tokens carry no word-start marks (whole words)."""
     tokens = tokenizer.convert_ids_to_tokens(list(range(min(len(tokenizer), vocab_size))))
     if not any(isinstance(token, str) and token.startswith(WORD_STARTS) for token in tokens):
         return None
-    special = set(tokenizer.all_special_ids)
+    silent = set(tokenizer.all_special_ids) - {tokenizer.eos_token_id}
     continues = torch.zeros(vocab_size, dtype=torch.bool)
     for i, token in enumerate(tokens):
-        continues[i] = (
-            i not in special and isinstance(token, str) and token[:1].isalnum() and not token.startswith(WORD_STARTS)
-        )
+        joins = isinstance(token, str) and token[:1].isalnum() and not token.startswith(WORD_STARTS)
+        continues[i] = i in silent or (joins and i not in set(tokenizer.all_special_ids))
     return continues
 
 

@@ -53,6 +53,7 @@ def transformers_provides(task: str) -> bool:
 
 
 TASK = "d2l-translation"
+LEXICAL_KEYS = ("glossary", "prefix", "avoid")  # options the pipeline hands to the package's Translator
 # Registered in-process (and saved into model folders): an alias of TASK.
 REGISTERED_ALIASES = ("bahdanau-translation",)
 # Saved into model folders: also transformers v4's "translation", which transformers 5 does not provide (a folder's
@@ -146,8 +147,12 @@ class TranslationPipeline(Pipeline):
     def __call__(self, texts: str | list[str], **kwargs: Any) -> list[Translation] | list[list[Translation]]:
         """Translate one string (`[{"translation_text": ...}]`) or a list (one result per string).
 
-        `kwargs`: `batch_size`, `num_workers` and `model.generate` parameters.
+        `kwargs`: `batch_size`, `num_workers` and `model.generate` parameters; `glossary` (a mapping source term ->
+        target term), `prefix` and `avoid` (words or phrases): generate() has no such constraints, so with any of
+        them the pipeline translates through the package's Translator (`pip install hf_bahdanau`).
         """
+        if any(kwargs.get(name) is not None for name in LEXICAL_KEYS):
+            return self._translate_with_terminology(texts, kwargs)
         if isinstance(texts, str):
             return super().__call__(texts, **kwargs)
         if not isinstance(texts, (list, tuple)) or not all(isinstance(text, str) for text in texts):
@@ -156,6 +161,28 @@ class TranslationPipeline(Pipeline):
             return []
         results = super().__call__(list(texts), **kwargs)
         return [result[0] for result in results] if all(len(result) == 1 for result in results) else results
+
+    def _translate_with_terminology(
+        self, texts: str | list[str], kwargs: dict[str, Any]
+    ) -> list[Translation] | list[list[Translation]]:
+        """Translate with a glossary, a prefix or phrases to avoid through the package's `Translator`."""
+        try:
+            from hf_bahdanau.decoding.translator import Translator
+        except ImportError:
+            raise ValueError(
+                "glossary=, prefix= and avoid= need the hf_bahdanau package (pip install hf_bahdanau): generate() "
+                "places no required terms"
+            ) from None
+        options = {**self.generate_defaults, **kwargs}
+        single = isinstance(texts, str)
+        n_best = options.pop("num_return_sequences", None) or 1
+        translator = Translator(self.model, self.tokenizer, batch_size=options.pop("batch_size", None) or 32)
+        found = translator.translate([texts] if single else list(texts), n_best=n_best, **options)
+        results = [[{"translation_text": hypothesis.text} for hypothesis in translation.hypotheses]
+                   for translation in found]  # fmt: skip
+        if single:
+            return results[0]
+        return [result[0] for result in results] if n_best == 1 else results
 
     def _sanitize_parameters(self, **generate_kwargs: Any) -> tuple[dict, dict, dict]:
         return {}, generate_kwargs, {}
