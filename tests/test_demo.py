@@ -25,6 +25,7 @@ from huggingface_hub import HfApi, RepoUrl
 
 from hf_bahdanau.cli import main
 from hf_bahdanau.decoding.attention_maps import attention_maps
+from hf_bahdanau.decoding.glossary import term_used
 from hf_bahdanau.decoding.sources import length_bound
 from hf_bahdanau.decoding.translator import Translator
 from hf_bahdanau.models.pipelines import save_for_pipeline
@@ -94,6 +95,21 @@ def test_the_page_translates_as_the_translate_command_does(model, tokenizer, fol
     assert len(samples) == 4 and [h.score for h in samples] == sorted((h.score for h in samples), reverse=True)
     image = demo_module.attention_image(translator.attention_maps(SENTENCE, beam[1]), SENTENCE)
     assert image.width > 100 and image.height > 100
+
+
+def test_the_pages_glossary_gives_what_translate_gives_with_the_same_terms(model, tokenizer, folder, capsys, tmp_path):
+    translator = Translator(*demo_module.load_demo_model(str(folder))[:2])
+    typed = "# terms\nHunde = hounds\n\nSchnee\tice\n"
+    found = demo_module.translate(translator, SENTENCE, "beam", 3, typed)
+    terms = tmp_path / "terms.tsv"
+    terms.write_text("Hunde\thounds\nSchnee\tice\n", encoding="utf-8")
+    assert found[0].text == run_translate_command(folder, capsys, "--glossary", str(terms))
+    assert term_used("hounds", found[0].text) and term_used("ice", found[0].text)
+    assert demo_module.glossary_of("  \n# nothing\n") is None
+    with pytest.raises(ValueError, match="Glossary line 2: write it as 'source term = target term'"):
+        demo_module.glossary_of("Hunde = hounds\nSchnee ice")
+    with pytest.raises(ValueError, match="beam search"):
+        demo_module.translate(translator, SENTENCE, "greedy", 3, typed)
 
 
 def test_bad_input_gets_a_one_line_message(tokenizer):

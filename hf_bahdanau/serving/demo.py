@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
     from hf_bahdanau.decoding.attention_maps import AttentionMaps
+    from hf_bahdanau.decoding.glossary import Glossary
     from hf_bahdanau.decoding.translator import Hypothesis, Translator
 
 logger = logging.getLogger(__name__)
@@ -82,14 +83,31 @@ def decoding_options(decoding: str, beams: int) -> tuple[dict[str, Any], int]:
     return {"num_beams": 1, "do_sample": decoding == "sampling"}, 1 if decoding == "greedy" else beams
 
 
-def translate(translator: Translator, text: str, decoding: str, beams: int) -> list[Hypothesis]:
+def glossary_of(text: str) -> Glossary | None:
+    """The glossary typed on the page: `source = target` (or `source<TAB>target`) lines; None where it is empty.
+    ValueError names a line that is neither."""
+    from hf_bahdanau.decoding.glossary import Glossary
+
+    pairs = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        source, tab, target = line.partition("\t") if "\t" in line else line.partition("=")
+        if not tab or not source.strip() or not target.strip():
+            raise ValueError(f"Glossary line {number}: write it as 'source term = target term'.")
+        pairs.append((source, target))
+    return Glossary.from_pairs(pairs) if pairs else None
+
+
+def translate(translator: Translator, text: str, decoding: str, beams: int, glossary: str = "") -> list[Hypothesis]:
     """The hypotheses of `text` with their scores, in beam search's order (as `translate --n-best` writes them),
-    samples ranked by score; ValueError with the page's message for bad input."""
+    samples ranked by score, with the terms of the `glossary` typed on the page; ValueError with the page's message
+    for bad input."""
     message = check_text(text, translator.tokenizer, translator.limit)
     if message:
         raise ValueError(message)
     options, n_best = decoding_options(decoding, beams)
-    return translator.translate([text], n_best=n_best, **options)[0].hypotheses
+    return translator.translate([text], n_best=n_best, glossary=glossary_of(glossary), **options)[0].hypotheses
 
 
 def attention_image(maps: AttentionMaps, text: str, layer: int | None = None, head: int | None = None) -> Image:
@@ -144,11 +162,11 @@ def build_demo(
         maps = translator.attention_maps(state["text"], hypotheses[chosen - 1])
         return figure_of(maps, state["text"], layer, head)
 
-    def on_translate(text: str, decoding: str, size: float, progress: gr.Progress = gr.Progress()) -> tuple:  # noqa: B008
+    def on_translate(text: str, decoding: str, size: float, terms: str, progress: gr.Progress = gr.Progress()) -> tuple:  # noqa: B008
         # outputs: message, translation, n-best list, chosen, layer, head, figure, state
         progress(0.1, desc="translating")
         try:
-            hypotheses = translate(translator, text, decoding, int(size))
+            hypotheses = translate(translator, text, decoding, int(size), terms)
         except ValueError as error:
             gr.Warning(str(error))
             hidden = gr.update(visible=False)
@@ -190,6 +208,8 @@ def build_demo(
                 text = gr.Textbox(label=f"text ({source})", lines=3, elem_id="source")
                 decoding = gr.Radio(list(DECODINGS), value="beam" if beams > 1 else "greedy", label="decoding")
                 size = gr.Slider(1, MAX_BEAMS, value=beams, step=1, label="beam size (beam search), samples (sampling)")
+                terms = gr.Textbox(label="glossary (beam search): one 'source term = target term' a line", lines=2,
+                                   elem_id="glossary")  # fmt: skip
                 button = gr.Button("Translate", variant="primary", elem_id="translate")
             with gr.Column():
                 message = gr.Markdown(elem_id="message")
@@ -204,7 +224,7 @@ def build_demo(
         state = gr.State({})
         outputs = [message, translation, nbest, chosen, layer, head, figure, state]
         for event in (button.click, text.submit):
-            event(on_translate, [text, decoding, size], outputs)
+            event(on_translate, [text, decoding, size, terms], outputs)
         for selector in (chosen, layer, head):
             selector.input(draw, [state, chosen, layer, head], [figure, message])
     return demo
@@ -233,6 +253,7 @@ __all__ = [
     "build_demo",
     "check_text",
     "decoding_options",
+    "glossary_of",
     "launch",
     "load_demo_model",
     "translate",
