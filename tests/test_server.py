@@ -17,6 +17,7 @@ import urllib.error
 import pytest
 from helpers import tiny_translator
 
+from hf_bahdanau.decoding.glossary import term_used
 from hf_bahdanau.decoding.translator import Translator
 from hf_bahdanau.models.pipelines import save_for_pipeline
 
@@ -162,6 +163,24 @@ def test_same_output_as_the_translate_command_for_sentences_and_a_document(serve
                                               "api_key": KEY}).json()  # fmt: skip
     assert answer["translatedText"] == [*lines, paragraphs.rstrip("\n")]
     assert len(lines) == 3 and all(lines)
+
+
+def test_a_glossary_field_places_its_terms_as_the_translator_does_and_clients_without_it_are_unaffected(
+    served, model, tokenizer
+):
+    glossary = {"Hunde": "hounds", "Fahrrad": "bike"}
+    expected = [t.text for t in Translator(model, tokenizer).translate(SENTENCES, num_beams=BEAMS, glossary=glossary)]
+    request = {"q": SENTENCES, "source": "de", "target": "en", "api_key": KEY}
+    answer = post(served, "/translate", json={**request, "glossary": glossary}).json()
+    assert answer["translatedText"] == expected
+    assert term_used("hounds", expected[1]) and term_used("bike", expected[0])
+    lines = "Hunde\thounds\nFahrrad\tbike\n"
+    assert post(served, "/translate", data={**request, "glossary": lines}).json()["translatedText"] == expected
+    assert post(served, "/translate", json=request).json()["translatedText"] == [
+        reference(model, tokenizer, sentence)[0] for sentence in SENTENCES
+    ]
+    refused = post(served, "/translate", json={**request, "glossary": "Hunde hounds"})
+    assert refused.status_code == 400 and "glossary" in refused.json()["error"]
 
 
 def test_html_is_translated_between_its_tags(served, model, tokenizer):
