@@ -16,6 +16,7 @@ import os
 import sys
 from collections.abc import Sequence
 
+from hf_bahdanau.errors import InputError
 from hf_bahdanau.training.redaction import redact_message
 
 from . import demo, distill, evaluate, export, publish, serve, train, translate
@@ -79,7 +80,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise UsageError(f"unrecognized arguments: {option_names(rest)}")
         _prepare_libraries()
         command.run(args)
-    except (UsageError, ValueError, OSError) as error:  # the user's input; anything else is a bug: traceback
+    except InputError as error:  # the user's input (UsageError is one); anything else is a bug: traceback
         logger.error("%s", redact_message(str(error)))  # a message may quote an option's value
         return 1
     except KeyboardInterrupt as interrupt:  # Ctrl-C: training has saved a checkpoint to resume from

@@ -26,6 +26,7 @@ import torch
 from transformers import PreTrainedTokenizerBase
 
 from hf_bahdanau.choices import ENGINES
+from hf_bahdanau.errors import InputError
 from hf_bahdanau.models.pipelines import _pad_id, source_limit
 
 from .alignment import alignments as pharaoh_alignments
@@ -87,7 +88,7 @@ class Translator:
         trained_source_length: int | None = None,
     ) -> None:
         if engine not in ENGINES:
-            raise ValueError(f"engine {engine!r}: choose one of {', '.join(ENGINES)}")
+            raise InputError(f"engine {engine!r}: choose one of {', '.join(ENGINES)}")
         self.model, self.engine = model, engine
         self.tokenizer = tokenizer if tokenizer is not None else model.tokenizer
         self.batch_size, self.batch_tokens = batch_size, batch_tokens
@@ -171,7 +172,7 @@ class Translator:
         settings = self.settings(num_beams=num_beams, n_best=n_best, max_new_tokens=max_new_tokens,
                                  length_penalty=length_penalty, do_sample=do_sample)  # fmt: skip
         if self.engine == "ctranslate2" and (n_best > 1 or alignments or settings.do_sample):
-            raise ValueError("the CTranslate2 engine gives one translation a source, without alignments or sampling")
+            raise InputError("the CTranslate2 engine gives one translation a source, without alignments or sampling")
         rows = self.source_ids(texts)
         lengths = [len(row) for row in rows]
         if not self._warned:
@@ -191,7 +192,7 @@ class Translator:
         settings = SearchSettings.from_config(self.generation_config, self.config, num_return_sequences=n_best,
                                               **options)  # fmt: skip
         if n_best > settings.num_beams and not settings.do_sample:
-            raise ValueError(f"n_best {n_best} is more than the {settings.num_beams} beams searched")
+            raise InputError(f"n_best {n_best} is more than the {settings.num_beams} beams searched")
         return settings
 
     def _translate_ids(
@@ -252,9 +253,9 @@ class Translator:
         from .attention_maps import attention_maps
 
         if self.engine != "torch":
-            raise ValueError("attention maps need the torch engine")
+            raise InputError("attention maps need the torch engine")
         if not text.strip():
-            raise ValueError("cannot translate an empty text with attention weights")
+            raise InputError("cannot translate an empty text with attention weights")
         if hypothesis is None:
             hypothesis = self.translate([text], **options)[0].hypotheses[0]
         return attention_maps(self.model, self.tokenizer, text, hypothesis.ids)

@@ -11,6 +11,7 @@ import torch
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, PreTrainedTokenizerBase, Seq2SeqTrainingArguments
 
 from hf_bahdanau.data.tokenization import check_tokenizer_location, train_tokenizer
+from hf_bahdanau.errors import InputError
 from hf_bahdanau.models.modeling_translation import TranslationPreTrainedModel
 from hf_bahdanau.models.pipelines import check_tokenizer_matches, tokenizer_fingerprint
 from hf_bahdanau.registry import check_saved_model_type, get_model_type
@@ -80,7 +81,7 @@ def build_model(
         )
         if fixed:
             kept = ", ".join(f"--{name} {getattr(model.config, name)}" for name in fixed)
-            raise ValueError(f"a saved model keeps its architecture ({kept}); leave out or match these options")
+            raise InputError(f"a saved model keeps its architecture ({kept}); leave out or match these options")
         for name, value in {**overrides, "label_smoothing": label_smoothing}.items():
             setattr(model.config, name, value)
         model.config.check()
