@@ -13,7 +13,7 @@ from typing import NamedTuple
 from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM, PretrainedConfig
 
 from hf_bahdanau.choices import EXPORT_INFO
-from hf_bahdanau.errors import InputError
+from hf_bahdanau.errors import InputError, as_input_error
 from hf_bahdanau.models.configuration_bahdanau import BahdanauConfig
 from hf_bahdanau.models.configuration_transformer import TransformerConfig
 from hf_bahdanau.models.configuration_translation import TranslationConfig
@@ -47,7 +47,8 @@ def check_saved_model_type(path: str | os.PathLike[str]) -> ModelType:
     """The classes of a saved model (a folder or Hub id) by its config.json's `model_type`, read as data; a one-line
     InputError for a type this package does not have (its code would have to come from the folder, and the command
     line never runs a folder's code: every load passes `trust_remote_code=False`)."""
-    config, _ = PretrainedConfig.get_config_dict(str(path))
+    with as_input_error(ValueError, OSError):  # no config.json, one that is not JSON, a Hub id offline
+        config, _ = PretrainedConfig.get_config_dict(str(path))
     model_type = config.get("model_type")
     if model_type is None and (Path(path) / EXPORT_INFO).is_file():
         raise InputError(f"{path} is a CTranslate2 export: translate with it through --engine ctranslate2")

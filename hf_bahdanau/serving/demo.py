@@ -22,6 +22,8 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hf_bahdanau.errors import InputError
+
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")  # read when gradio is imported
 
 if TYPE_CHECKING:
@@ -76,7 +78,7 @@ def decoding_options(decoding: str, beams: int) -> tuple[dict[str, Any], int]:
     """`generate` options of a decoding choice, and the hypotheses to return: `beams` is the beam size of beam
     search, the number of samples of sampling (greedy: one translation)."""
     if decoding not in DECODINGS:
-        raise ValueError(f"decoding {decoding!r}: choose one of {', '.join(DECODINGS)}")
+        raise InputError(f"decoding {decoding!r}: choose one of {', '.join(DECODINGS)}")
     if decoding == "beam":
         return {"num_beams": beams, "do_sample": False}, beams
     return {"num_beams": 1, "do_sample": decoding == "sampling"}, 1 if decoding == "greedy" else beams
@@ -84,10 +86,10 @@ def decoding_options(decoding: str, beams: int) -> tuple[dict[str, Any], int]:
 
 def translate(translator: Translator, text: str, decoding: str, beams: int) -> list[Hypothesis]:
     """The hypotheses of `text` with their scores, in beam search's order (as `translate --n-best` writes them),
-    samples ranked by score; ValueError with the page's message for bad input."""
+    samples ranked by score; InputError with the page's message for bad input."""
     message = check_text(text, translator.tokenizer, translator.limit)
     if message:
-        raise ValueError(message)
+        raise InputError(message)
     options, n_best = decoding_options(decoding, beams)
     return translator.translate([text], n_best=n_best, **options)[0].hypotheses
 
@@ -149,7 +151,7 @@ def build_demo(
         progress(0.1, desc="translating")
         try:
             hypotheses = translate(translator, text, decoding, int(size))
-        except ValueError as error:
+        except InputError as error:
             gr.Warning(str(error))
             hidden = gr.update(visible=False)
             return f"⚠️ {error}", "", [], gr.update(choices=[], value=None), hidden, hidden, None, {}
