@@ -59,7 +59,7 @@ def _prepare_libraries() -> None:
 
     from hf_bahdanau import register
 
-    register()  # the model types and the pipeline (the command line skips it at import to answer --help fast)
+    register()  # the model types and the pipeline (`hf_bahdanau_cli` skipped it at import to answer --help fast)
     if not sys.stderr.isatty():
         _disable_datasets_progress_bars()
         huggingface_hub.utils.disable_progress_bars()
