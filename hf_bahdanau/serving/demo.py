@@ -40,7 +40,6 @@ MAX_CHARACTERS = 1000  # the most characters the page translates at once: a few 
 MAX_BEAMS = 10  # the beam size (or number of samples) slider's top
 DECODINGS = ("greedy", "beam", "sampling")
 AVERAGE = "average"  # the head choice that averages the heads
-GRADIO_REQUIREMENT = "gradio>=6,<7"  # as the `demo` extra pins it
 
 
 # ---- what the page computes -------------------------------------------------------------------------------
