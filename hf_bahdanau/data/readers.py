@@ -322,6 +322,8 @@ def _read_hub(name: str, src_lang: str, tgt_lang: str, hub_config: str | None) -
             f"{f'; did you mean {close[0]!r}?' if close else ''}), and loading it from the Hub failed{offline}: {err}"
         )
         raise (UnreachableError if isinstance(err, ConnectionError) else InputNotFoundError)(message) from err
+    except ValueError as err:  # e.g. a dataset of several configs, none chosen
+        raise InputError(f"{name}: {err}") from err
     result: dict[str, datasets.Dataset] = {}
     for split_name, split in loaded.items():
         key = "test" if split_name == "test" else _SPLIT_ALIASES.get(split_name)

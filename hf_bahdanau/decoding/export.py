@@ -35,7 +35,7 @@ import torch
 
 from hf_bahdanau.choices import EXPORT_INFO
 from hf_bahdanau.choices import EXPORT_QUANTIZATIONS as QUANTIZATIONS  # what `export --quantization` offers
-from hf_bahdanau.errors import InputError
+from hf_bahdanau.errors import InputError, as_input_error
 from hf_bahdanau.folders import fresh_sibling, replace_with
 from hf_bahdanau.models.pipelines import check_tokenizer_matches
 from hf_bahdanau.publishing.model_folder import read_json
@@ -178,7 +178,8 @@ def _local_folder(model_dir_or_repo_id: str | os.PathLike) -> Path:
         raise InputError(f"{model_dir_or_repo_id} is neither a model folder nor a Hub repo id (OWNER/NAME)")
     from huggingface_hub import snapshot_download
 
-    return Path(snapshot_download(str(model_dir_or_repo_id), allow_patterns=list(SOURCE_PATTERNS)))
+    with as_input_error(OSError):  # offline, no such repo, no access
+        return Path(snapshot_download(str(model_dir_or_repo_id), allow_patterns=list(SOURCE_PATTERNS)))
 
 
 def source_fingerprint(folder: str | os.PathLike) -> str:
@@ -275,9 +276,10 @@ def _export(folder: Path, output: Path, quantization: str, overwrite: bool) -> P
     model_config = _check_exportable(folder)  # as saved: no local path in it (the export may be published)
     check_export_output(output, folder, overwrite)
     fingerprint = source_fingerprint(folder)
-    tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=False)  # never a folder's own code
-    model = TransformerForConditionalGeneration.from_pretrained(folder, use_safetensors=True).float().eval()
-    check_tokenizer_matches(model.config, tokenizer)
+    with as_input_error(ValueError, OSError):  # what transformers and the model's code refuse in the folder
+        tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=False)  # never a folder's own code
+        model = TransformerForConditionalGeneration.from_pretrained(folder, use_safetensors=True).float().eval()
+        check_tokenizer_matches(model.config, tokenizer)
     staging = fresh_sibling(output, "exporting")
     try:
         D2LTransformerConverter(model, tokenizer).convert(str(staging), quantization=quantization, force=True)
