@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hf_bahdanau.errors import InputError
+from hf_bahdanau.errors import InputError, as_input_error
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")  # read when gradio is imported
 
@@ -54,7 +54,8 @@ def load_demo_model(model: str) -> tuple[PreTrainedModel, PreTrainedTokenizerBas
     if not folder.exists() and model.count("/") == 1:
         from huggingface_hub import snapshot_download
 
-        folder = Path(snapshot_download(model, ignore_patterns=["ctranslate2/*", "*.png"]))
+        with as_input_error(OSError):  # offline, no such repo, no access
+            folder = Path(snapshot_download(model, ignore_patterns=["ctranslate2/*", "*.png"]))
     return (*load_translation_model(str(folder)), folder)
 
 
