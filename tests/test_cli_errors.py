@@ -1,10 +1,11 @@
 """Errors by kind: the package's own input errors end `hf-bahdanau` with one line and exit status 1; anything else
-is a bug, and leaves `main` with its traceback."""
+is a bug, and leaves `main` with its traceback (so none may be left on a path a user can take: a run that logged
+no loss is saved, without curves)."""
 
 import logging
 
 import pytest
-from helpers import error_of, make_model
+from helpers import TINY, error_of, make_model
 
 from hf_bahdanau import cli
 from hf_bahdanau.cli import main
@@ -92,3 +93,15 @@ def test_an_unwritable_hypotheses_file_is_named(folder, tmp_path, caplog):
     argv = ["evaluate", "--model", str(folder), "--data", str(corpus), "--src-lang", "en", "--tgt-lang", "fr",
             "--max-samples", "2", "--num-beams", "1", "--max-new-tokens", "2", "--output", str(output)]  # fmt: skip
     assert error_of(argv, caplog).startswith(f"the hypotheses file {output} cannot be written (")
+
+
+def test_a_run_that_logged_no_loss_is_saved_without_curves(tatoeba_tsv, tmp_path, caplog):
+    output = tmp_path / "run"
+    argv = ["train", "--data", str(tatoeba_tsv), "--output-dir", str(output), *TINY, "--max_steps", "2",
+            "--logging_steps", "50", "--eval_strategy", "no", "--save_strategy", "no",
+            "--load_best_model_at_end", "false"]  # fmt: skip
+    with caplog.at_level(logging.INFO):
+        assert main(argv) == 0
+    assert (output / "model.safetensors").is_file() and (output / "training_command.json").is_file()
+    assert not (output / "training_curves.png").exists()
+    assert "no loss was logged" in caplog.text

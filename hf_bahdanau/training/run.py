@@ -71,7 +71,7 @@ from hf_bahdanau.training.run_folder import (
     write_run_files,
 )
 from hf_bahdanau.training.trainer import build_trainer
-from hf_bahdanau.visualization import plot_training_curves
+from hf_bahdanau.visualization import has_loss, plot_training_curves
 
 logger = logging.getLogger(__name__)
 
@@ -159,7 +159,10 @@ def save_run(
         try:
             save_for_pipeline(trainer.model, tokenizer, work_dir)
             trainer.save_state()
-            plot_training_curves(trainer.state.log_history, path=work_dir / "training_curves.png")
+            if has_loss(trainer.state.log_history):
+                plot_training_curves(trainer.state.log_history, path=work_dir / "training_curves.png")
+            else:
+                logger.info("no loss was logged (--logging_steps above the steps run): no training_curves.png")
         except (OSError, SafetensorError) as error:
             kept = f"its checkpoints{'' if work_dir == output_dir else f' and the run in {output_dir}'} are intact"
             raise write_failure(work_dir, error, kept) from error
