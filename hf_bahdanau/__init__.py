@@ -2,13 +2,12 @@
 
 Importing the package registers both model types (`bahdanau`, `d2l_transformer`) with `AutoConfig`,
 `AutoModelForSeq2SeqLM` and `AutoModel` (the base model), and the translation pipeline (see
-`hf_bahdanau.models.pipelines`); the `hf-bahdanau` command registers them once its arguments are parsed. Public
-names are imported on first use.
+`hf_bahdanau.models.pipelines`); the `hf-bahdanau` command (started from `hf_bahdanau_cli`) registers them once
+its arguments are parsed. Public names are imported on first use.
 """
 
 import importlib
 import sys
-from pathlib import Path
 from typing import Any
 
 __version__ = "0.1.0"
@@ -61,13 +60,7 @@ def register() -> None:
     register_pipeline()
 
 
-def _is_command_line() -> bool:
-    """Whether this process is `hf-bahdanau` (or `python -m hf_bahdanau.cli`): it registers after parsing its
-    arguments, so that `--help` answers without importing torch."""
-    return sys.argv[0] == "-m" or Path(sys.argv[0]).stem.removesuffix("-script") == "hf-bahdanau"
-
-
-if not _is_command_line():
+if "hf_bahdanau_cli" not in sys.modules:  # the console script's module, imported first: `main` registers later
     register()
 
 __all__ = [

@@ -13,6 +13,7 @@ from typing import NamedTuple
 from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM, PretrainedConfig
 
 from hf_bahdanau.choices import EXPORT_INFO
+from hf_bahdanau.errors import InputError, as_input_error
 from hf_bahdanau.models.configuration_bahdanau import BahdanauConfig
 from hf_bahdanau.models.configuration_transformer import TransformerConfig
 from hf_bahdanau.models.configuration_translation import TranslationConfig
@@ -38,20 +39,21 @@ def get_model_type(name: str) -> ModelType:
     """The classes of a model type, by its short name (`bahdanau`, `transformer`) or its `model_type`."""
     model_type = MODEL_TYPE_NAMES.get(name, name)
     if model_type not in MODEL_TYPES:
-        raise ValueError(f"unknown model type {name!r}; choose one of {', '.join(MODEL_TYPE_NAMES)}")
+        raise InputError(f"unknown model type {name!r}; choose one of {', '.join(MODEL_TYPE_NAMES)}")
     return MODEL_TYPES[model_type]
 
 
 def check_saved_model_type(path: str | os.PathLike[str]) -> ModelType:
     """The classes of a saved model (a folder or Hub id) by its config.json's `model_type`, read as data; a one-line
-    ValueError for a type this package does not have (its code would have to come from the folder, and the command
+    InputError for a type this package does not have (its code would have to come from the folder, and the command
     line never runs a folder's code: every load passes `trust_remote_code=False`)."""
-    config, _ = PretrainedConfig.get_config_dict(str(path))
+    with as_input_error(ValueError, OSError):  # no config.json, one that is not JSON, a Hub id offline
+        config, _ = PretrainedConfig.get_config_dict(str(path))
     model_type = config.get("model_type")
     if model_type is None and (Path(path) / EXPORT_INFO).is_file():
-        raise ValueError(f"{path} is a CTranslate2 export: translate with it through --engine ctranslate2")
+        raise InputError(f"{path} is a CTranslate2 export: translate with it through --engine ctranslate2")
     if model_type not in MODEL_TYPES:
-        raise ValueError(
+        raise InputError(
             f"{path}: model type {model_type!r} is not one of this package's ({', '.join(MODEL_TYPES)}); "
             "hf-bahdanau never runs code from a model folder"
         )

@@ -154,6 +154,14 @@ def _series(log_history: Sequence[Mapping[str, Any]], key: str) -> Series:
     return [step for step, _ in entries], [value for _, value in entries]
 
 
+LOSS_KEYS = ("loss", "eval_loss")  # the entries of a log history that training curves draw
+
+
+def has_loss(log_history: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether `log_history` logs a loss to draw (`--logging_steps` above the steps run and no evaluation log none)."""
+    return any(key in entry for entry in log_history for key in LOSS_KEYS)
+
+
 def plot_training_curves(
     log_history: Sequence[Mapping[str, Any]],
     path: str | Path | None = None,
@@ -165,10 +173,10 @@ def plot_training_curves(
     The metric panel is drawn only when at least two entries log `metric`: one evaluation is a dot, not a curve (its
     score is in the log and `trainer_state.json`).
     """
-    losses = {key: _series(log_history, key) for key in ("loss", "eval_loss")}
-    losses = {key: series for key, series in losses.items() if series[0]}
-    if not losses:
+    if not has_loss(log_history):
         raise ValueError("log_history has no 'loss' or 'eval_loss' entries")
+    losses = {key: _series(log_history, key) for key in LOSS_KEYS}
+    losses = {key: series for key, series in losses.items() if series[0]}
     metric_steps, metric_values = _series(log_history, metric)
     fig = Figure(figsize=figsize)
     curve = len(metric_values) >= 2

@@ -742,7 +742,7 @@ def test_every_option_has_help_and_each_command_examples(command):
 def test_help_answers_without_importing_torch(tmp_path):
     script = tmp_path / "hf-bahdanau"  # as pip's console script, which names the process
     script.write_text(
-        "import sys\nfrom hf_bahdanau.cli import main\n"
+        "import sys\nfrom hf_bahdanau_cli import main\n"
         "try:\n    main()\nexcept SystemExit:\n    pass\n"
         "print('imported:', sorted({'torch', 'transformers', 'datasets'} & set(sys.modules)))\n"
     )

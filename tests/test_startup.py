@@ -19,7 +19,7 @@ def model(tokenizer):
 def test_translating_one_sentence_imports_no_corpus_library(folder, tmp_path):
     script = tmp_path / "hf-bahdanau"  # as pip's console script, which names the process
     script.write_text(
-        "import sys\nfrom hf_bahdanau.cli import main\nstatus = main()\n"
+        "import sys\nfrom hf_bahdanau_cli import main\nstatus = main()\n"
         f"print('imported:', sorted(set({HEAVY_UNUSED!r}) & set(sys.modules)), status)\n"
     )
     for source in (["a dog runs ."], []):  # an argument, then standard input

@@ -16,6 +16,7 @@ import os
 import sys
 from collections.abc import Sequence
 
+from hf_bahdanau.errors import InputError
 from hf_bahdanau.training.redaction import redact_message
 
 from . import demo, distill, evaluate, export, publish, serve, train, translate
@@ -58,7 +59,7 @@ def _prepare_libraries() -> None:
 
     from hf_bahdanau import register
 
-    register()  # the model types and the pipeline (the command line skips it at import to answer --help fast)
+    register()  # the model types and the pipeline (`hf_bahdanau_cli` skipped it at import to answer --help fast)
     if not sys.stderr.isatty():
         _disable_datasets_progress_bars()
         huggingface_hub.utils.disable_progress_bars()
@@ -79,7 +80,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise UsageError(f"unrecognized arguments: {option_names(rest)}")
         _prepare_libraries()
         command.run(args)
-    except (UsageError, ValueError, OSError) as error:  # the user's input; anything else is a bug: traceback
+    except InputError as error:  # the user's input (UsageError is one); anything else is a bug: traceback
         logger.error("%s", redact_message(str(error)))  # a message may quote an option's value
         return 1
     except KeyboardInterrupt as interrupt:  # Ctrl-C: training has saved a checkpoint to resume from

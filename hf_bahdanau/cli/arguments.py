@@ -9,10 +9,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from hf_bahdanau.choices import ENGINES, QUANTIZATIONS
+from hf_bahdanau.errors import InputError
 
 
-class UsageError(Exception):
-    """A problem with what the user asked for; reported without a traceback."""
+class UsageError(InputError):
+    """Options that do not go together, or that a command does not take; reported without a traceback."""
 
 
 class Formatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):

@@ -77,18 +77,18 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def _teacher_config(teacher: Path) -> dict[str, Any]:
-    from hf_bahdanau.publishing.model_folder import check_model_folder
+    from hf_bahdanau.publishing.model_folder import check_model_folder, read_json
 
-    check_model_folder(teacher)
-    return json.loads((teacher / "config.json").read_text(encoding="utf-8"))
+    return read_json(check_model_folder(teacher) / "config.json")
 
 
 def adopt_teacher(teacher: Path, model_args: Any, tokenizer_args: Any, data_args: Any) -> None:
-    """Give the student the teacher's corpus (unless --data), languages and tokenizer; a one-line ValueError when
+    """Give the student the teacher's corpus (unless --data), languages and tokenizer; a one-line InputError when
     the student's languages or tokenizer differ from the teacher's."""
     from transformers import AutoConfig, AutoTokenizer
 
     from hf_bahdanau.data.run_settings import read_data_settings
+    from hf_bahdanau.errors import InputError, as_input_error
     from hf_bahdanau.models.pipelines import tokenizer_fingerprint
 
     config, settings = _teacher_config(teacher), read_data_settings(teacher)
@@ -100,20 +100,22 @@ def adopt_teacher(teacher: Path, model_args: Any, tokenizer_args: Any, data_args
             setattr(data_args, name, settings.get(name, getattr(data_args, name)))
     student = (data_args.src_lang or languages[0], data_args.tgt_lang or languages[1])
     if None in languages:
-        raise ValueError(f"the teacher {teacher} records no languages: it was not trained by `hf-bahdanau train`")
+        raise InputError(f"the teacher {teacher} records no languages: it was not trained by `hf-bahdanau train`")
     if student != languages:
-        raise ValueError(f"the student's languages {'-'.join(student)} differ from the teacher's {'-'.join(languages)}")
+        raise InputError(f"the student's languages {'-'.join(student)} differ from the teacher's {'-'.join(languages)}")
     data_args.src_lang, data_args.tgt_lang = languages
-    teacher_tokens = tokenizer_fingerprint(AutoTokenizer.from_pretrained(teacher, trust_remote_code=False))
-    given = tokenizer_args.tokenizer_name_or_path
-    if given and tokenizer_fingerprint(AutoTokenizer.from_pretrained(given, trust_remote_code=False)) != teacher_tokens:
-        raise ValueError(f"the student's tokenizer {given} is not the teacher's: leave out --tokenizer_name_or_path")
-    if model_args.model_name_or_path:
-        saved = AutoConfig.from_pretrained(model_args.model_name_or_path, trust_remote_code=False)
+    given, student_folder = tokenizer_args.tokenizer_name_or_path, model_args.model_name_or_path
+    with as_input_error(ValueError, OSError):  # what transformers refuses in the teacher's or student's folder
+        teacher_tokens = tokenizer_fingerprint(AutoTokenizer.from_pretrained(teacher, trust_remote_code=False))
+        given_tokens = given and tokenizer_fingerprint(AutoTokenizer.from_pretrained(given, trust_remote_code=False))
+        saved = student_folder and AutoConfig.from_pretrained(student_folder, trust_remote_code=False)
+    if given and given_tokens != teacher_tokens:
+        raise InputError(f"the student's tokenizer {given} is not the teacher's: leave out --tokenizer_name_or_path")
+    if saved:
         if getattr(saved, "tokenizer_fingerprint", None) != teacher_tokens:
-            raise ValueError(f"the student {model_args.model_name_or_path} has another tokenizer than the teacher's")
+            raise InputError(f"the student {student_folder} has another tokenizer than the teacher's")
         if (saved.source_language, saved.target_language) != languages:
-            raise ValueError(f"the student {model_args.model_name_or_path} translates other languages than the teacher")
+            raise InputError(f"the student {student_folder} translates other languages than the teacher")
     tokenizer_args.tokenizer_name_or_path = str(teacher)
 
 
@@ -167,9 +169,9 @@ def run(
     prepare()
     adopt_teacher(teacher, model_args, tokenizer_args, data_args)
     if data_args.streaming:
-        raise ValueError("distill does not stream: the teacher translates the whole train split")
+        raise UsageError("distill does not stream: the teacher translates the whole train split")
     if training_args.push_to_hub:
-        raise ValueError("distill does not push: publish the student with `hf-bahdanau publish --model DIR`")
+        raise UsageError("distill does not push: publish the student with `hf-bahdanau publish --model DIR`")
     check_options(*train_args)
     output_dir = Path(training_args.output_dir).resolve()
     check_output_dir(output_dir, run_args.resume, run_args.overwrite, (str(teacher), data_args.data))

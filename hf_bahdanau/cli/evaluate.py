@@ -75,6 +75,15 @@ def _check_output_file(output: Path, model_dirs: Sequence[str], inputs: Sequence
             raise UsageError(f"--output {output} would overwrite the corpus {path}, which it evaluates: choose another")
 
 
+def _write_lines(output: Path, lines: Sequence[str]) -> None:
+    """Write `lines` to the hypotheses file `output` (its folder made); a path that cannot be written is named."""
+    try:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        output.write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
+    except OSError as error:
+        raise UsageError(f"the hypotheses file {output} cannot be written ({error.strerror or error})") from None
+
+
 def hypotheses_file_name(split: str, languages: tuple[str, str], beams: int, args: argparse.Namespace) -> str:
     """`evaluate`'s default hypotheses file: one per split, direction and decoding (`greedy` or `beamN`, and any
     length penalty, quantization or engine), so that evaluating another way never overwrites an earlier file."""
@@ -138,8 +147,7 @@ def run(args: argparse.Namespace) -> None:
     # The test split of a folder by its file (test_2016_flickr): the name the results and the hypotheses file carry.
     split = test_split if args.split == "test" and Path(named_corpus_path(data) or data).is_dir() else args.split
     output = Path(args.output or Path(args.model) / hypotheses_file_name(split, (src_lang, tgt_lang), beams, args))
-    output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text("".join(f"{line}\n" for line in hypotheses), encoding="utf-8")
+    _write_lines(output, hypotheses)
     scores = load_metric().compute(predictions=hypotheses, references=[[ref] for ref in references])
     sys.stdout.write(
         f"BLEU = {scores['bleu']:.2f}  ({scores['bleu_signature']})\n"
@@ -217,7 +225,7 @@ def _compare(
     translator = load_translator(args, args.compare)
     _check_direction("--compare", args.compare, translator.config, languages)
     others = translate_texts(translator, sources, args)
-    output.write_text("".join(f"{line}\n" for line in others), encoding="utf-8")
+    _write_lines(output, others)
     lines = [
         f"paired bootstrap resampling (sacreBLEU, {BOOTSTRAP_SAMPLES} resamples), {args.model} (baseline) against "
         f"{args.compare}; its hypotheses in {output}\n"

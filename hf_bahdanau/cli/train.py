@@ -49,9 +49,13 @@ def _read_config_file(path: str) -> dict:
     file = Path(path)
     if not file.is_file():
         raise UsageError(f"config file {file} not found")
-    text = file.read_text(encoding="utf-8")
     try:
+        text = file.read_text(encoding="utf-8")
         values = json.loads(text) if file.suffix == ".json" else yaml.safe_load(text)
+    except OSError as err:
+        raise UsageError(f"config file {file} cannot be read ({err.strerror or err})") from None
+    except UnicodeDecodeError as err:
+        raise UsageError(f"config file {file} is not UTF-8 text (byte {err.start})") from None
     except json.JSONDecodeError as err:
         raise UsageError(f"config file {file}: line {err.lineno} is not valid JSON ({err.msg})") from err
     except RecursionError:

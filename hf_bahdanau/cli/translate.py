@@ -151,6 +151,7 @@ def _write_heatmap(translator: Translator, text: str, args: argparse.Namespace, 
     """Translate `text` and draw its attention to `args.heatmap`: one figure of the words' cross-attention (a layer,
     a head), or with `args.heatmap_all` every layer and head, and the self-attention beside it; the translation."""
     from hf_bahdanau.decoding.attention_maps import plot_attention_maps, plot_word_attention
+    from hf_bahdanau.errors import as_input_error
 
     class Untruncated(logging.Filter):  # the translation of `text` says it was cut: once is enough
         def filter(self, record: logging.LogRecord) -> bool:
@@ -162,10 +163,11 @@ def _write_heatmap(translator: Translator, text: str, args: argparse.Namespace, 
         maps = translator.attention_maps(text, **options)
     finally:
         logging.getLogger("hf_bahdanau.models.pipelines").removeFilter(said)
-    if args.heatmap_all:
-        plot_attention_maps(maps, text, args.heatmap)  # save_figure logs each file written
-    else:
-        plot_word_attention(maps, text, args.heatmap, layer=args.heatmap_layer, head=args.heatmap_head)
+    with as_input_error(ValueError, OSError):  # --heatmap FILE: a folder it cannot make, a format with no writer
+        if args.heatmap_all:
+            plot_attention_maps(maps, text, args.heatmap)  # save_figure logs each file written
+        else:
+            plot_word_attention(maps, text, args.heatmap, layer=args.heatmap_layer, head=args.heatmap_head)
     return maps.translation
 
 
@@ -260,6 +262,8 @@ def _translate_documents(translator: Translator, args: argparse.Namespace) -> No
     else:
         try:
             text = Path(source).read_bytes().decode("utf-8-sig")  # a byte-order mark is not text
+        except OSError as error:
+            raise UsageError(f"--document {source} cannot be read ({error.strerror or error})") from None
         except UnicodeDecodeError as error:
             raise UsageError(f"{source} is not UTF-8 text (byte {error.start})") from None
     language = check_language(args.document_language or translator.config.source_language) if args.document else None

@@ -16,6 +16,8 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from hf_bahdanau.errors import InputError, UnreachableError
+
 logger = logging.getLogger(__name__)
 
 DATA_DIR_ENV = "HF_BAHDANAU_DATA_DIR"
@@ -72,7 +74,7 @@ def _sha256(path: Path) -> str:
 def resolve_corpus(name: str) -> Path:
     """Local folder of a named corpus: `$HF_BAHDANAU_DATA_DIR/<name>` if present, else a cached download."""
     if name not in NAMED_CORPORA:
-        raise ValueError(f"unknown corpus {name!r}; named corpora: {sorted(NAMED_CORPORA)}")
+        raise InputError(f"unknown corpus {name!r}; named corpora: {sorted(NAMED_CORPORA)}")
     data_dir = os.environ.get(DATA_DIR_ENV)
     if data_dir and (Path(data_dir) / name).exists():
         return Path(data_dir) / name
@@ -105,14 +107,14 @@ def _fetch(name: str, remote: _RemoteFile, target: Path) -> None:
     try:
         _download(remote.url, target)
     except OSError as err:
-        raise ConnectionError(
+        raise UnreachableError(
             f"could not download corpus {name!r} from {remote.url} ({err}). On an offline machine, "
             f"put the corpus in a folder <DIR>/{name} and set {DATA_DIR_ENV}=<DIR>."
         ) from err
     digest = _sha256(target)
     if remote.sha256 is not None and digest != remote.sha256:
         target.unlink()
-        raise ValueError(f"checksum mismatch for {remote.url}: got {digest}, expected {remote.sha256}")
+        raise InputError(f"checksum mismatch for {remote.url}: got {digest}, expected {remote.sha256}")
     logger.info("sha256 of %s: %s", target, digest)
 
 

@@ -7,6 +7,8 @@ from collections.abc import Callable
 
 import datasets
 
+from hf_bahdanau.errors import InputError
+
 _D2L_SPACE_BEFORE = re.compile(r"(?<=[^ ])([,.!?])")
 
 
@@ -26,7 +28,7 @@ def pair_cleaner(
         out: dict[str, list[str]] = {"src": [], "tgt": []}
         for src, tgt in zip(batch["src"], batch["tgt"], strict=True):
             if src is None or tgt is None:
-                raise ValueError(f"parallel files differ in length: {where} has more lines on one side")
+                raise InputError(f"parallel files differ in length: {where} has more lines on one side")
             src, tgt = src.strip(), tgt.strip()
             if normalize:
                 src, tgt = normalize_d2l(src), normalize_d2l(tgt)

@@ -15,6 +15,7 @@ import datasets
 from hf_bahdanau.data.cleaning import clean_pairs
 from hf_bahdanau.data.readers import read_source
 from hf_bahdanau.data.splitting import SPLITS, grouped_split
+from hf_bahdanau.errors import InputError
 
 logger = logging.getLogger(__name__)
 
@@ -88,7 +89,7 @@ def load_parallel_corpus(
             continue
         loaded[split] = _translation_format(pairs, src_lang, tgt_lang)
     if "train" not in loaded and (splits is None or "train" in splits):
-        raise ValueError(f"no training pair left in {source} ({src_lang}-{tgt_lang}) after filtering")
+        raise InputError(f"no training pair left in {source} ({src_lang}-{tgt_lang}) after filtering")
     logger.info("%s %s-%s: %s", source, src_lang, tgt_lang, {name: len(ds) for name, ds in loaded.items()})
     return datasets.DatasetDict(loaded)
 

@@ -29,6 +29,7 @@ import pyarrow.compute as pc
 
 from hf_bahdanau.data.cache import NAMED_CORPORA, named_corpus_path
 from hf_bahdanau.data.text_lines import decode_lines
+from hf_bahdanau.errors import InputError, InputNotFoundError, UnreachableError
 
 logger = logging.getLogger(__name__)
 
@@ -57,7 +58,7 @@ _ISO3_TO_ISO1 = {
 _FILE_SUFFIXES = (".tsv", ".txt", ".jsonl", ".json", ".csv", ".gz")
 
 
-class BuilderRefused(ValueError):
+class BuilderRefused(InputError):
     """A `datasets` builder could not read a file in which the Python reader found nothing wrong."""
 
 
@@ -74,7 +75,7 @@ def _read_lines(path: Path, keep_ends: bool = False) -> Iterator[str]:
             for line in decode_lines(f, path):
                 yield line if keep_ends else line.rstrip("\r\n")
     except GZIP_ERRORS as error:
-        raise ValueError(f"{path} is cut off or not valid gzip ({error or type(error).__name__})") from None
+        raise InputError(f"{path} is cut off or not valid gzip ({error or type(error).__name__})") from None
 
 
 def _build(builder: str, path: Path, diagnose: Callable[[], Iterable[Any]], **config: Any) -> datasets.Dataset:
@@ -86,7 +87,7 @@ def _build(builder: str, path: Path, diagnose: Callable[[], Iterable[Any]], **co
     try:
         return datasets.load_dataset(builder, data_files=str(path.resolve()), split="train", **config)
     except _BUILDER_ERRORS as err:
-        collections.deque(diagnose(), maxlen=0)  # raises the ValueError naming the line, if it finds one
+        collections.deque(diagnose(), maxlen=0)  # raises the InputError naming the line, if it finds one
         raise BuilderRefused(f"{path}: {builder} reader failed ({err.__cause__ or err})") from err
 
 
@@ -105,7 +106,7 @@ def folder_files(folder: Path, src_lang: str, tgt_lang: str, test_split: str) ->
             files.setdefault(stem, {})[lang] = path
     split_of = {stem: _SPLIT_ALIASES.get(stem) for stem in files}
     if test_split not in files:
-        raise FileNotFoundError(
+        raise InputNotFoundError(
             f"no test split {test_split!r} in {folder}; file stems found: {sorted(files)} (set test_split=)"
         )
     split_of[test_split] = "test"
@@ -116,7 +117,7 @@ def folder_files(folder: Path, src_lang: str, tgt_lang: str, test_split: str) ->
             continue
         for lang in (src_lang, tgt_lang):
             if lang not in files[stem]:
-                raise FileNotFoundError(f"no {stem}.{lang}[.gz] in {folder}; languages available: {languages}")
+                raise InputNotFoundError(f"no {stem}.{lang}[.gz] in {folder}; languages available: {languages}")
         result[split] = (files[stem][src_lang], files[stem][tgt_lang])
     return result
 
@@ -130,7 +131,7 @@ def _read_folder(
             continue
         src, tgt = _text_lines(src_path), _text_lines(tgt_path)
         if len(src) != len(tgt):
-            raise ValueError(
+            raise InputError(
                 f"parallel files differ in length: {src_path} has {len(src)} lines, {tgt_path} has {len(tgt)}"
             )
         # The two files zipped by line: columns side by side, both memory-mapped.
@@ -154,7 +155,7 @@ def _read_tsv(path: Path, src_lang: str, tgt_lang: str, columns: Sequence[str] |
     columns = tuple(columns) if columns else _tsv_columns(path, src_lang, tgt_lang)
     for lang in (src_lang, tgt_lang):
         if lang not in columns:
-            raise ValueError(f"language {lang!r} not in {path}; its columns are {list(columns)} (set columns=)")
+            raise InputError(f"language {lang!r} not in {path}; its columns are {list(columns)} (set columns=)")
     i, j = columns.index(src_lang), columns.index(tgt_lang)
 
     def split_fields(batch: dict[str, list[str]], indices: list[int]) -> dict[str, list[str]]:
@@ -164,7 +165,7 @@ def _read_tsv(path: Path, src_lang: str, tgt_lang: str, columns: Sequence[str] |
                 continue
             fields = line.split("\t")  # a manythings attribution column after the last language is ignored
             if len(fields) < len(columns):
-                raise ValueError(
+                raise InputError(
                     f"{path}: line {index + 1} has {len(fields)} tab-separated fields, expected {len(columns)}"
                 )
             out["src"].append(fields[i])
@@ -178,14 +179,14 @@ def _read_tsv(path: Path, src_lang: str, tgt_lang: str, columns: Sequence[str] |
 
 def _check_languages(available: Collection[str], src_lang: str, tgt_lang: str, where: str) -> None:
     if src_lang not in available or tgt_lang not in available:
-        raise ValueError(
+        raise InputError(
             f"{where}: needs languages {src_lang!r} and {tgt_lang!r}; languages available: {sorted(available)}"
         )
 
 
 def _pair_from_row(row: Any, src_lang: str, tgt_lang: str, where: str) -> tuple[str, str]:
     if not isinstance(row, dict):
-        raise ValueError(f"{where}: expected an object of languages or {{'translation': ...}}, got {row!r:.60}")
+        raise InputError(f"{where}: expected an object of languages or {{'translation': ...}}, got {row!r:.60}")
     fields = row.get("translation", row)
     _check_languages(fields if isinstance(fields, dict) else [], src_lang, tgt_lang, where)
     return str(fields[src_lang] or ""), str(fields[tgt_lang] or "")
@@ -204,7 +205,7 @@ def _iter_csv(path: Path, src_lang: str, tgt_lang: str) -> Iterator[tuple[str, s
         if not row:  # a blank line
             continue
         if len(row) != len(header):
-            raise ValueError(f"{path}: line {number} has {len(row)} comma-separated fields, the header {len(header)}")
+            raise InputError(f"{path}: line {number} has {len(row)} comma-separated fields, the header {len(header)}")
         yield row[i], row[j]
 
 
@@ -216,7 +217,7 @@ def _read_csv(path: Path, src_lang: str, tgt_lang: str) -> dict[str, datasets.Da
     """
     header = next(csv.reader(itertools.islice(_read_lines(path, keep_ends=True), 1)), [])
     _check_languages(header, src_lang, tgt_lang, f"{path}: line 1 (header)")
-    collections.deque(_iter_csv(path, src_lang, tgt_lang), maxlen=0)  # raises the ValueError naming a bad line
+    collections.deque(_iter_csv(path, src_lang, tgt_lang), maxlen=0)  # raises the InputError naming a bad line
     features = datasets.Features({name: datasets.Value("string") for name in header})
     table = _build(
         "csv",
@@ -243,7 +244,7 @@ def _iter_json(path: Path, src_lang: str, tgt_lang: str) -> Iterator[tuple[str, 
         try:
             rows = json.loads("\n".join(itertools.chain(head, lines)))
         except json.JSONDecodeError as err:
-            raise ValueError(f"{path}: line {err.lineno} is not valid JSON ({err.msg}); {expected}") from err
+            raise InputError(f"{path}: line {err.lineno} is not valid JSON ({err.msg}); {expected}") from err
         for number, row in enumerate(rows, 1):
             yield _pair_from_row(row, src_lang, tgt_lang, f"{path}: JSON array item {number}")
         return
@@ -253,7 +254,7 @@ def _iter_json(path: Path, src_lang: str, tgt_lang: str) -> Iterator[tuple[str, 
         try:
             row = json.loads(line)
         except json.JSONDecodeError as err:
-            raise ValueError(f"{path}: line {number} is not valid JSON ({err.msg}); {expected}") from err
+            raise InputError(f"{path}: line {number} is not valid JSON ({err.msg}); {expected}") from err
         yield _pair_from_row(row, src_lang, tgt_lang, f"{path}: line {number}")
 
 
@@ -320,7 +321,9 @@ def _read_hub(name: str, src_lang: str, tgt_lang: str, hub_config: str | None) -
             f"{name!r} is not a file, folder or named corpus (named corpora: {', '.join(sorted(NAMED_CORPORA))}"
             f"{f'; did you mean {close[0]!r}?' if close else ''}), and loading it from the Hub failed{offline}: {err}"
         )
-        raise (ConnectionError if isinstance(err, ConnectionError) else FileNotFoundError)(message) from err
+        raise (UnreachableError if isinstance(err, ConnectionError) else InputNotFoundError)(message) from err
+    except ValueError as err:  # e.g. a dataset of several configs, none chosen
+        raise InputError(f"{name}: {err}") from err
     result: dict[str, datasets.Dataset] = {}
     for split_name, split in loaded.items():
         key = "test" if split_name == "test" else _SPLIT_ALIASES.get(split_name)
@@ -358,9 +361,9 @@ def read_source(
 
 
 def check_local_source(source: str | os.PathLike[str]) -> None:
-    """Raise a one-line FileNotFoundError for a corpus written as a path (`./x`, `/x`, `~/x`, a file suffix) that does
+    """Raise a one-line InputNotFoundError for a corpus written as a path (`./x`, `/x`, `~/x`, a file suffix) that does
     not exist; a named corpus or a Hub dataset name passes (found or downloaded when read)."""
     if Path(source).exists() or (isinstance(source, str) and source in NAMED_CORPORA):
         return
     if not isinstance(source, str) or re.match(r"[~./\\]", source) or Path(source).suffix.lower() in _FILE_SUFFIXES:
-        raise FileNotFoundError(f"no such file or folder: {source}")
+        raise InputNotFoundError(f"no such file or folder: {source}")

@@ -5,9 +5,10 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
+
+from hf_bahdanau.publishing.model_folder import read_json
 
 DATA_SETTINGS_FILE = "translation_data.json"  # written by `train`, read back by `evaluate` and the model card
 
@@ -19,5 +20,4 @@ def corpus_id(data: str) -> str:
 
 def read_data_settings(model_dir: str | Path) -> dict[str, Any]:
     """The corpus settings a model folder was trained with (empty for a folder not made by `train`)."""
-    path = Path(model_dir) / DATA_SETTINGS_FILE
-    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    return read_json(Path(model_dir) / DATA_SETTINGS_FILE)

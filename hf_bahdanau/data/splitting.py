@@ -9,6 +9,8 @@ import datasets
 import numpy as np
 import pyarrow.compute as pc
 
+from hf_bahdanau.errors import InputError
+
 SPLITS = ("train", "validation", "test")
 
 
@@ -22,7 +24,7 @@ def grouped_split(pairs: datasets.Dataset, ratios: Sequence[float], seed: int) -
     each split's pairs, in file order, shuffled by the same generator.
     """
     if len(ratios) != 3 or min(ratios) < 0 or abs(sum(ratios) - 1.0) > 1e-6:
-        raise ValueError(f"split_ratios must be three non-negative numbers summing to 1, got {tuple(ratios)}")
+        raise InputError(f"split_ratios must be three non-negative numbers summing to 1, got {tuple(ratios)}")
     rng = random.Random(seed)
     sources = pairs.data.column("src")
     distinct = pc.unique(sources)  # in order of first appearance

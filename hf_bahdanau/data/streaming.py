@@ -29,6 +29,7 @@ from hf_bahdanau.data.cache import named_corpus_path
 from hf_bahdanau.data.cleaning import pair_cleaner
 from hf_bahdanau.data.readers import GZIP_ERRORS, folder_files
 from hf_bahdanau.data.tokenized import pair_encoder
+from hf_bahdanau.errors import InputError, InputNotFoundError
 
 logger = logging.getLogger(__name__)
 
@@ -50,13 +51,13 @@ def stream_train_pairs(
     `world_size`-th pair)."""
     folder = Path(named_corpus_path(source) or source)
     if not folder.is_dir():
-        raise ValueError(
+        raise InputError(
             f"--streaming reads a corpus folder of {{split}}.{{lang}}[.gz] files (its train files streamed, its "
             f"validation and test files loaded); {source} is not one"
         )
     files = folder_files(folder, src_lang, tgt_lang, test_split)
     if "train" not in files:
-        raise FileNotFoundError(f"--streaming: no train.{src_lang} / train.{tgt_lang} in {folder}")
+        raise InputNotFoundError(f"--streaming: no train.{src_lang} / train.{tgt_lang} in {folder}")
     sides = []
     for path, column in zip(files["train"], ("src", "tgt"), strict=True):
         stream = datasets.load_dataset(
@@ -66,7 +67,7 @@ def stream_train_pairs(
     try:  # (reads the files' first lines)
         pairs = datasets.concatenate_datasets(sides, axis=1)  # the two files zipped by line
     except GZIP_ERRORS as error:
-        raise ValueError(f"a train file of {folder} is cut off or not valid gzip ({error})") from None
+        raise InputError(f"a train file of {folder} is cut off or not valid gzip ({error})") from None
     if world_size > 1:
         pairs = datasets.distributed.split_dataset_by_node(pairs, rank=rank, world_size=world_size)
     where = " and ".join(map(str, files["train"]))
@@ -106,7 +107,7 @@ class LengthBucketedBatches(torch.utils.data.IterableDataset):
         self, stream: datasets.IterableDataset, batch_size: int, buffer_size: int, seed: int = 0, source: str = ""
     ) -> None:
         if buffer_size < batch_size:
-            raise ValueError(f"--bucket_buffer_size {buffer_size} must hold at least one batch ({batch_size} pairs)")
+            raise InputError(f"--bucket_buffer_size {buffer_size} must hold at least one batch ({batch_size} pairs)")
         self.stream, self.batch_size, self.buffer_size, self.seed = stream, batch_size, buffer_size, seed
         self.source = source or "the train stream"  # what errors name
         self._start = copy.deepcopy(stream.state_dict())
@@ -144,7 +145,7 @@ class LengthBucketedBatches(torch.utils.data.IterableDataset):
             empty = False
             yield batch
         if empty:
-            raise ValueError(f"{self.source} holds no training pair: its train files are empty")
+            raise InputError(f"{self.source} holds no training pair: its train files are empty")
 
     def _pass(self, pass_index: int, number: int, state: dict[str, Any], skip: int) -> Iterator[list[dict[str, Any]]]:
         """The batches of pass `pass_index` from buffer `number` (starting at stream state `state`), less `skip`."""
@@ -156,7 +157,7 @@ class LengthBucketedBatches(torch.utils.data.IterableDataset):
             try:
                 buffer = [row for _, row in zip(range(self.buffer_size), rows, strict=False)]
             except GZIP_ERRORS as error:
-                raise ValueError(f"a train file of {self.source} is cut off or not valid gzip ({error})") from None
+                raise InputError(f"a train file of {self.source} is cut off or not valid gzip ({error})") from None
             if not buffer:
                 return
             self._marks.append(mark)

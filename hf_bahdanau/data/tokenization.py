@@ -29,6 +29,8 @@ import numpy as np
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 from transformers import PreTrainedTokenizerFast
 
+from hf_bahdanau.errors import InputError, InputNotFoundError
+
 if TYPE_CHECKING:
     import datasets  # imported where used: loading a saved tokenizer needs no corpus library
 
@@ -51,20 +53,20 @@ def looks_like_a_path(location: str) -> bool:
 
 
 def check_tokenizer_location(location: str | os.PathLike, what: str) -> None:
-    """Raise a FileNotFoundError naming what is missing where a tokenizer should be read: a path that does not exist,
+    """Raise an InputNotFoundError naming what is missing where a tokenizer should be read: a path that does not exist,
     or a folder without its settings or vocabulary. A Hub repo id passes: transformers reads it."""
     path = Path(location).expanduser()
     if not path.exists():
         if looks_like_a_path(str(location)):
-            raise FileNotFoundError(f"{what} {location} not found")
+            raise InputNotFoundError(f"{what} {location} not found")
         return
     if not path.is_dir():
-        raise FileNotFoundError(f"{what} {location} is not a folder (a saved tokenizer is a folder)")
+        raise InputNotFoundError(f"{what} {location} is not a folder (a saved tokenizer is a folder)")
     missing = [] if (path / TOKENIZER_SETTINGS).is_file() else [TOKENIZER_SETTINGS]
     if not any(any(path.glob(pattern)) for pattern in VOCABULARY_FILES):
         missing.insert(0, VOCABULARY_FILES[0])
     if missing:
-        raise FileNotFoundError(
+        raise InputNotFoundError(
             f"{what} {location} has no tokenizer: {' and '.join(missing)} missing (tokenizer.json holds the "
             "vocabulary, tokenizer_config.json the special tokens); copy them back from where the model was trained"
         )
@@ -78,7 +80,7 @@ def _sentences(
 
     if isinstance(corpus, datasets.DatasetDict):
         if "train" not in corpus:
-            raise ValueError(f"a DatasetDict needs a 'train' split to train a tokenizer; it has {list(corpus)}")
+            raise InputError(f"a DatasetDict needs a 'train' split to train a tokenizer; it has {list(corpus)}")
         corpus = corpus["train"]
     if not isinstance(corpus, datasets.Dataset):
         if isinstance(corpus, str):
@@ -86,12 +88,12 @@ def _sentences(
         yield from corpus
         return
     if "translation" not in corpus.column_names:
-        raise ValueError(f"dataset has no 'translation' column; columns: {corpus.column_names}")
+        raise InputError(f"dataset has no 'translation' column; columns: {corpus.column_names}")
     for batch in corpus.iter(batch_size=1000):
         for row in batch["translation"]:
             missing = set(languages or ()) - set(row)
             if missing:
-                raise ValueError(f"languages {sorted(missing)} not in the corpus; available: {sorted(row)}")
+                raise InputError(f"languages {sorted(missing)} not in the corpus; available: {sorted(row)}")
             yield from (row[lang] for lang in (languages or row))
 
 
@@ -104,7 +106,7 @@ def sample_pairs(dataset: datasets.Dataset, max_samples: int | None, seed: int =
     when it has more; the dataset itself otherwise."""
     limit = DEFAULT_TRAIN_SAMPLES if max_samples is None else max_samples
     if limit < 1:
-        raise ValueError(f"tokenizer_train_samples must be a positive number of pairs, got {limit}")
+        raise InputError(f"tokenizer_train_samples must be a positive number of pairs, got {limit}")
     if len(dataset) <= limit:
         return dataset
     chosen = np.sort(np.random.default_rng(seed).choice(len(dataset), size=limit, replace=False))
@@ -137,7 +139,7 @@ def _build(model: str, vocab_size: int | None, min_freq: int, lowercase: bool) -
         )
         return tokenizer, trainer
     if vocab_size is None:
-        raise ValueError(f"model={model!r} needs a vocab_size")
+        raise InputError(f"model={model!r} needs a vocab_size")
     steps = [normalizers.NFC(), normalizers.Strip()] + ([normalizers.Lowercase()] if lowercase else [])
     if model == "bpe":
         tokenizer = Tokenizer(models.BPE(unk_token=SUBWORD_SPECIALS[3]))
@@ -169,7 +171,7 @@ def with_bpe_dropout(tokenizer: PreTrainedTokenizerFast, dropout: float) -> PreT
     model = getattr(tokenizer, "backend_tokenizer", None) and tokenizer.backend_tokenizer.model
     if not isinstance(model, models.BPE):
         kind = type(model).__name__ if model is not None else type(tokenizer).__name__
-        raise ValueError(f"BPE-dropout needs a BPE tokenizer (--tokenizer_type bpe), not a {kind} one")
+        raise InputError(f"BPE-dropout needs a BPE tokenizer (--tokenizer_type bpe), not a {kind} one")
     copy = deepcopy(tokenizer)
     copy.backend_tokenizer.model.dropout = dropout
     return copy
@@ -179,9 +181,9 @@ def check_bpe_dropout(dropout: float, streaming: bool = False) -> None:
     """Refuse a `train --bpe_dropout` outside [0, 1), or with --streaming (whose stream is encoded on the fly without
     it), before any work."""
     if not 0 <= dropout < 1:
-        raise ValueError(f"--bpe_dropout must be a probability in [0, 1), got {dropout}")
+        raise InputError(f"--bpe_dropout must be a probability in [0, 1), got {dropout}")
     if dropout and streaming:
-        raise ValueError("--bpe_dropout works on a map-style corpus, not with --streaming")
+        raise InputError("--bpe_dropout works on a map-style corpus, not with --streaming")
 
 
 class BpeDropoutEncoder:
@@ -255,9 +257,9 @@ def train_tokenizer(
     import datasets
 
     if model not in MODELS:
-        raise ValueError(f"unknown tokenizer model {model!r}; choose one of {MODELS}")
+        raise InputError(f"unknown tokenizer model {model!r}; choose one of {MODELS}")
     if vocab_size is not None and vocab_size <= len(SUBWORD_SPECIALS):
-        raise ValueError(f"vocab_size must exceed the {len(SUBWORD_SPECIALS)} special tokens, got {vocab_size}")
+        raise InputError(f"vocab_size must exceed the {len(SUBWORD_SPECIALS)} special tokens, got {vocab_size}")
     tokenizer, trainer = _build(model, vocab_size, min_freq, lowercase)
     if isinstance(corpus, datasets.DatasetDict) and "train" in corpus:
         corpus = corpus["train"]

@@ -14,6 +14,8 @@ import datasets
 import pyarrow.compute as pc
 from transformers import PreTrainedTokenizerBase
 
+from hf_bahdanau.errors import InputError
+
 logger = logging.getLogger(__name__)
 
 TOKENIZE_VERSION = 1  # part of the tokenized splits' cache key: raise it when `tokenize_corpus`'s output changes
@@ -62,7 +64,7 @@ def pair_encoder(
     """A batched map function from a `translation` column to `input_ids`, `attention_mask`, `labels` (cut to the
     lengths, keeping `</s>`) and the `src_cut`/`tgt_cut` flags of the pairs cut."""
     if min(max_source_length, max_target_length) < 2:
-        raise ValueError("max_source_length and max_target_length must be at least 2 (one token and </s>)")
+        raise InputError("max_source_length and max_target_length must be at least 2 (one token and </s>)")
 
     def encode(batch: dict[str, list[Any]]) -> dict[str, list[Any]]:
         src = [row[src_lang] for row in batch["translation"]]
@@ -105,7 +107,7 @@ def tokenize_corpus(
     tokenized, stats = {}, {}
     for split, dataset in corpus.items():
         if "translation" not in dataset.column_names:
-            raise ValueError(f"split {split!r} has no 'translation' column; columns: {dataset.column_names}")
+            raise InputError(f"split {split!r} has no 'translation' column; columns: {dataset.column_names}")
         mapped = dataset.map(
             encode,
             batched=True,

@@ -13,6 +13,7 @@ from pathlib import Path
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from hf_bahdanau.errors import InputError
 from hf_bahdanau.models.pipelines import encode, source_limit
 from hf_bahdanau.visualization import show_heatmaps
 
@@ -88,7 +89,7 @@ def attention_maps(
     from a teacher-forced pass up to its end of sentence: row i is the attention with which token i was predicted."""
     inputs = encode(tokenizer, text, source_limit(model, tokenizer))
     if not inputs["attention_mask"].any():
-        raise ValueError("cannot translate an empty text with attention weights")
+        raise InputError("cannot translate an empty text with attention weights")
     inputs = {name: tensor.to(model.device) for name, tensor in inputs.items()}
     start = model.generation_config.decoder_start_token_id
     if start is None:
@@ -191,7 +192,7 @@ def plot_word_attention(
     layers, heads = maps.cross.shape[:2]
     for name, value, count in (("layer", layer, layers), ("head", head, heads)):
         if value is not None and not 1 <= value <= count:
-            raise ValueError(f"--heatmap-{name} {value}: the model's cross-attention has {count} {name}s (1-{count})")
+            raise InputError(f"--heatmap-{name} {value}: the model's cross-attention has {count} {name}s (1-{count})")
     weights = maps.cross[(layer or layers) - 1]  # (heads, tgt_len, src_len)
     weights = weights.mean(0) if head is None else weights[head - 1]
     words = merge_words(weights, maps.target_word_ids, maps.source_word_ids)  # (target words, source words)

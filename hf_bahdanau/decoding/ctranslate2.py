@@ -6,14 +6,15 @@
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from hf_bahdanau.choices import EXPORT_INFO
+from hf_bahdanau.errors import InputError
 from hf_bahdanau.models.pipelines import encode, source_limit
+from hf_bahdanau.publishing.model_folder import read_json
 
 from .export import cached_export, check_tokenizer_file, is_ctranslate2_folder, require_ctranslate2
 
@@ -45,9 +46,9 @@ class CTranslate2Translator:
 
         self.folder = Path(folder)
         if not is_ctranslate2_folder(self.folder):
-            raise ValueError(f"{self.folder} is no CTranslate2 export of this package (no model.bin or {EXPORT_INFO})")
+            raise InputError(f"{self.folder} is no CTranslate2 export of this package (no model.bin or {EXPORT_INFO})")
         check_tokenizer_file(self.folder)
-        info = json.loads((self.folder / EXPORT_INFO).read_text(encoding="utf-8"))
+        info = read_json(self.folder / EXPORT_INFO)
         self.config = TransformerConfig.from_dict(info["model_config"])
         self.quantization = info["quantization"]
         generation = self.folder / "generation_config.json"
@@ -76,7 +77,7 @@ class CTranslate2Translator:
         settings.update({name: value for name, value in overrides.items() if value is not None})
         unknown = sorted(set(settings) - set(taken))
         if unknown:
-            raise ValueError(f"the CTranslate2 engine does not take {', '.join(unknown)}")
+            raise InputError(f"the CTranslate2 engine does not take {', '.join(unknown)}")
         options = {_OPTIONS[name]: settings[name] for name in _OPTIONS if settings.get(name) is not None}
         longest = settings.get("max_new_tokens") or self.generation_config.max_length - 1
         # Decoder position i holds the token fed at step i: the table bounds how many tokens can be made.

@@ -17,20 +17,22 @@ import re
 from collections.abc import Iterable, Iterator, Sequence
 from typing import TypeVar
 
+from hf_bahdanau.errors import InputError
+
 T = TypeVar("T")
 LINE_END = re.compile(r"\r\n|\r|\n")
 LANGUAGE_CODE = re.compile(r"^[a-z]{2,3}(-[a-z0-9]{2,8})*$", re.IGNORECASE)  # ISO 639 codes, BCP 47 subtags
 
 
 def check_language(language: str | None) -> str:
-    """The sentence splitter's language code, checked: a ValueError names what is wrong (none, or not a code)."""
+    """The sentence splitter's language code, checked: an InputError names what is wrong (none, or not a code)."""
     if not language:
-        raise ValueError(
+        raise InputError(
             "the sentence splitter needs the document's language and the model records no source language: pass "
             "--document-language CODE (e.g. de, en, fr)"
         )
     if not LANGUAGE_CODE.match(language):
-        raise ValueError(
+        raise InputError(
             f"unknown language {language!r} for the sentence splitter (sentencex): give a language code such as "
             "de, en or fr"
         )
@@ -81,7 +83,7 @@ def grouped(counts: Iterable[int], items: Iterable[T]) -> Iterator[list[T]]:
 
 
 def _not_json(constant: str) -> None:
-    raise ValueError(f"{constant} is not a JSON number")
+    raise InputError(f"{constant} is not a JSON number")
 
 
 def jsonl_line(record: dict) -> str:
@@ -102,19 +104,19 @@ def read_jsonl(lines: Iterable[str], source: str = "stdin") -> list[dict | None]
         try:
             record = json.loads(line, parse_constant=_not_json)
         except json.JSONDecodeError as error:
-            raise ValueError(f"{source} line {number}: invalid JSON ({error.msg} at column {error.colno})") from None
+            raise InputError(f"{source} line {number}: invalid JSON ({error.msg} at column {error.colno})") from None
         except RecursionError:
-            raise ValueError(f"{source} line {number}: JSON nested too deeply to read") from None
+            raise InputError(f"{source} line {number}: JSON nested too deeply to read") from None
         except ValueError as error:
-            raise ValueError(f"{source} line {number}: invalid JSON ({error})") from None
+            raise InputError(f"{source} line {number}: invalid JSON ({error})") from None
         if not isinstance(record, dict):
-            raise ValueError(f"{source} line {number}: expected a JSON object with a 'text' field")
+            raise InputError(f"{source} line {number}: expected a JSON object with a 'text' field")
         if "text" not in record:
             fields = ", ".join(map(repr, record)) or "none"
-            raise ValueError(f"{source} line {number}: no 'text' field (it has {fields})")
+            raise InputError(f"{source} line {number}: no 'text' field (it has {fields})")
         if not isinstance(record["text"], str):
             kind = type(record["text"]).__name__
-            raise ValueError(f"{source} line {number}: the 'text' field is {kind}, not a string")
+            raise InputError(f"{source} line {number}: the 'text' field is {kind}, not a string")
         records.append(record)
     return records
 

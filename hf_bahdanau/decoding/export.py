@@ -35,8 +35,10 @@ import torch
 
 from hf_bahdanau.choices import EXPORT_INFO
 from hf_bahdanau.choices import EXPORT_QUANTIZATIONS as QUANTIZATIONS  # what `export --quantization` offers
+from hf_bahdanau.errors import InputError, as_input_error
 from hf_bahdanau.folders import fresh_sibling, replace_with
 from hf_bahdanau.models.pipelines import check_tokenizer_matches
+from hf_bahdanau.publishing.model_folder import read_json
 
 try:  # an optional extra: `pip install hf_bahdanau[ctranslate2]`
     import ctranslate2
@@ -173,10 +175,11 @@ def _local_folder(model_dir_or_repo_id: str | os.PathLike) -> Path:
     if folder.is_dir():
         return folder
     if folder.exists() or str(model_dir_or_repo_id).count("/") != 1:
-        raise ValueError(f"{model_dir_or_repo_id} is neither a model folder nor a Hub repo id (OWNER/NAME)")
+        raise InputError(f"{model_dir_or_repo_id} is neither a model folder nor a Hub repo id (OWNER/NAME)")
     from huggingface_hub import snapshot_download
 
-    return Path(snapshot_download(str(model_dir_or_repo_id), allow_patterns=list(SOURCE_PATTERNS)))
+    with as_input_error(OSError):  # offline, no such repo, no access
+        return Path(snapshot_download(str(model_dir_or_repo_id), allow_patterns=list(SOURCE_PATTERNS)))
 
 
 def source_fingerprint(folder: str | os.PathLike) -> str:
@@ -192,27 +195,27 @@ def source_fingerprint(folder: str | os.PathLike) -> str:
 
 
 def _check_exportable(folder: Path) -> dict[str, Any]:
-    """The folder's config.json, or a ValueError for a folder that CTranslate2 cannot run."""
+    """The folder's config.json, or an InputError for a folder that CTranslate2 cannot run."""
     config_file = folder / "config.json"
     if not config_file.is_file():
-        raise ValueError(f"{folder} is not a saved model folder (no config.json)")
-    config = json.loads(config_file.read_text(encoding="utf-8"))
+        raise InputError(f"{folder} is not a saved model folder (no config.json)")
+    config = read_json(config_file)
     model_type = config.get("model_type")
     if model_type == "bahdanau":
-        raise ValueError(
+        raise InputError(
             f"{folder} holds an RNN encoder-decoder (model type bahdanau): CTranslate2 has no RNN decoder, so only "
             "d2l_transformer models export; translate it with --engine torch"
         )
     if model_type != "d2l_transformer":
-        raise ValueError(f"{folder} holds a {model_type!r} model: only d2l_transformer models export to CTranslate2")
+        raise InputError(f"{folder} holds a {model_type!r} model: only d2l_transformer models export to CTranslate2")
     check_tokenizer_file(folder)
     return config
 
 
 def check_tokenizer_file(folder: Path) -> None:
-    """A ValueError naming the file when `folder` lacks the `tokenizer.json` an export reads and carries."""
+    """An InputError naming the file when `folder` lacks the `tokenizer.json` an export reads and carries."""
     if not (folder / "tokenizer.json").is_file():
-        raise ValueError(f"{folder} has no tokenizer.json: save the model with its tokenizer (save_pretrained)")
+        raise InputError(f"{folder} has no tokenizer.json: save the model with its tokenizer (save_pretrained)")
 
 
 def _model_folder_around(path: Path) -> Path | None:
@@ -227,18 +230,18 @@ def check_export_output(output: Path, folder: Path, overwrite: bool) -> None:
     """Refuse an export folder that would destroy something: the model folder (or a folder holding it), a file, a
     folder holding anything but an export this package made, or (without `overwrite`) an earlier export."""
     if folder.resolve().is_relative_to(output.resolve()):
-        raise ValueError(f"the export folder {output} would replace the model folder {folder}: choose another")
+        raise InputError(f"the export folder {output} would replace the model folder {folder}: choose another")
     if output.is_symlink() or (output.exists() and not output.is_dir()):
-        raise ValueError(f"{output} exists and is not a folder: choose another export folder")
+        raise InputError(f"{output} exists and is not a folder: choose another export folder")
     if not output.exists() or not any(output.iterdir()):
         return
     if not is_ctranslate2_folder(output):
-        raise ValueError(
+        raise InputError(
             f"{output} holds files that are not an export of this package (no {EXPORT_INFO}): export replaces only "
             "its own exports; choose another folder"
         )
     if not overwrite:
-        raise ValueError(f"{output} holds an earlier export: pass --overwrite to replace it")
+        raise InputError(f"{output} holds an earlier export: pass --overwrite to replace it")
 
 
 def export_ctranslate2(
@@ -258,7 +261,7 @@ def export_ctranslate2(
     output = Path(output_dir)
     inside = _model_folder_around(output.resolve())
     if inside is not None:
-        raise ValueError(f"the export folder {output} is in the model folder {inside}: choose a folder outside it")
+        raise InputError(f"the export folder {output} is in the model folder {inside}: choose a folder outside it")
     return _export(_local_folder(model_dir_or_repo_id), output, quantization, overwrite)
 
 
@@ -269,13 +272,14 @@ def _export(folder: Path, output: Path, quantization: str, overwrite: bool) -> P
     from hf_bahdanau.models.modeling_transformer import TransformerForConditionalGeneration
 
     if quantization not in QUANTIZATIONS:
-        raise ValueError(f"quantization must be one of {', '.join(QUANTIZATIONS)}, got {quantization!r}")
+        raise InputError(f"quantization must be one of {', '.join(QUANTIZATIONS)}, got {quantization!r}")
     model_config = _check_exportable(folder)  # as saved: no local path in it (the export may be published)
     check_export_output(output, folder, overwrite)
     fingerprint = source_fingerprint(folder)
-    tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=False)  # never a folder's own code
-    model = TransformerForConditionalGeneration.from_pretrained(folder, use_safetensors=True).float().eval()
-    check_tokenizer_matches(model.config, tokenizer)
+    with as_input_error(ValueError, OSError):  # what transformers and the model's code refuse in the folder
+        tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=False)  # never a folder's own code
+        model = TransformerForConditionalGeneration.from_pretrained(folder, use_safetensors=True).float().eval()
+        check_tokenizer_matches(model.config, tokenizer)
     staging = fresh_sibling(output, "exporting")
     try:
         D2LTransformerConverter(model, tokenizer).convert(str(staging), quantization=quantization, force=True)
@@ -297,7 +301,7 @@ def cached_export(model_dir: str | os.PathLike, quantization: str = "float32", f
     model_dir = Path(model_dir)
     output = model_dir / (folder or f"{CACHE_PREFIX}{quantization}")
     if is_ctranslate2_folder(output):
-        info = json.loads((output / EXPORT_INFO).read_text(encoding="utf-8"))
+        info = read_json(output / EXPORT_INFO)
         if info.get("quantization") == quantization and info.get("source_fingerprint") == source_fingerprint(model_dir):
             return output
         logger.info("the model in %s changed since its CTranslate2 export: exporting it again", model_dir)

@@ -11,7 +11,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hf_bahdanau.cli.arguments import UsageError, generation_options
+from hf_bahdanau.cli.arguments import generation_options
+from hf_bahdanau.errors import InputError, as_input_error
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
@@ -31,21 +32,23 @@ def load_translation_model(path: str, quantize: str | None = None) -> tuple[PreT
 
     folder = Path(path)
     if not (folder / "config.json").is_file():
-        raise UsageError(f"{folder} is not a saved model folder (no config.json)")
-    check_saved_model_type(folder)  # ours only: no code from the folder runs (trust_remote_code=False below)
-    check_tokenizer_location(folder, "the model folder")
-    if (folder / "pytorch_model.bin").is_file() and not any(folder.glob("model*.safetensors*")):
-        raise UsageError(
-            f"{folder} holds only pytorch_model.bin (a pickle, which can run code): hf-bahdanau reads safetensors "
-            f"only; if you trust the file, convert it once with AutoModelForSeq2SeqLM.from_pretrained('{folder}', "
-            f"use_safetensors=False).save_pretrained('{folder}')"
-        )
-    tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=False)
-    # safetensors only; every weight found (strict); no "Loading weights" bar (see the model class)
-    model = AutoModelForSeq2SeqLM.from_pretrained(
-        folder, use_safetensors=True, quantize=quantize, trust_remote_code=False, strict=True
-    ).eval()
-    check_tokenizer_matches(model.config, tokenizer)
+        raise InputError(f"{folder} is not a saved model folder (no config.json)")
+    # What transformers and the model's own code refuse in the folder (its JSON, config values, weights) is about it.
+    with as_input_error(ValueError, OSError):
+        check_saved_model_type(folder)  # ours only: no code from the folder runs (trust_remote_code=False below)
+        check_tokenizer_location(folder, "the model folder")
+        if (folder / "pytorch_model.bin").is_file() and not any(folder.glob("model*.safetensors*")):
+            raise InputError(
+                f"{folder} holds only pytorch_model.bin (a pickle, which can run code): hf-bahdanau reads "
+                f"safetensors only; if you trust the file, convert it once with AutoModelForSeq2SeqLM.from_pretrained("
+                f"'{folder}', use_safetensors=False).save_pretrained('{folder}')"
+            )
+        tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=False)
+        # safetensors only; every weight found (strict); no "Loading weights" bar (see the model class)
+        model = AutoModelForSeq2SeqLM.from_pretrained(
+            folder, use_safetensors=True, quantize=quantize, trust_remote_code=False, strict=True
+        ).eval()
+        check_tokenizer_matches(model.config, tokenizer)
     return model, tokenizer
 
 
@@ -58,20 +61,20 @@ def check_generation_length(model_dir: str, max_new_tokens: int | None) -> None:
         return  # not a model folder: `load_translation_model` says so
     table = config.get("max_position_embeddings") if isinstance(config, dict) else None
     if max_new_tokens is not None and isinstance(table, int) and max_new_tokens > table:
-        raise UsageError(
+        raise InputError(
             f"--max-new-tokens {max_new_tokens} is more than the model can generate: {model_dir} has a position "
             f"table of {table} tokens (max_position_embeddings); pass at most {table}"
         )
 
 
 def check_ctranslate2() -> None:
-    """A usage error that says how to install CTranslate2 where it is missing."""
+    """An InputError that says how to install CTranslate2 where it is missing."""
     from .export import require_ctranslate2
 
     try:
         require_ctranslate2()
     except ImportError as error:
-        raise UsageError(str(error)) from None
+        raise InputError(str(error)) from None
 
 
 def load_translator(args: argparse.Namespace, model_dir: str | None = None) -> Translator:
@@ -84,8 +87,9 @@ def load_translator(args: argparse.Namespace, model_dir: str | None = None) -> T
                    trained_source_length=trained_source_length(path))  # fmt: skip
     if args.engine == "ctranslate2":
         check_ctranslate2()
-        return Translator.from_folder(path, engine=args.engine, quantize=args.quantize, threads=args.threads,
-                                      torch_fallback=getattr(args, "torch_fallback", False), **options)  # fmt: skip
+        with as_input_error(ValueError, OSError):  # the export, its JSON, tokenizer and generation config
+            return Translator.from_folder(path, engine=args.engine, quantize=args.quantize, threads=args.threads,
+                                          torch_fallback=getattr(args, "torch_fallback", False), **options)  # fmt: skip
     if args.threads:
         import torch
 

@@ -20,6 +20,7 @@ import torch
 from torch import nn
 
 from hf_bahdanau.choices import QUANTIZATIONS
+from hf_bahdanau.errors import InputError
 
 
 def quantize_for_cpu(model: nn.Module) -> nn.Module:
@@ -43,7 +44,7 @@ def quantize_for_cpu(model: nn.Module) -> nn.Module:
 def quantizer(quantize: str) -> Callable[[nn.Module], nn.Module]:
     """The in-place quantizing function for the name `quantize` (one of `QUANTIZATIONS`)."""
     if quantize not in QUANTIZATIONS:
-        raise ValueError(f"quantize must be one of {QUANTIZATIONS} or None, got {quantize!r}")
+        raise InputError(f"quantize must be one of {QUANTIZATIONS} or None, got {quantize!r}")
     return quantize_for_cpu
 
 

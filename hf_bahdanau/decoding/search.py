@@ -26,6 +26,7 @@ from transformers import (
 )
 from transformers.modeling_outputs import ModelOutput
 
+from hf_bahdanau.errors import InputError
 from hf_bahdanau.models.modeling_translation import returned_cache
 
 from .constraints import Constraints
@@ -74,7 +75,7 @@ class SearchSettings:
                 values[name] = getattr(model_config, name, None)
         unknown = sorted(set(overrides) - known)
         if unknown:
-            raise ValueError(f"the search takes no {', '.join(unknown)}")
+            raise InputError(f"the search takes no {', '.join(unknown)}")
         refused = [f"{name}={values[name]!r}" for name, default in cls.UNSUPPORTED.items()
                    if values[name] not in (default, None, [])]  # fmt: skip
         if values["max_new_tokens"] is None:  # a config of whole lengths: the start token and the new ones
@@ -86,9 +87,9 @@ class SearchSettings:
                 refused.append(f"eos_token_id={eos!r} (one id)")
             values["eos_token_id"] = eos[0]
         if refused:
-            raise ValueError(f"the search does not do {', '.join(refused)}")
+            raise InputError(f"the search does not do {', '.join(refused)}")
         if values["eos_token_id"] is None or values["decoder_start_token_id"] is None:
-            raise ValueError("the search needs eos_token_id and decoder_start_token_id (from the model's config)")
+            raise InputError("the search needs eos_token_id and decoder_start_token_id (from the model's config)")
         settings = {name: values[name] for name in known if values[name] is not None}
         return cls(**settings)
 
@@ -198,9 +199,9 @@ def search(
     if settings.num_beams > 1:
         return _beam_search(model, input_ids, attention_mask, settings, limits, constraints)
     if settings.num_return_sequences > 1 and not settings.do_sample:
-        raise ValueError("greedy search gives one translation: n-best lists need beams (or sampling)")
+        raise InputError("greedy search gives one translation: n-best lists need beams (or sampling)")
     if constraints is not None and constraints.has_required:
-        raise ValueError("required phrases (glossary terms) need beam search: num_beams of 2 or more")
+        raise InputError("required phrases (glossary terms) need beam search: num_beams of 2 or more")
     return _greedy(model, input_ids, attention_mask, settings, limits, constraints)
 
 

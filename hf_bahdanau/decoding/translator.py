@@ -96,7 +96,7 @@ class Translator:
         fallback: Callable[[], Translator] | None = None,
     ) -> None:
         if engine not in ENGINES:
-            raise ValueError(f"engine {engine!r}: choose one of {', '.join(ENGINES)}")
+            raise InputError(f"engine {engine!r}: choose one of {', '.join(ENGINES)}")
         self.model, self.engine = model, engine
         self.tokenizer = tokenizer if tokenizer is not None else model.tokenizer
         self.batch_size, self.batch_tokens = batch_size, batch_tokens
@@ -238,7 +238,7 @@ class Translator:
         settings = SearchSettings.from_config(self.generation_config, self.config, num_return_sequences=n_best,
                                               **options)  # fmt: skip
         if n_best > settings.num_beams and not settings.do_sample:
-            raise ValueError(f"n_best {n_best} is more than the {settings.num_beams} beams searched")
+            raise InputError(f"n_best {n_best} is more than the {settings.num_beams} beams searched")
         return settings
 
     def _translate_ids(
@@ -327,9 +327,9 @@ class Translator:
         from .attention_maps import attention_maps
 
         if self.engine != "torch":
-            raise ValueError("attention maps need the torch engine")
+            raise InputError("attention maps need the torch engine")
         if not text.strip():
-            raise ValueError("cannot translate an empty text with attention weights")
+            raise InputError("cannot translate an empty text with attention weights")
         if hypothesis is None:
             hypothesis = self.translate([text], **options)[0].hypotheses[0]
         return attention_maps(self.model, self.tokenizer, text, hypothesis.ids)

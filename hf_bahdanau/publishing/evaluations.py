@@ -8,6 +8,8 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from hf_bahdanau.errors import InputError
+
 from .model_folder import read_json
 
 logger = logging.getLogger(__name__)
@@ -28,7 +30,7 @@ _RESULT_FIELDS = {"dataset": str, "split": str, "source_language": str, "target_
 
 
 def read_evaluations(folder: str | Path) -> list[dict[str, Any]]:
-    """The scores `hf-bahdanau evaluate` stored in `folder` (empty when never evaluated); a ValueError naming the
+    """The scores `hf-bahdanau evaluate` stored in `folder` (empty when never evaluated); an InputError naming the
     file when it does not hold them as `record_evaluation` writes them."""
     path = Path(folder) / EVAL_RESULTS_FILE
     if not path.is_file():
@@ -38,7 +40,7 @@ def read_evaluations(folder: str | Path) -> list[dict[str, Any]]:
         isinstance(result, dict) and all(isinstance(result.get(name), kind) for name, kind in _RESULT_FIELDS.items())
         for result in results
     ):
-        raise ValueError(f"{path} does not hold evaluation results as evaluate writes them: fix or remove it")
+        raise InputError(f"{path} does not hold evaluation results as evaluate writes them: fix or remove it")
     return results
 
 

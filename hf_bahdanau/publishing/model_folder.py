@@ -6,30 +6,34 @@ import json
 from pathlib import Path
 from typing import Any
 
+from hf_bahdanau.errors import InputError
+
 
 def read_json(path: Path) -> dict[str, Any]:
-    """The JSON object in `path` ({} where there is no file); a one-line ValueError naming the file otherwise."""
+    """The JSON object in `path` ({} where there is no file); a one-line InputError naming the file otherwise."""
     if not path.is_file():
         return {}
     try:
         value = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as error:
+        raise InputError(f"{path} cannot be read ({error.strerror or error})") from None
     except RecursionError:
-        raise ValueError(f"{path} is nested too deeply to read: fix or remove it") from None
+        raise InputError(f"{path} is nested too deeply to read: fix or remove it") from None
     except ValueError as error:
-        raise ValueError(f"{path} is not valid JSON ({error}): fix or remove it") from None
+        raise InputError(f"{path} is not valid JSON ({error}): fix or remove it") from None
     if not isinstance(value, dict):
-        raise ValueError(f"{path} does not hold a JSON object: fix or remove it")
+        raise InputError(f"{path} does not hold a JSON object: fix or remove it")
     return value
 
 
 def check_model_folder(folder: str | Path) -> Path:
-    """`folder` as a Path if it holds a trained model (config, safetensors weights, tokenizer), else ValueError."""
+    """`folder` as a Path if it holds a trained model (config, safetensors weights, tokenizer), else InputError."""
     folder = Path(folder)
     config = read_json(folder / "config.json")
     if not config.get("model_type"):
-        raise ValueError(f"{folder} is not a trained model folder (no config.json with a model_type)")
+        raise InputError(f"{folder} is not a trained model folder (no config.json with a model_type)")
     if not any(folder.glob("*.safetensors")):
-        raise ValueError(f"{folder} is not a trained model folder (no safetensors weights)")
+        raise InputError(f"{folder} is not a trained model folder (no safetensors weights)")
     if not (folder / "tokenizer_config.json").is_file():
-        raise ValueError(f"{folder} is not a trained model folder (no tokenizer)")
+        raise InputError(f"{folder} is not a trained model folder (no tokenizer)")
     return folder

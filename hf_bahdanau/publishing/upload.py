@@ -22,6 +22,7 @@ from transformers import TrainingArguments
 from transformers.dynamic_module_utils import get_relative_imports
 
 from hf_bahdanau.choices import DEFAULT_LICENSE
+from hf_bahdanau.errors import InputError, UnreachableError
 from hf_bahdanau.training.recorded_command import record_command
 
 from .card import CARD_FILE, is_generated_card, make_card
@@ -53,15 +54,15 @@ _REPO_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*")
 
 def check_repo_id(repo_id: str | None) -> str:
     """`repo_id` if it is `owner/name` and the Hub takes it (`huggingface_hub.utils.validate_repo_id`: at most 96
-    characters, no `--` or `..`), else a one-line ValueError saying why."""
+    characters, no `--` or `..`), else a one-line InputError saying why."""
     if not repo_id or not _REPO_ID.fullmatch(repo_id) or ".." in repo_id or repo_id.endswith((".git", "-", ".")):
-        raise ValueError(f"repo id {repo_id!r} is not of the form OWNER/NAME")
+        raise InputError(f"repo id {repo_id!r} is not of the form OWNER/NAME")
     if len(repo_id) > MAX_REPO_ID_LENGTH:
-        raise ValueError(f"repo id {repo_id!r} has {len(repo_id)} characters; the Hub takes {MAX_REPO_ID_LENGTH}")
+        raise InputError(f"repo id {repo_id!r} has {len(repo_id)} characters; the Hub takes {MAX_REPO_ID_LENGTH}")
     try:
         validate_repo_id(repo_id)
     except HFValidationError as error:  # "Cannot have -- or .. in repo_id: 'x'."
-        raise ValueError(f"repo id {repo_id!r}: {str(error).rsplit(': ', 1)[0]}") from None
+        raise InputError(f"repo id {repo_id!r}: {str(error).rsplit(': ', 1)[0]}") from None
     return repo_id
 
 
@@ -127,7 +128,7 @@ def upload_files(
     created as a Gradio Space."""
     token = token or get_token()
     if not token:
-        raise ValueError("no Hugging Face token: set HF_TOKEN or run `hf auth login`")
+        raise InputError("no Hugging Face token: set HF_TOKEN or run `hf auth login`")
     api = HfApi(token=token)
     try:
         kind = {} if repo_type == "model" else {"repo_type": repo_type}  # the Hub's default: a model
@@ -144,10 +145,10 @@ def upload_files(
             commit_message=commit_message,
         )
     except OfflineModeIsEnabled as error:
-        raise ConnectionError("the Hub is offline (HF_HUB_OFFLINE is set): unset it to publish") from error
+        raise UnreachableError("the Hub is offline (HF_HUB_OFFLINE is set): unset it to publish") from error
     except (HfHubHTTPError, httpx.HTTPError) as error:
         reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise ConnectionError(f"publishing to {repo_id} failed: {reason}") from error
+        raise UnreachableError(f"publishing to {repo_id} failed: {reason}") from error
     return str(url)
 
 
@@ -220,7 +221,7 @@ def take_push_from_trainer(training_args: TrainingArguments) -> HubPush | None:
         return None
     check_repo_id(training_args.hub_model_id)
     if not (token or get_token()):
-        raise ValueError("--push_to_hub: no Hugging Face token: set HF_TOKEN or run `hf auth login`")
+        raise InputError("--push_to_hub: no Hugging Face token: set HF_TOKEN or run `hf auth login`")
     training_args.push_to_hub = False
     return HubPush(training_args.hub_model_id, bool(training_args.hub_private_repo), training_args.hub_revision, token)
 

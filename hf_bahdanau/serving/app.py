@@ -24,6 +24,7 @@ from starlette.exceptions import HTTPException
 
 from hf_bahdanau.decoding.documents import grouped, join_document, split_document, split_sentences
 from hf_bahdanau.decoding.glossary import Glossary
+from hf_bahdanau.errors import InputError
 
 from .batching import Batcher
 from .limits import ApiKeys, BodyLimit, Limits
@@ -70,12 +71,12 @@ class Settings:
 
 
 def load_models(settings: Settings) -> dict[tuple[str, str], ServedModel]:
-    """The served models by language pair (ValueError for two models of one pair)."""
+    """The served models by language pair (an InputError for two models of one pair)."""
     models: dict[tuple[str, str], ServedModel] = {}
     for folder in settings.models:
         model = ServedModel(folder, settings.decoding)
         if model.pair in models:
-            raise ValueError(f"{models[model.pair].folder} and {folder} both translate {'->'.join(model.pair)}")
+            raise InputError(f"{models[model.pair].folder} and {folder} both translate {'->'.join(model.pair)}")
         models[model.pair] = model
     return models
 

@@ -22,6 +22,8 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hf_bahdanau.errors import InputError, as_input_error
+
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")  # read when gradio is imported
 
 if TYPE_CHECKING:
@@ -39,7 +41,6 @@ MAX_CHARACTERS = 1000  # the most characters the page translates at once: a few 
 MAX_BEAMS = 10  # the beam size (or number of samples) slider's top
 DECODINGS = ("greedy", "beam", "sampling")
 AVERAGE = "average"  # the head choice that averages the heads
-GRADIO_REQUIREMENT = "gradio>=6,<7"  # as the `demo` extra pins it
 
 
 # ---- what the page computes -------------------------------------------------------------------------------
@@ -54,7 +55,8 @@ def load_demo_model(model: str) -> tuple[PreTrainedModel, PreTrainedTokenizerBas
     if not folder.exists() and model.count("/") == 1:
         from huggingface_hub import snapshot_download
 
-        folder = Path(snapshot_download(model, ignore_patterns=["ctranslate2/*", "*.png"]))
+        with as_input_error(OSError):  # offline, no such repo, no access
+            folder = Path(snapshot_download(model, ignore_patterns=["ctranslate2/*", "*.png"]))
     return (*load_translation_model(str(folder)), folder)
 
 
@@ -77,7 +79,7 @@ def decoding_options(decoding: str, beams: int) -> tuple[dict[str, Any], int]:
     """`generate` options of a decoding choice, and the hypotheses to return: `beams` is the beam size of beam
     search, the number of samples of sampling (greedy: one translation)."""
     if decoding not in DECODINGS:
-        raise ValueError(f"decoding {decoding!r}: choose one of {', '.join(DECODINGS)}")
+        raise InputError(f"decoding {decoding!r}: choose one of {', '.join(DECODINGS)}")
     if decoding == "beam":
         return {"num_beams": beams, "do_sample": False}, beams
     return {"num_beams": 1, "do_sample": decoding == "sampling"}, 1 if decoding == "greedy" else beams
@@ -85,7 +87,7 @@ def decoding_options(decoding: str, beams: int) -> tuple[dict[str, Any], int]:
 
 def glossary_of(text: str) -> Glossary | None:
     """The glossary typed on the page: `source = target` (or `source<TAB>target`) lines; None where it is empty.
-    ValueError names a line that is neither."""
+    InputError names a line that is neither."""
     from hf_bahdanau.decoding.glossary import Glossary
 
     pairs = []
@@ -94,18 +96,18 @@ def glossary_of(text: str) -> Glossary | None:
             continue
         source, tab, target = line.partition("\t") if "\t" in line else line.partition("=")
         if not tab or not source.strip() or not target.strip():
-            raise ValueError(f"Glossary line {number}: write it as 'source term = target term'.")
+            raise InputError(f"Glossary line {number}: write it as 'source term = target term'.")
         pairs.append((source, target))
     return Glossary.from_pairs(pairs) if pairs else None
 
 
 def translate(translator: Translator, text: str, decoding: str, beams: int, glossary: str = "") -> list[Hypothesis]:
     """The hypotheses of `text` with their scores, in beam search's order (as `translate --n-best` writes them),
-    samples ranked by score, with the terms of the `glossary` typed on the page; ValueError with the page's message
+    samples ranked by score, with the terms of the `glossary` typed on the page; InputError with the page's message
     for bad input."""
     message = check_text(text, translator.tokenizer, translator.limit)
     if message:
-        raise ValueError(message)
+        raise InputError(message)
     options, n_best = decoding_options(decoding, beams)
     return translator.translate([text], n_best=n_best, glossary=glossary_of(glossary), **options)[0].hypotheses
 
@@ -167,7 +169,7 @@ def build_demo(
         progress(0.1, desc="translating")
         try:
             hypotheses = translate(translator, text, decoding, int(size), terms)
-        except ValueError as error:
+        except InputError as error:
             gr.Warning(str(error))
             hidden = gr.update(visible=False)
             return f"⚠️ {error}", "", [], gr.update(choices=[], value=None), hidden, hidden, None, {}

@@ -16,6 +16,8 @@ from typing import Any
 
 from starlette.responses import JSONResponse
 
+from hf_bahdanau.errors import InputError
+
 from .shapes import ApiError, error_body
 
 MISSING_KEY = "Please contact the server operator to get an API key"
@@ -51,20 +53,25 @@ class ApiKeys:
 
     @classmethod
     def from_file(cls, path: str | Path | None) -> ApiKeys:
-        """The keys of a file (ValueError naming the file and line of a key with spaces inside)."""
+        """The keys of a file (an InputError naming the file and line of a key with spaces inside)."""
         if path is None:
             return cls([])
         digests = []
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
+        try:
+            lines = Path(path).read_text(encoding="utf-8").splitlines()
+        except OSError as error:
+            raise InputError(f"the API key file {path} cannot be read ({error.strerror or error})") from None
+        except UnicodeDecodeError as error:
+            raise InputError(f"the API key file {path} is not UTF-8 text (byte {error.start})") from None
         for number, line in enumerate(lines, 1):
             key = line.strip()
             if not key or key.startswith("#"):
                 continue
             if any(character.isspace() for character in key):
-                raise ValueError(f"{path} line {number}: an API key has no spaces inside (one key a line)")
+                raise InputError(f"{path} line {number}: an API key has no spaces inside (one key a line)")
             digests.append(_digest(key))
         if not digests:
-            raise ValueError(f"{path} holds no API key (one key a line)")
+            raise InputError(f"{path} holds no API key (one key a line)")
         return cls(digests)
 
     @property

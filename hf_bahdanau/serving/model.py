@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from hf_bahdanau.decoding.glossary import Glossary
 
+from hf_bahdanau.errors import InputError
+
 
 @dataclass(frozen=True)
 class Decoding:
@@ -33,7 +35,6 @@ class ServedModel:
     own copy of the tokenizer)."""
 
     def __init__(self, folder: str | Path, decoding: Decoding) -> None:
-        from hf_bahdanau.cli.arguments import UsageError
         from hf_bahdanau.decoding.loading import check_generation_length, load_translator
 
         self.folder = str(folder)
@@ -46,7 +47,7 @@ class ServedModel:
                          if (value := getattr(decoding, name)) is not None}  # fmt: skip
         config = self._translator.config
         if not (config.source_language and config.target_language):
-            raise UsageError(
+            raise InputError(
                 f"{self.folder} records no language pair (source_language and target_language in its config): the "
                 "server picks a model by the languages a request names"
             )

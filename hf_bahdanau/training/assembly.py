@@ -11,6 +11,7 @@ import torch
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, PreTrainedTokenizerBase, Seq2SeqTrainingArguments
 
 from hf_bahdanau.data.tokenization import check_tokenizer_location, train_tokenizer
+from hf_bahdanau.errors import InputError, as_input_error
 from hf_bahdanau.models.modeling_translation import TranslationPreTrainedModel
 from hf_bahdanau.models.pipelines import check_tokenizer_matches, tokenizer_fingerprint
 from hf_bahdanau.registry import check_saved_model_type, get_model_type
@@ -32,7 +33,8 @@ def load_or_train_tokenizer(
     if source is not None:
         option = "--tokenizer_name_or_path" if tokenizer_args.tokenizer_name_or_path else "--model_name_or_path"
         check_tokenizer_location(source, "the run's folder" if resume else option)
-        return AutoTokenizer.from_pretrained(source, trust_remote_code=False)  # never a folder's own code
+        with as_input_error(ValueError, OSError):  # what transformers refuses in the folder
+            return AutoTokenizer.from_pretrained(source, trust_remote_code=False)  # never a folder's own code
     logger.info("training a %s tokenizer of %d tokens", tokenizer_args.tokenizer_type, tokenizer_args.vocab_size)
     return train_tokenizer(
         corpus["train"],
@@ -67,38 +69,40 @@ def build_model(
 
     A saved model keeps its architecture: model options must match its config, but for its `run_options` (e.g. the
     RNN's teacher forcing ratio), which may change; the run's label smoothing applies to it."""
-    saved = checkpoint or model_args.model_name_or_path
-    if saved is not None:
-        check_saved_model_type(saved)
-        model = AutoModelForSeq2SeqLM.from_pretrained(saved, use_safetensors=True, trust_remote_code=False)
-        realign_weights(model)  # a resumed run computes what the uninterrupted one did, to the bit
-        overrides = model_args.config_overrides(type(model.config))
-        fixed = sorted(
-            name
-            for name, value in overrides.items()
-            if name not in model.config.run_options and getattr(model.config, name) != value
-        )
-        if fixed:
-            kept = ", ".join(f"--{name} {getattr(model.config, name)}" for name in fixed)
-            raise ValueError(f"a saved model keeps its architecture ({kept}); leave out or match these options")
-        for name, value in {**overrides, "label_smoothing": label_smoothing}.items():
-            setattr(model.config, name, value)
-        model.config.check()
-    else:
-        config_class, model_class = get_model_type(model_args.model_type)
-        config = config_class(
-            **model_args.config_overrides(),
-            vocab_size=len(tokenizer),
-            label_smoothing=label_smoothing,
-            source_language=src_lang,
-            target_language=tgt_lang,
-            pad_token_id=tokenizer.pad_token_id,
-            bos_token_id=tokenizer.bos_token_id,
-            eos_token_id=tokenizer.eos_token_id,
-            decoder_start_token_id=tokenizer.bos_token_id,
-        )
-        model = model_class(config)
-    check_tokenizer_matches(model.config, tokenizer)
+    # What transformers and the model's code refuse (a folder's weights, a config value of the options) is input.
+    with as_input_error(ValueError, OSError):
+        saved = checkpoint or model_args.model_name_or_path
+        if saved is not None:
+            check_saved_model_type(saved)
+            model = AutoModelForSeq2SeqLM.from_pretrained(saved, use_safetensors=True, trust_remote_code=False)
+            realign_weights(model)  # a resumed run computes what the uninterrupted one did, to the bit
+            overrides = model_args.config_overrides(type(model.config))
+            fixed = sorted(
+                name
+                for name, value in overrides.items()
+                if name not in model.config.run_options and getattr(model.config, name) != value
+            )
+            if fixed:
+                kept = ", ".join(f"--{name} {getattr(model.config, name)}" for name in fixed)
+                raise InputError(f"a saved model keeps its architecture ({kept}); leave out or match these options")
+            for name, value in {**overrides, "label_smoothing": label_smoothing}.items():
+                setattr(model.config, name, value)
+            model.config.check()
+        else:
+            config_class, model_class = get_model_type(model_args.model_type)
+            config = config_class(
+                **model_args.config_overrides(),
+                vocab_size=len(tokenizer),
+                label_smoothing=label_smoothing,
+                source_language=src_lang,
+                target_language=tgt_lang,
+                pad_token_id=tokenizer.pad_token_id,
+                bos_token_id=tokenizer.bos_token_id,
+                eos_token_id=tokenizer.eos_token_id,
+                decoder_start_token_id=tokenizer.bos_token_id,
+            )
+            model = model_class(config)
+        check_tokenizer_matches(model.config, tokenizer)
     model.config.tokenizer_fingerprint = tokenizer_fingerprint(tokenizer)  # saved with it: see check_tokenizer_matches
     return model
 

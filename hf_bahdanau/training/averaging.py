@@ -18,6 +18,7 @@ import torch
 from safetensors.torch import load_file
 from transformers import Trainer, TrainingArguments
 
+from hf_bahdanau.errors import InputError, InputNotFoundError
 from hf_bahdanau.models.modeling_translation import TranslationPreTrainedModel, rename_unprefixed_keys
 from hf_bahdanau.training.run_folder import is_complete_checkpoint, numbered_checkpoints
 
@@ -38,21 +39,21 @@ def read_weights(path: str | Path) -> dict[str, torch.Tensor]:
     if (path / _WEIGHTS_INDEX).is_file():
         shards = json.loads((path / _WEIGHTS_INDEX).read_text(encoding="utf-8"))["weight_map"].values()
         return {name: tensor for shard in sorted(set(shards)) for name, tensor in load_file(path / shard).items()}
-    raise FileNotFoundError(f"{path} holds no safetensors weights ({_WEIGHTS} or {_WEIGHTS_INDEX})")
+    raise InputNotFoundError(f"{path} holds no safetensors weights ({_WEIGHTS} or {_WEIGHTS_INDEX})")
 
 
 def average_state_dicts(state_dicts: Sequence[Mapping[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
     """The element-wise mean of `state_dicts`, which must have the same names, shapes and dtypes."""
     if not state_dicts:
-        raise ValueError("nothing to average: no state dicts given")
+        raise InputError("nothing to average: no state dicts given")
     first = state_dicts[0]
     for index, other in enumerate(state_dicts[1:], start=1):
         if set(other) != set(first):
             differ = sorted(set(other) ^ set(first))
-            raise ValueError(f"state dict {index} has other weights than the first: {', '.join(differ[:5])}")
+            raise InputError(f"state dict {index} has other weights than the first: {', '.join(differ[:5])}")
         for name, tensor in first.items():
             if other[name].shape != tensor.shape or other[name].dtype != tensor.dtype:
-                raise ValueError(
+                raise InputError(
                     f"weight {name} differs in state dict {index}: {tuple(other[name].shape)} {other[name].dtype} "
                     f"against {tuple(tensor.shape)} {tensor.dtype}"
                 )
@@ -69,7 +70,7 @@ def average_state_dicts(state_dicts: Sequence[Mapping[str, torch.Tensor]]) -> di
             mean = torch.stack([t.to(kind) for t in tensors]).mean(dim=0).to(tensor.dtype)
         elif tensor.dtype == torch.bool:
             if any(not torch.equal(t, tensors[0]) for t in tensors[1:]):
-                raise ValueError(f"boolean weight {name} differs between the state dicts: it cannot be averaged")
+                raise InputError(f"boolean weight {name} differs between the state dicts: it cannot be averaged")
             mean = tensors[0].clone()
         else:  # fairseq: integer tensors get the floor of the mean
             mean = torch.div(torch.stack([t.to(torch.int64) for t in tensors]).sum(dim=0), len(tensors),
@@ -87,7 +88,7 @@ def average_checkpoints(
     (a model with a head), keys saved before the base-model split (`encoder.*`) are first renamed to its
     (`model.encoder.*`), so the old and new checkpoints of one run average together."""
     if not paths:
-        raise ValueError("nothing to average: no checkpoints given")
+        raise InputError("nothing to average: no checkpoints given")
     state_dicts = [read_weights(path) for path in paths]
     if model is not None:
         for state_dict in state_dicts:
@@ -114,14 +115,14 @@ def check_averaging(count: int, training_args: TrainingArguments) -> None:
     """Check `train --average_checkpoints N` before any work, and keep enough checkpoints for it: `--save_total_limit`
     is raised to N (N + 1 with --load_best_model_at_end, whose best checkpoint is kept besides the last ones)."""
     if count < 0:
-        raise ValueError(f"--average_checkpoints must be 0 (off) or a number of checkpoints, got {count}")
+        raise InputError(f"--average_checkpoints must be 0 (off) or a number of checkpoints, got {count}")
     if count == 0:
         return
     if training_args.save_strategy == "no":
-        raise ValueError(f"--average_checkpoints {count} needs checkpoints: --save_strategy is 'no'")
+        raise InputError(f"--average_checkpoints {count} needs checkpoints: --save_strategy is 'no'")
     saves = planned_checkpoints(training_args)
     if saves is not None and saves < count:
-        raise ValueError(
+        raise InputError(
             f"--average_checkpoints {count}: the run saves only {saves} checkpoint(s); save more often (--save_steps) "
             "or average fewer"
         )
@@ -136,10 +137,10 @@ def check_averaging(count: int, training_args: TrainingArguments) -> None:
 
 def average_last_checkpoints(trainer: Trainer, count: int) -> list[Path]:
     """Load the mean of the last `count` checkpoints of the trainer's output folder into its model (which `train`
-    then saves as the final model); returns the checkpoints averaged. Fewer than `count` is a ValueError."""
+    then saves as the final model); returns the checkpoints averaged. Fewer than `count` is an InputError."""
     checkpoints = last_checkpoints(trainer.args.output_dir, count)
     if len(checkpoints) < count:
-        raise ValueError(
+        raise InputError(
             f"--average_checkpoints {count}: only {len(checkpoints)} checkpoint(s) in {trainer.args.output_dir}; save "
             f"more often (--save_steps) or average fewer"
         )
@@ -150,7 +151,7 @@ def average_last_checkpoints(trainer: Trainer, count: int) -> list[Path]:
     loaded = {id(tensors[name]) for name in averaged if name in tensors}
     missing = sorted(name for name in result.missing_keys if id(tensors[name]) not in loaded)  # tied: stored once
     if missing or result.unexpected_keys:
-        raise ValueError(
+        raise InputError(
             f"the averaged checkpoints do not fit the model: missing {missing}, unexpected {result.unexpected_keys}"
         )
     model.tie_weights()

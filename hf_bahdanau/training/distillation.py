@@ -27,6 +27,7 @@ from typing import Any
 import datasets
 
 from hf_bahdanau.data.cache import CACHE_DIR_ENV
+from hf_bahdanau.publishing.model_folder import read_json
 
 logger = logging.getLogger(__name__)
 
@@ -53,7 +54,7 @@ def default_cache_root() -> Path:
 
 def default_engine(teacher: str | Path) -> str:
     """CTranslate2 for a Transformer teacher when the engine is installed, else torch."""
-    config = json.loads((Path(teacher) / "config.json").read_text(encoding="utf-8"))
+    config = read_json(Path(teacher) / "config.json")
     transformer = config.get("model_type") == "d2l_transformer"
     return "ctranslate2" if transformer and importlib.util.find_spec("ctranslate2") else "torch"
 

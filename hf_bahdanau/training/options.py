@@ -2,7 +2,7 @@
 
 `ModelArguments` is built from the model configurations' docstrings: one optional option per architecture field of
 any registered model type, its help the field's first sentence, its default its config's. The checks raise a
-one-line ValueError for settings that would fail mid-run, before any file is read or written.
+one-line InputError for settings that would fail mid-run, before any file is read or written.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from transformers import Seq2SeqTrainingArguments, Trainer, TrainingArguments
 
 from hf_bahdanau.data.tokenization import MODELS as TOKENIZER_MODELS
 from hf_bahdanau.data.tokenization import check_bpe_dropout
+from hf_bahdanau.errors import InputError
 from hf_bahdanau.models.configuration_translation import NOT_ARCHITECTURE, TranslationConfig
 from hf_bahdanau.registry import MODEL_TYPE_NAMES, get_model_type
 
@@ -100,7 +101,7 @@ MODEL_TYPE_NAMES_AND_CLASSES = {name: get_model_type(name) for name in MODEL_TYP
 
 def _config_overrides(self: Any, config_class: type[TranslationConfig] | None = None) -> dict[str, Any]:
     """The model options given (not None), checked to belong to `config_class` (a saved model's; default:
-    `model_type`'s): a one-line ValueError names the options of another model type, and that type."""
+    `model_type`'s): a one-line InputError names the options of another model type, and that type."""
     saved = config_class is not None
     config_class = config_class or get_model_type(self.model_type).config_class
     given = {f.name: getattr(self, f.name) for f in fields(self)[2:] if getattr(self, f.name) is not None}
@@ -116,7 +117,7 @@ def _config_overrides(self: Any, config_class: type[TranslationConfig] | None = 
         hint = f"leave {'it' if one else 'them'} out"
         if owners and not saved:
             hint += f" or pass --model_type {owners[0]}"
-        raise ValueError(
+        raise InputError(
             f"{', '.join(f'--{name}' for name in foreign)} {'is an option' if one else 'are options'} of "
             f"{' and '.join(owners) + ' models' if owners else 'other model types'}, not of "
             f"{'the saved' if saved else 'a'} {short or config_class.model_type} model: {hint}"
@@ -216,47 +217,47 @@ REPORT_PACKAGES = {"tensorboard": "tensorboard", "trackio": "trackio"}
 
 
 def check_training_arguments(training_args: Seq2SeqTrainingArguments) -> None:
-    """Raise a one-line ValueError for settings the Trainer accepts but fails on mid-run (or misreads)."""
+    """Raise a one-line InputError for settings the Trainer accepts but fails on mid-run (or misreads)."""
     if training_args.max_steps == 0 or training_args.max_steps < -1:
-        raise ValueError(
+        raise InputError(
             f"--max_steps must be positive (or -1: --num_train_epochs decides), got {training_args.max_steps}"
         )
     if training_args.learning_rate < 0:
-        raise ValueError(f"--learning_rate must not be negative, got {training_args.learning_rate}")
+        raise InputError(f"--learning_rate must not be negative, got {training_args.learning_rate}")
     for name in ("per_device_train_batch_size", "per_device_eval_batch_size", "gradient_accumulation_steps"):
         if getattr(training_args, name) < 1:
-            raise ValueError(f"--{name} must be a positive integer, got {getattr(training_args, name)}")
+            raise InputError(f"--{name} must be a positive integer, got {getattr(training_args, name)}")
     for tracker in training_args.report_to or ():
         package = REPORT_PACKAGES.get(tracker)
         if package is not None and importlib.util.find_spec(package) is None:
-            raise ValueError(f"--report_to {tracker} needs the {package} package: pip install {package}")
+            raise InputError(f"--report_to {tracker} needs the {package} package: pip install {package}")
     metric = training_args.metric_for_best_model
     if metric is not None and metric.removeprefix("eval_") not in METRIC_NAMES:
-        raise ValueError(f"--metric_for_best_model {metric!r} is not reported; choose one of {', '.join(METRIC_NAMES)}")
+        raise InputError(f"--metric_for_best_model {metric!r} is not reported; choose one of {', '.join(METRIC_NAMES)}")
     try:
         Trainer.get_optimizer_cls_and_kwargs(training_args)
     except (ImportError, ValueError) as error:
         optim = getattr(training_args.optim, "value", training_args.optim)
-        raise ValueError(f"--optim {optim}: {str(error).splitlines()[0]}") from None
+        raise InputError(f"--optim {optim}: {str(error).splitlines()[0]}") from None
 
 
 def check_streaming_arguments(data_args: DataArguments, training_args: TrainingArguments) -> None:
-    """Raise a one-line ValueError for --streaming without what it needs (a stream has no length to count epochs in)."""
+    """Raise a one-line InputError for --streaming without what it needs (a stream has no length to count epochs in)."""
     if not data_args.streaming:
         return
     if training_args.max_steps <= 0:
-        raise ValueError("--streaming needs --max_steps: a stream has no length, so --num_train_epochs cannot end it")
+        raise InputError("--streaming needs --max_steps: a stream has no length, so --num_train_epochs cannot end it")
     if data_args.bucket_buffer_size < training_args.per_device_train_batch_size:
-        raise ValueError(
+        raise InputError(
             f"--bucket_buffer_size {data_args.bucket_buffer_size} must hold at least one batch "
             f"(--per_device_train_batch_size {training_args.per_device_train_batch_size})"
         )
     if data_args.max_train_samples is not None:
-        raise ValueError("--max_train_samples does not apply to --streaming: --max_steps ends the run")
+        raise InputError("--max_train_samples does not apply to --streaming: --max_steps ends the run")
 
 
 def check_tokenizer_arguments(tokenizer_args: TokenizerArguments, data_args: DataArguments, trains: bool) -> None:
-    """Raise a one-line ValueError for --bpe_dropout outside [0, 1) or with --streaming and, when the run trains its
+    """Raise a one-line InputError for --bpe_dropout outside [0, 1) or with --streaming and, when the run trains its
     tokenizer (`trains`: no saved tokenizer, model or run to continue), for an unknown --tokenizer_type or
     --bpe_dropout with one that is not BPE: before the corpus is read and the tokenizer trained."""
     check_bpe_dropout(tokenizer_args.bpe_dropout, data_args.streaming)
@@ -264,13 +265,13 @@ def check_tokenizer_arguments(tokenizer_args: TokenizerArguments, data_args: Dat
         return
     kind = tokenizer_args.tokenizer_type
     if kind not in TOKENIZER_MODELS:
-        raise ValueError(f"--tokenizer_type {kind!r} is not one of {', '.join(TOKENIZER_MODELS)}")
+        raise InputError(f"--tokenizer_type {kind!r} is not one of {', '.join(TOKENIZER_MODELS)}")
     if tokenizer_args.bpe_dropout and kind != "bpe":
-        raise ValueError(f"--bpe_dropout needs a BPE tokenizer (--tokenizer_type bpe), not --tokenizer_type {kind}")
+        raise InputError(f"--bpe_dropout needs a BPE tokenizer (--tokenizer_type bpe), not --tokenizer_type {kind}")
 
 
 def check_position_lengths(table: int | None, data_args: DataArguments, training_args: TrainingArguments) -> None:
-    """Raise a one-line ValueError when a length option exceeds the model's position table (a Transformer's
+    """Raise a one-line InputError when a length option exceeds the model's position table (a Transformer's
     `max_position_embeddings`; None: no table): training would fail on its first long batch, evaluation at its first
     translation."""
     lengths = {
@@ -280,7 +281,7 @@ def check_position_lengths(table: int | None, data_args: DataArguments, training
     }
     for option, value in lengths.items():
         if table is not None and value is not None and value > table:
-            raise ValueError(
+            raise InputError(
                 f"--{option} {value} is more than the model's position table holds (max_position_embeddings "
                 f"{table}): pass at most {table}, or a larger --max_position_embeddings"
             )

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from hf_bahdanau.errors import InputError
 from hf_bahdanau.publishing.model_folder import read_json
 
 from .redaction import redact_argv, redact_config, redact_message
@@ -40,7 +41,7 @@ def read_command(folder: Path) -> tuple[str | None, dict[str, str] | None]:
     if not isinstance(command, str | None) or not (
         config_file is None or isinstance(config_file, dict) and isinstance(config_file.get("text", ""), str)
     ):
-        raise ValueError(f"{folder / COMMAND_FILE} does not hold a command as train records it: fix or remove it")
+        raise InputError(f"{folder / COMMAND_FILE} does not hold a command as train records it: fix or remove it")
     if command:
         try:
             command = shlex.join(redact_argv(shlex.split(command)))

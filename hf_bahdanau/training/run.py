@@ -42,6 +42,7 @@ from hf_bahdanau.data.streaming import (
 )
 from hf_bahdanau.data.tokenization import DEFAULT_TRAIN_SAMPLES, BpeDropoutEncoder, bpe_dropout_view
 from hf_bahdanau.data.tokenized import tokenize_corpus
+from hf_bahdanau.errors import InputError
 from hf_bahdanau.models.pipelines import save_for_pipeline
 from hf_bahdanau.publishing import upload
 from hf_bahdanau.registry import check_saved_model_type, get_model_type
@@ -70,7 +71,7 @@ from hf_bahdanau.training.run_folder import (
     write_run_files,
 )
 from hf_bahdanau.training.trainer import build_trainer
-from hf_bahdanau.visualization import plot_training_curves
+from hf_bahdanau.visualization import has_loss, plot_training_curves
 
 logger = logging.getLogger(__name__)
 
@@ -113,7 +114,7 @@ def prepare_data(
         head = stream.take(tokenizer_args.tokenizer_train_samples or DEFAULT_TRAIN_SAMPLES)
         corpus["train"] = (text for row in head for text in (row["src"], row["tgt"]))
     if "validation" not in corpus:
-        raise ValueError(f"{data_args.data} has no validation split to evaluate on")
+        raise InputError(f"{data_args.data} has no validation split to evaluate on")
     for split, limit in (("train", data_args.max_train_samples), ("validation", data_args.max_eval_samples)):
         if limit is not None and isinstance(corpus[split], datasets.Dataset):
             corpus[split] = corpus[split].select(range(min(limit, len(corpus[split]))))
@@ -133,7 +134,7 @@ def check_reached_end(trainer: Seq2SeqTrainer, work_dir: Path) -> None:
         for callback in trainer.callback_handler.callbacks
     )
     if state.global_step < state.max_steps and not stopped_early:
-        raise ValueError(
+        raise InputError(
             f"training stopped at step {state.global_step} of {state.max_steps}: its train data ran out; nothing was "
             f"saved (the checkpoints in {work_dir} are kept)"
         )
@@ -158,7 +159,10 @@ def save_run(
         try:
             save_for_pipeline(trainer.model, tokenizer, work_dir)
             trainer.save_state()
-            plot_training_curves(trainer.state.log_history, path=work_dir / "training_curves.png")
+            if has_loss(trainer.state.log_history):
+                plot_training_curves(trainer.state.log_history, path=work_dir / "training_curves.png")
+            else:
+                logger.info("no loss was logged (--logging_steps above the steps run): no training_curves.png")
         except (OSError, SafetensorError) as error:
             kept = f"its checkpoints{'' if work_dir == output_dir else f' and the run in {output_dir}'} are intact"
             raise write_failure(work_dir, error, kept) from error
@@ -190,9 +194,9 @@ def check_options(
     elif not run_args.resume:  # (a resumed run's type is its checkpoint's: checked once that is found)
         model_args.config_overrides()
     if not data_args.data or not data_args.src_lang or not data_args.tgt_lang:
-        raise ValueError("training needs --data, --src-lang and --tgt-lang")
+        raise InputError("training needs --data, --src-lang and --tgt-lang")
     if data_args.src_lang == data_args.tgt_lang:
-        raise ValueError(f"--src-lang and --tgt-lang are both {data_args.src_lang!r}: choose two languages")
+        raise InputError(f"--src-lang and --tgt-lang are both {data_args.src_lang!r}: choose two languages")
     check_local_source(data_args.data)  # a mistyped corpus path fails before the output folder is locked
     check_training_arguments(training_args)
     check_streaming_arguments(data_args, training_args)

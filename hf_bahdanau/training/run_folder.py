@@ -24,6 +24,7 @@ from transformers import PreTrainedTokenizerBase, TrainerCallback, TrainerContro
 from transformers.trainer_pt_utils import safe_globals
 
 from hf_bahdanau.data.run_settings import DATA_SETTINGS_FILE, read_data_settings
+from hf_bahdanau.errors import InputError, InputNotFoundError, OutputExistsError, UnwritableError
 from hf_bahdanau.folders import replace_with
 from hf_bahdanau.registry import MODEL_TYPES
 
@@ -97,14 +98,16 @@ def last_complete_checkpoint(folder: Path) -> str | None:
     return None
 
 
-def write_failure(folder: Path, error: Exception, kept: str) -> OSError:
-    """A one-line OSError for `folder` that could not be written (a full disk, typically), saying what is `kept`."""
+def write_failure(folder: Path, error: Exception, kept: str) -> UnwritableError:
+    """A one-line error for `folder` that could not be written (a full disk, typically), saying what is `kept`."""
     reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error).splitlines()[0]
     try:
         free = f", {shutil.disk_usage(folder.parent).free / 2**20:,.0f} MB free there"
     except OSError:
         free = ""
-    return OSError(f"could not write {folder} ({reason}{free}); {kept}: free disk space and continue with --resume")
+    return UnwritableError(
+        f"could not write {folder} ({reason}{free}); {kept}: free disk space and continue with --resume"
+    )
 
 
 STAGING_MARKER = ".hf_bahdanau_staging"  # in a staging folder a run made: the folder it will replace
@@ -128,7 +131,7 @@ def _replaced_by(staging: Path) -> Path:
 def _check_not_a_users(staging: Path) -> None:
     """Refuse to use (or remove) a folder of the staging folder's name that no run made."""
     if staging.exists() and not is_staging_dir(staging):
-        raise FileExistsError(
+        raise OutputExistsError(
             f"{staging} exists and is not a staging folder of train (no {STAGING_MARKER}): a run replacing "
             f"{_replaced_by(staging)} works there; move it away"
         )
@@ -144,7 +147,7 @@ def locked_output_dir(output_dir: Path) -> Iterator[None]:
     try:
         lock.acquire(timeout=0)
     except Timeout:
-        raise FileExistsError(
+        raise OutputExistsError(
             f"another run is training into {output_dir} (it holds {lock.lock_file}): wait for it to end or choose "
             "another --output-dir"
         ) from None
@@ -172,7 +175,7 @@ def check_output_dir(output_dir: Path, resume: bool, overwrite: bool, inputs: Se
     `inputs` are the paths the run reads (model, tokenizer, data): --overwrite must not delete them.
     """
     if is_staging_dir(output_dir):
-        raise FileExistsError(
+        raise OutputExistsError(
             f"{output_dir} is the staging folder of a run into {_replaced_by(output_dir)}: choose another --output-dir"
         )
     if resume:
@@ -181,19 +184,19 @@ def check_output_dir(output_dir: Path, resume: bool, overwrite: bool, inputs: Se
             checkpoint = last_complete_checkpoint(folder) if folder.is_dir() else None
             if checkpoint is not None:
                 return checkpoint
-        raise FileNotFoundError(f"--resume: no complete checkpoint-* folder in {output_dir} to resume from")
+        raise InputNotFoundError(f"--resume: no complete checkpoint-* folder in {output_dir} to resume from")
     if output_dir.is_dir() and any(output_dir.iterdir()):
         if not overwrite:
-            raise FileExistsError(
+            raise OutputExistsError(
                 f"output directory {output_dir} exists and is not empty: pass --overwrite to replace it or --resume "
                 "to continue its last checkpoint"
             )
         target = output_dir.resolve()
         if target in (Path.cwd(), *Path.cwd().parents, Path.home()) or not _is_training_run(output_dir):
-            raise FileExistsError(f"--overwrite: {output_dir} does not hold a training run; choose a new directory")
+            raise OutputExistsError(f"--overwrite: {output_dir} does not hold a training run; choose a new directory")
         for path in filter(None, inputs):
             if Path(path).exists() and Path(path).resolve().is_relative_to(target):
-                raise FileExistsError(
+                raise OutputExistsError(
                     f"--overwrite would delete {path}, which this run reads: choose another --output-dir"
                 )
     return None
@@ -210,12 +213,12 @@ def check_resume_steps(checkpoint: str, max_steps: int) -> None:
     except (OSError, ValueError, KeyError, TypeError):
         saved = None  # no finished model in the folder
     if isinstance(saved, int) and saved > max_steps:
-        raise ValueError(
+        raise InputError(
             f"--resume: {folder} holds a model trained for {saved} steps; resuming to --max_steps {max_steps} "
             "would replace it with an earlier one"
         )
     if step > max_steps:
-        raise ValueError(f"--resume: {checkpoint} is at step {step}, past --max_steps {max_steps}")
+        raise InputError(f"--resume: {checkpoint} is at step {step}, past --max_steps {max_steps}")
 
 
 def choose_work_dir(output_dir: Path, checkpoint: str | None, is_main: bool) -> Path:
@@ -252,7 +255,7 @@ def write_run_files(
         recorded = read_data_settings(output_dir)
         unchecked = {"data_path": None, "max_source_length": None}  # the corpus may move; a length may change
         if recorded and {**recorded, **unchecked} != {**settings, **unchecked}:
-            raise ValueError(
+            raise InputError(
                 f"--resume with other corpus settings than the run started with: {settings} instead of {recorded}"
             )
         return

@@ -29,6 +29,7 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from hf_bahdanau.data.streaming import LengthBucketedBatches, stream_dataloader
 from hf_bahdanau.data.tokenization import BpeDropoutEncoder
+from hf_bahdanau.errors import InputError
 from hf_bahdanau.metrics import make_compute_metrics
 from hf_bahdanau.models.modeling_translation import TranslationPreTrainedModel
 from hf_bahdanau.training.callbacks import InterruptToCheckpoint, LogEntryLogger, ProgressBar, TrainingStartLogger
@@ -137,7 +138,7 @@ def build_trainer(
     """A `Seq2SeqTrainer` with length-padded batches, sacreBLEU evaluation, early stopping on BLEU, checkpoints that
     show whether they are complete, and a checkpoint on Ctrl-C."""
     if getattr(model, "quantization", None) is not None:
-        raise ValueError(
+        raise InputError(
             f"the model was quantized to {model.quantization} for inference and cannot be trained: train the fp32 "
             "model and pass --quantize (or quantize=) when translating"
         )
