@@ -151,10 +151,10 @@ def test_translate_evaluate_and_pipeline_with_int8_leave_the_fp32_folder(trained
 
 
 @pytest.mark.slow
-def test_translate_prompts_when_stdin_is_a_terminal(trained):
+def test_translate_prompts_when_stdin_is_a_terminal(rnn_folder):
     terminal, stdin = pty.openpty()  # stdin is a terminal: translate asks at a prompt, line by line, until q
     process = subprocess.Popen(
-        [sys.executable, "-m", "hf_bahdanau.cli", "translate", "--model", str(trained), "--num-beams", "1"],
+        [sys.executable, "-m", "hf_bahdanau.cli", "translate", "--model", str(rnn_folder), "--num-beams", "1"],
         stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     os.close(stdin)
@@ -739,7 +739,7 @@ def test_help_answers_without_importing_torch(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_log_file_gets_numbers_and_no_progress_bars(trained, tatoeba_tsv, tmp_path):
+def test_a_log_file_gets_numbers_and_no_progress_bars(trained_folder, tatoeba_tsv, tmp_path):
     result = run_cli("train", "--data", str(tatoeba_tsv), "--output-dir", str(tmp_path / "run"), *TINY,
                      "--max_steps", "4", "--logging_steps", "2", "--eval_steps", "4", "--save_steps", "4")  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
@@ -749,5 +749,6 @@ def test_a_log_file_gets_numbers_and_no_progress_bars(trained, tatoeba_tsv, tmp_
     losses = [entry["loss"] for entry in entries if "loss" in entry]
     assert len(losses) == 2 and all(isinstance(loss, float) and 0 < loss < 20 for loss in losses)
     assert any(isinstance(entry.get("eval_bleu"), float) for entry in entries)
-    result = run_cli("translate", "--model", str(trained), "--num-beams", "1", "Go.")
-    assert result.returncode == 0 and "Loading weights" not in result.stderr and "\r" not in result.stderr
+    for model_type in TINY_MODEL:
+        result = run_cli("translate", "--model", str(trained_folder(model_type)), "--num-beams", "1", "Go.")
+        assert result.returncode == 0 and "Loading weights" not in result.stderr and "\r" not in result.stderr
