@@ -1,10 +1,13 @@
-"""Shared fixtures: the shared corpora beside the repo, skipped cleanly when absent."""
+"""Shared fixtures: the shared corpora beside the repo (skipped cleanly when absent), tiny tokenizers and folders, and
+the session's trained tiny models (`trained_folder`)."""
 
 from __future__ import annotations
 
 import importlib.util
 import os
+import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
@@ -17,6 +20,9 @@ _DEFAULT_DATA_DIR = REPO_ROOT.parent / "shared" / "data"
 os.environ.setdefault("HF_BAHDANAU_DATA_DIR", str(_DEFAULT_DATA_DIR))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+# Tiny models compute on one thread, here and in every process a test starts: on tensors this small a second
+# thread costs more in synchronisation than it gains (several times more on a busy machine of two cores).
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 # Every Hugging Face cache (datasets, evaluate modules, remote code) goes to a throw-away folder, not the home.
 os.environ["HF_HOME"] = tempfile.mkdtemp(prefix="hf_bahdanau_tests_")
 
@@ -79,19 +85,36 @@ def d2l() -> ModuleType:
 
 
 @pytest.fixture(scope="session")
-def rnn_folder(tmp_path_factory: pytest.TempPathFactory, tatoeba_tsv: Path) -> Path:
-    """A tiny RNN trained by `hf-bahdanau train` for 10 steps (no evaluation); tests change only copies of it."""
+def trained_folder(tmp_path_factory: pytest.TempPathFactory, tatoeba_tsv: Path) -> Callable[..., Path]:
+    """`trained_folder(model_type)`: a tiny model of that type (`helpers.TINY_MODEL`: "bahdanau" or
+    "d2l_transformer") trained by `hf-bahdanau train` on 300 Tatoeba en-fr pairs for 60 steps, evaluated and saved
+    at steps 30 and 60, the best evaluation's weights kept. Each type is trained once a session; tests only read that
+    folder. `trained_folder(model_type, into)`: a copy of it at `into`, checkpoints too, for a test or module that
+    changes it (`evaluate` records its scores there, `--engine ctranslate2` keeps its export there)."""
     from helpers import TINY_MODEL, TINY_RUN
 
     from hf_bahdanau.cli import main
 
-    output = tmp_path_factory.mktemp("trained") / "rnn"
-    status = main(
-        ["train", "--data", str(tatoeba_tsv), "--output-dir", str(output), *TINY_RUN, *TINY_MODEL["bahdanau"],
-         "--max_steps", "10", "--eval_strategy", "no", "--load_best_model_at_end", "false", "--save_steps", "10"]
-    )  # fmt: skip
-    assert status == 0
-    return output
+    folders: dict[str, Path] = {}
+
+    def trained(model_type: str, into: Path | None = None) -> Path:
+        if model_type not in folders:
+            output = tmp_path_factory.mktemp(f"trained-{model_type}") / "model"
+            status = main(
+                ["train", "--data", str(tatoeba_tsv), "--output-dir", str(output), *TINY_RUN, *TINY_MODEL[model_type],
+                 "--max_steps", "60", "--eval_steps", "30", "--save_steps", "30"]
+            )  # fmt: skip
+            assert status == 0
+            folders[model_type] = output
+        return folders[model_type] if into is None else Path(shutil.copytree(folders[model_type], into))
+
+    return trained
+
+
+@pytest.fixture(scope="session")
+def rnn_folder(trained_folder: Callable[..., Path]) -> Path:
+    """The session's trained tiny RNN (`trained_folder("bahdanau")`); tests change only copies of it."""
+    return trained_folder("bahdanau")
 
 
 @pytest.fixture

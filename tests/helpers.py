@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -139,6 +140,16 @@ def weights_digest(model: torch.nn.Module) -> str:
 def copy_model(folder: Path, destination: Path) -> Path:
     """A copy of a model folder without its checkpoints."""
     return shutil.copytree(folder, destination, ignore=shutil.ignore_patterns("checkpoint-*"))
+
+
+def swap_two_tokens(folder: Path) -> None:
+    """Give the folder's tokenizer another vocabulary of the same size (two ids swapped)."""
+    tokenizer_file = folder / "tokenizer.json"
+    tokenizer = json.loads(tokenizer_file.read_text(encoding="utf-8"))
+    vocabulary = tokenizer["model"]["vocab"]
+    first, second = [token for token, index in vocabulary.items() if index in (10, 11)]
+    vocabulary[first], vocabulary[second] = vocabulary[second], vocabulary[first]
+    tokenizer_file.write_text(json.dumps(tokenizer), encoding="utf-8")
 
 
 def folder_bytes(folder: Path) -> dict[str, bytes]:

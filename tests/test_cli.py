@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import TINY, TINY_MODEL, TINY_RUN, error_of, run_cli, weights_digest
+from helpers import TINY, TINY_MODEL, TINY_RUN, error_of, folder_bytes, run_cli, swap_two_tokens, weights_digest
 from sacrebleu.metrics import BLEU
 from safetensors.torch import load_file
 from transformers import AutoConfig, AutoModelForSeq2SeqLM, AutoTokenizer, pipeline
@@ -39,15 +39,10 @@ from hf_bahdanau.training.options import ModelArguments
 
 
 @pytest.fixture(scope="module", params=list(TINY_MODEL))
-def trained(request, tmp_path_factory, tatoeba_tsv):
-    """A folder trained by `hf-bahdanau train` for 60 steps, for each model type."""
-    output = tmp_path_factory.mktemp("run") / "model"
-    status = main(
-        ["train", "--data", str(tatoeba_tsv), "--output-dir", str(output), *TINY_RUN, *TINY_MODEL[request.param],
-         "--max_steps", "60", "--eval_steps", "30", "--save_steps", "30"]
-    )  # fmt: skip
-    assert status == 0
-    return output
+def trained(request, trained_folder, tmp_path_factory):
+    """This module's copy of the session's folder trained by `hf-bahdanau train` for 60 steps, for each model type
+    (conftest's `trained_folder`): tests here evaluate into it."""
+    return trained_folder(request.param, tmp_path_factory.mktemp("run") / "model")
 
 
 def test_train_writes_a_loadable_model_and_the_loss_falls(trained):
@@ -156,10 +151,10 @@ def test_translate_evaluate_and_pipeline_with_int8_leave_the_fp32_folder(trained
 
 
 @pytest.mark.slow
-def test_translate_prompts_when_stdin_is_a_terminal(trained):
+def test_translate_prompts_when_stdin_is_a_terminal(rnn_folder):
     terminal, stdin = pty.openpty()  # stdin is a terminal: translate asks at a prompt, line by line, until q
     process = subprocess.Popen(
-        [sys.executable, "-m", "hf_bahdanau.cli", "translate", "--model", str(trained), "--num-beams", "1"],
+        [sys.executable, "-m", "hf_bahdanau.cli", "translate", "--model", str(rnn_folder), "--num-beams", "1"],
         stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     os.close(stdin)
@@ -408,7 +403,7 @@ def test_two_processes_train_one_model(tatoeba_tsv, tmp_path):
     script.write_text(textwrap.dedent(
         """
         import logging, os, sys
-        from test_cli import weights_digest
+        from helpers import weights_digest
         from hf_bahdanau.cli.train import parse_train_args
         from hf_bahdanau.training.run import train
         logging.basicConfig(level=logging.INFO)
@@ -566,10 +561,6 @@ def test_an_invalid_config_file_is_a_one_line_error(name, text, error, tmp_path,
     assert error in message and "\n" not in message
 
 
-def folder_bytes(folder: Path) -> dict:
-    return {path.relative_to(folder): path.read_bytes() for path in sorted(folder.rglob("*")) if path.is_file()}
-
-
 @pytest.mark.parametrize(
     "option, value, error",
     [("--learning_rate", "-0.01", "--learning_rate must not be negative"),
@@ -681,12 +672,7 @@ def test_an_interrupted_run_resumes_to_the_weights_of_an_uninterrupted_one(model
 def test_a_tokenizer_of_another_model_is_refused(trained, tmp_path, caplog):
     other = tmp_path / "other_tokenizer"
     shutil.copytree(trained, other)
-    tokenizer_file = other / "tokenizer.json"
-    tokenizer = json.loads(tokenizer_file.read_text(encoding="utf-8"))
-    vocabulary = tokenizer["model"]["vocab"]
-    first, second = [token for token, index in vocabulary.items() if index in (10, 11)]
-    vocabulary[first], vocabulary[second] = vocabulary[second], vocabulary[first]  # same size, other ids
-    tokenizer_file.write_text(json.dumps(tokenizer), encoding="utf-8")
+    swap_two_tokens(other)  # the same size, other ids
     assert main(["translate", "--model", str(other), "Go."]) == 1
     message = caplog.records[-1].getMessage()
     assert "the tokenizer belongs to another model" in message and "\n" not in message
@@ -753,7 +739,7 @@ def test_help_answers_without_importing_torch(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_log_file_gets_numbers_and_no_progress_bars(trained, tatoeba_tsv, tmp_path):
+def test_a_log_file_gets_numbers_and_no_progress_bars(trained_folder, tatoeba_tsv, tmp_path):
     result = run_cli("train", "--data", str(tatoeba_tsv), "--output-dir", str(tmp_path / "run"), *TINY,
                      "--max_steps", "4", "--logging_steps", "2", "--eval_steps", "4", "--save_steps", "4")  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
@@ -763,5 +749,6 @@ def test_a_log_file_gets_numbers_and_no_progress_bars(trained, tatoeba_tsv, tmp_
     losses = [entry["loss"] for entry in entries if "loss" in entry]
     assert len(losses) == 2 and all(isinstance(loss, float) and 0 < loss < 20 for loss in losses)
     assert any(isinstance(entry.get("eval_bleu"), float) for entry in entries)
-    result = run_cli("translate", "--model", str(trained), "--num-beams", "1", "Go.")
-    assert result.returncode == 0 and "Loading weights" not in result.stderr and "\r" not in result.stderr
+    for model_type in TINY_MODEL:
+        result = run_cli("translate", "--model", str(trained_folder(model_type)), "--num-beams", "1", "Go.")
+        assert result.returncode == 0 and "Loading weights" not in result.stderr and "\r" not in result.stderr

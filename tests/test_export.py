@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 import torch
 from datasets import DatasetDict
-from helpers import TINY_MODEL, TINY_RUN
 from safetensors.torch import load_file, save_file
 from transformers import AutoTokenizer
 
@@ -145,14 +144,10 @@ def test_beam_search_agrees_and_the_translator_answers_as_the_pipeline(tokenizer
 
 
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory, tatoeba_tsv) -> Path:
-    """A tiny Transformer trained by `hf-bahdanau train` for 60 steps (as tests/test_cli.py trains its own)."""
-    output = tmp_path_factory.mktemp("run") / "model"
-    steps = ["--max_steps", "60", "--eval_steps", "60", "--save_steps", "60"]
-    run = ["--data", str(tatoeba_tsv), "--output-dir", str(output), *TINY_RUN, *TINY_MODEL["d2l_transformer"]]
-    status = main(["train", *run, *steps])
-    assert status == 0
-    return output
+def trained(trained_folder, tmp_path_factory) -> Path:
+    """This module's copy of the session's tiny Transformer trained by `hf-bahdanau train` for 60 steps (conftest's
+    `trained_folder`): the export cache and evaluations go into it."""
+    return trained_folder("d2l_transformer", tmp_path_factory.mktemp("run") / "model")
 
 
 def test_translate_with_ctranslate2_prints_what_torch_prints(trained, corpus, tmp_path, capsys):

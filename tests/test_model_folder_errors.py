@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers import TINY_MODEL, TINY_RUN, copy_model, random_ids
+from helpers import TINY_MODEL, TINY_RUN, copy_model, random_ids, swap_two_tokens
 from safetensors.torch import load_file
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, Seq2SeqTrainingArguments, pipeline
 
@@ -61,16 +61,6 @@ def test_a_missing_weight_is_named_and_tied_weights_are_not_missing(rnn_folder, 
     assert "lm_head.weight" not in load_file(tied / "model.safetensors")  # stored once, as the embedding
     model = AutoModelForSeq2SeqLM.from_pretrained(tied)
     assert model.lm_head.weight is model.model.decoder.embed_tokens.weight
-
-
-def swap_two_tokens(folder):
-    """Give the folder's tokenizer another vocabulary of the same size (two ids swapped)."""
-    tokenizer_file = folder / "tokenizer.json"
-    tokenizer = json.loads(tokenizer_file.read_text(encoding="utf-8"))
-    vocabulary = tokenizer["model"]["vocab"]
-    first, second = [token for token, index in vocabulary.items() if index in (10, 11)]
-    vocabulary[first], vocabulary[second] = vocabulary[second], vocabulary[first]
-    tokenizer_file.write_text(json.dumps(tokenizer), encoding="utf-8")
 
 
 def test_the_pipeline_refuses_a_tokenizer_of_another_model_unless_told(rnn_folder, tmp_path):

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import TINY_MODEL, TINY_RUN, copy_model, make_model, random_ids
+from helpers import TINY_MODEL, TINY_RUN, copy_model, folder_bytes, make_model, random_ids
 from safetensors.torch import load_file
 from transformers import AutoModelForSeq2SeqLM
 
@@ -80,10 +80,6 @@ def test_resume_skips_a_checkpoint_whose_optimizer_state_is_corrupt(tatoeba_tsv,
     assert caplog.records[-1].getMessage() == f"--resume: no complete checkpoint-* folder in {output} to resume from"
 
 
-def tree_digest(folder):
-    return {path.relative_to(folder): path.read_bytes() for path in sorted(folder.rglob("*")) if path.is_file()}
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "error",
@@ -96,7 +92,7 @@ def test_a_full_disk_while_checkpointing_is_one_line_and_keeps_the_old_run(
     error, rnn_folder, tatoeba_tsv, tmp_path, monkeypatch, caplog
 ):
     output = copy_model(rnn_folder, tmp_path / "run")
-    before = tree_digest(output)
+    before = folder_bytes(output)
     save = torch.save
 
     def full_disk(obj, path, *args, **kwargs):
@@ -119,7 +115,7 @@ def test_a_full_disk_while_checkpointing_is_one_line_and_keeps_the_old_run(
     assert message.endswith("MB free there); the earlier checkpoints, and any run it replaces, are intact: free disk "
                             "space and continue with --resume")  # fmt: skip
     assert not checkpoint.exists()  # its space freed
-    assert tree_digest(output) == before  # the old run untouched
+    assert folder_bytes(output) == before  # the old run untouched
 
 
 def test_a_loaded_model_has_aligned_weights_and_computes_the_gradients_of_the_saved_one(tmp_path):

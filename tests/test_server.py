@@ -4,6 +4,7 @@ and httpx, on 127.0.0.1 only; translations checked against the `Translator` and 
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import os
 import re
@@ -151,14 +152,17 @@ def test_models_are_picked_by_source_and_target_and_auto_stands_for_the_only_sou
     assert answer == {"translatedText": expected, "detectedLanguage": {"confidence": 0.0, "language": "en"}}
 
 
-def test_same_output_as_the_translate_command_for_sentences_and_a_document(served, folder):
+def test_same_output_as_the_translate_command_for_sentences_and_a_document(served, folder, monkeypatch, capsys):
+    from hf_bahdanau.cli import main
+
     document = f"{SENTENCES[0]} {SENTENCES[1]}\n\n{SENTENCES[2]}"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    command = [sys.executable, "-m", "hf_bahdanau.cli", "translate", "--model", str(folder)]
-    lines = subprocess.run(command, input="\n".join(SENTENCES) + "\n", capture_output=True, text=True, env=env,
-                           timeout=300, check=True).stdout.splitlines()  # fmt: skip
-    paragraphs = subprocess.run([*command, "--document", "-"], input=document, capture_output=True, text=True,
-                                env=env, timeout=300, check=True).stdout  # fmt: skip
+    command = ["translate", "--model", str(folder)]
+    monkeypatch.setattr(sys, "stdin", io.StringIO("\n".join(SENTENCES) + "\n"))
+    assert main(command) == 0
+    lines = capsys.readouterr().out.splitlines()
+    monkeypatch.setattr(sys, "stdin", io.StringIO(document))
+    assert main([*command, "--document", "-"]) == 0
+    paragraphs = capsys.readouterr().out
     answer = post(served, "/translate", data={"q": [*SENTENCES, document], "source": "de", "target": "en",
                                               "api_key": KEY}).json()  # fmt: skip
     assert answer["translatedText"] == [*lines, paragraphs.rstrip("\n")]

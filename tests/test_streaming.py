@@ -139,7 +139,7 @@ def test_two_processes_stream_disjoint_parts(corpus_folder, tmp_path):
         from hf_bahdanau.data import streaming
         from hf_bahdanau.cli.train import parse_train_args
         from hf_bahdanau.training.run import release_process_group, train
-        from test_cli import weights_digest
+        from helpers import weights_digest
         seen = []
         read = streaming.LengthBucketedBatches.__iter__
         def recording(self):
