@@ -39,22 +39,30 @@ SIZES = {
     "d2l_transformer": dict(d_model=16, ffn_dim=8, attention_heads=4, encoder_layers=2, decoder_layers=2),
 }
 
-# Tests of transformers' mixins that ask for something a model does not have: {model type: {test: reason}}.
+# Tests of transformers' mixins that ask for something a model does not have: {test: reason} for every variant, and
+# {model type or variant: {test: reason}} for some.
+NOT_APPLICABLE_TO_ANY = {
+    "test_model_weights_reload_no_missing_tied_weights": "it loads a checkpoint holding none of the model's weights "
+    "but another tensor, which from_pretrained refuses by design unless strict=False (the weights of another model "
+    "type or architecture would translate garbage); a checkpoint without any weight loads newly initialised, every "
+    "weight reported missing (tests/test_model_contract.py)",
+}
+UNTIED = (
+    "it turns tie_word_embeddings off but leaves tie_encoder_decoder_embeddings on, a combination the config refuses "
+    "with a ValueError naming it (the encoder shares the decoder's embedding, tied to the output layer); the untied "
+    "variants run it"
+)
 NOT_APPLICABLE: dict[str, dict[str, str]] = {
     "bahdanau": {
         "test_attention_outputs": "it checks per-layer self-attentions of the encoder and decoder, shaped by "
         "num_attention_heads; the RNN has no self-attention, only the decoder's attention over the source, returned "
         "as cross_attentions (checked by tests/test_modeling_common.py)",
     },
-    "d2l_transformer": {},
+    "shared embeddings": {
+        "test_load_save_without_tied_weights": UNTIED,
+        "test_model_forward_default_config_values": UNTIED,
+    },
 }
-for tests in NOT_APPLICABLE.values():
-    tests["test_model_weights_reload_no_missing_tied_weights"] = (
-        "it loads a checkpoint holding none of the model's weights but another tensor, which from_pretrained refuses "
-        "by design unless strict=False (the weights of another model type or architecture would translate garbage); a "
-        "checkpoint without any weight loads newly initialised, every weight reported missing once "
-        "(tests/test_model_contract.py)"
-    )
 # Tests that train every class with labels, run with the model with a head only: the base model has no loss, and
 # transformers passes over base models by the names in its own model mapping, which ours are not in.
 HEAD_ONLY = (
@@ -171,6 +179,16 @@ def test_cases() -> dict[str, type]:
             if seq_length is not None:
                 self.assertEqual(cache.get_seq_length(), seq_length)
 
+        def _check_encoder_hidden_states_for_generate(self, hidden_states, batch_size, config, prompt_length) -> None:
+            """The embeddings and the encoder's outputs, `encoder_output_size` wide (both directions' states side by
+            side from a bidirectional encoder)."""
+            widths = (config.embedding_size, config.encoder_output_size)
+            self.assertIsInstance(hidden_states, tuple)
+            self.assertEqual(
+                [tuple(states.shape) for states in hidden_states],
+                [(batch_size, prompt_length, width) for width in widths],
+            )
+
         def _check_caches_are_equal(self, cache1, cache2) -> None:
             self.assertEqual(cache1.get_seq_length(), cache2.get_seq_length())
             for name in ("hidden", "cell", "projected_keys"):
@@ -200,7 +218,14 @@ def test_cases() -> dict[str, type]:
             "settings": settings,
             "all_model_classes": (model_class.base_model_class, model_class),
             **{test: with_head_only(test) for test in HEAD_ONLY},
-            **{test: not_applicable(reason) for test, reason in NOT_APPLICABLE[model_type].items()},
+            **{
+                test: not_applicable(reason)
+                for test, reason in {
+                    **NOT_APPLICABLE_TO_ANY,
+                    **NOT_APPLICABLE.get(model_type, {}),
+                    **NOT_APPLICABLE.get(variant, {}),
+                }.items()
+            },
         }
         bases = (RecurrentStateChecks,) if model_type == "bahdanau" else ()
         name = class_name(variant)

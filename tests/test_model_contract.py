@@ -29,6 +29,10 @@ CONTINUE = dict(
 )
 
 
+# The recurrent variants: GRU, LSTM, a bidirectional encoder (LSTM: a bridged cell too), the conditional GRU.
+RNN_VARIANTS = [{}, {"rnn_type": "lstm"}, {"bidirectional_encoder": True, "rnn_type": "lstm"}, {"decoder_type": "cgru"}]
+
+
 def left_padded_source() -> tuple[torch.Tensor, torch.Tensor]:
     """Source ids `(4, 7)` and mask, rows 1 and 3 left-padded."""
     src = random_ids(4, 7, seed=11)
@@ -119,6 +123,23 @@ def test_the_rnn_state_holds_each_decoder_layer_the_source_keys_and_the_tokens_r
     assert state.cell is None or state.cell.shape == (2, 4, 16)
     assert state.projected_keys.shape[:2] == (4, 7)
     torch.testing.assert_close(state.hidden[-1], out.last_hidden_state[:, -1])
+
+
+@pytest.mark.parametrize("settings", RNN_VARIANTS)
+def test_the_rnn_hidden_states_are_its_embeddings_and_its_top_layer_outputs(settings):
+    """An RNN of stacked layers returns the outputs of its top layer only: its hidden states are the embeddings and
+    those outputs, a bidirectional encoder's both directions side by side (twice as wide)."""
+    model = make_model("bahdanau", encoder_layers=3, decoder_layers=2, **settings).model
+    src, mask = left_padded_source()
+    tgt = random_ids(4, 5, seed=2)
+    out = model(input_ids=src, attention_mask=mask, decoder_input_ids=tgt, output_hidden_states=True)
+    width = 32 if settings.get("bidirectional_encoder") else 16
+    assert [states.shape for states in out.encoder_hidden_states] == [(4, 7, 16), (4, 7, width)]
+    assert [states.shape for states in out.decoder_hidden_states] == [(4, 5, 16), (4, 5, 16)]
+    torch.testing.assert_close(out.encoder_hidden_states[0], model.encoder.embed_tokens(src))
+    torch.testing.assert_close(out.decoder_hidden_states[0], model.decoder.embed_tokens(tgt))
+    torch.testing.assert_close(out.encoder_hidden_states[-1], out.encoder_last_hidden_state)
+    torch.testing.assert_close(out.decoder_hidden_states[-1], out.last_hidden_state)
 
 
 def saved_without(model, folder, dropped) -> dict:
