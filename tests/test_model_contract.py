@@ -1,13 +1,20 @@
 """What transformers' common model and generation tests ask of a model, written against ours: continuing generation
-from a returned cache, loading a checkpoint with missing weights, attention weights in the autograd graph, gradient
-checkpointing, the attention interface."""
+from a returned cache, the cache's old name, the recurrent state's format, loading a checkpoint with missing weights,
+attention weights in the autograd graph, gradient checkpointing, the attention interface."""
+
+import copy
+import warnings
 
 import pytest
 import torch
+import transformers
 from helpers import MODEL_TYPES, make_model, random_ids
+from packaging.version import Version
 from safetensors.torch import load_file, save_file
 from transformers import AttentionInterface, AutoModelForSeq2SeqLM
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+from hf_bahdanau.models.modeling_translation import returned_cache
 
 # As transformers' `test_generate_continue_from_past_key_values`: no token ends a sequence, greedy, scores kept.
 CONTINUE = dict(
@@ -20,6 +27,10 @@ CONTINUE = dict(
     return_dict_in_generate=True,
     output_scores=True,
 )
+
+
+# The recurrent variants: GRU, LSTM, a bidirectional encoder (LSTM: a bridged cell too), the conditional GRU.
+RNN_VARIANTS = [{}, {"rnn_type": "lstm"}, {"bidirectional_encoder": True, "rnn_type": "lstm"}, {"decoder_type": "cgru"}]
 
 
 def left_padded_source() -> tuple[torch.Tensor, torch.Tensor]:
@@ -66,6 +77,71 @@ def test_generate_continue_from_past_key_values(model_type, prompt_length):
                 torch.testing.assert_close(ours.values, reference.values)
 
 
+@pytest.mark.parametrize("model_type", MODEL_TYPES)
+@pytest.mark.parametrize("with_head", [True, False])
+@torch.no_grad()
+def test_the_old_cache_name_continues_alike_and_warns_where_transformers_renamed_it(model_type, with_head):
+    """A decoder state passed as `past_key_values` continues as one passed as `cache`; where transformers names it
+    `cache` (5.24 on), the old name warns once of its deprecation (a FutureWarning), as transformers' own models do."""
+    model = make_model(model_type)
+    model = model if with_head else model.model
+    src, mask = left_padded_source()
+    first = model(input_ids=src, attention_mask=mask, decoder_input_ids=random_ids(4, 3, seed=2), use_cache=True)
+    step = dict(input_ids=src, attention_mask=mask, use_cache=True)
+    outputs = {}
+    for name in ("cache", "past_key_values"):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            state = copy.deepcopy(returned_cache(first))
+            outputs[name] = model(**step, decoder_input_ids=random_ids(4, 1, seed=3), **{name: state})
+        deprecations = [w for w in caught if "`past_key_values` is deprecated" in str(w.message)]
+        assert all(w.category is FutureWarning for w in deprecations)
+        renamed = name == "past_key_values" and Version(transformers.__version__) >= Version("5.24.0")
+        assert len(deprecations) == int(renamed), name
+    torch.testing.assert_close(outputs["past_key_values"][0], outputs["cache"][0])  # logits, or the last hidden state
+    assert [returned_cache(output).get_seq_length() for output in outputs.values()] == [4, 4]
+    after = [
+        model(**step, decoder_input_ids=random_ids(4, 1, seed=4), cache=returned_cache(output))[0]
+        for output in outputs.values()
+    ]
+    torch.testing.assert_close(after[0], after[1])  # the same state: the next step alike too
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [{}, {"rnn_type": "lstm"}, {"bidirectional_encoder": True, "rnn_type": "lstm"}, {"decoder_type": "cgru"}],
+)
+def test_the_rnn_state_holds_each_decoder_layer_the_source_keys_and_the_tokens_read(settings):
+    """The recurrent state a forward returns: every decoder layer's hidden state (and an LSTM's cells), the top one
+    being the last output; the projected keys of each source token; the number of target tokens read."""
+    model = make_model("bahdanau", encoder_layers=3, decoder_layers=2, **settings)
+    src, mask = left_padded_source()
+    out = model.model(input_ids=src, attention_mask=mask, decoder_input_ids=random_ids(4, 5, seed=2), use_cache=True)
+    state = returned_cache(out)
+    assert state.hidden.shape == (2, 4, 16) and state.get_seq_length() == 5
+    assert (state.cell is None) == (settings.get("rnn_type") != "lstm")
+    assert state.cell is None or state.cell.shape == (2, 4, 16)
+    assert state.projected_keys.shape[:2] == (4, 7)
+    torch.testing.assert_close(state.hidden[-1], out.last_hidden_state[:, -1])
+
+
+@pytest.mark.parametrize("settings", RNN_VARIANTS)
+def test_the_rnn_hidden_states_are_its_embeddings_and_its_top_layer_outputs(settings):
+    """An RNN of stacked layers returns the outputs of its top layer only: its hidden states are the embeddings and
+    those outputs, a bidirectional encoder's both directions side by side (twice as wide)."""
+    model = make_model("bahdanau", encoder_layers=3, decoder_layers=2, **settings).model
+    src, mask = left_padded_source()
+    tgt = random_ids(4, 5, seed=2)
+    out = model(input_ids=src, attention_mask=mask, decoder_input_ids=tgt, output_hidden_states=True)
+    width = 32 if settings.get("bidirectional_encoder") else 16
+    assert [states.shape for states in out.encoder_hidden_states] == [(4, 7, 16), (4, 7, width)]
+    assert [states.shape for states in out.decoder_hidden_states] == [(4, 5, 16), (4, 5, 16)]
+    torch.testing.assert_close(out.encoder_hidden_states[0], model.encoder.embed_tokens(src))
+    torch.testing.assert_close(out.decoder_hidden_states[0], model.decoder.embed_tokens(tgt))
+    torch.testing.assert_close(out.encoder_hidden_states[-1], out.encoder_last_hidden_state)
+    torch.testing.assert_close(out.decoder_hidden_states[-1], out.last_hidden_state)
+
+
 def saved_without(model, folder, dropped) -> dict:
     """Save `model` to `folder` with the weights whose names start with one of `dropped` left out; return them."""
     model.save_pretrained(folder)
@@ -93,12 +169,19 @@ def test_a_checkpoint_missing_some_weights_loads_the_rest_initialises_them_and_w
 
 
 @pytest.mark.parametrize("model_type", MODEL_TYPES)
-def test_a_checkpoint_with_no_weight_loads_a_newly_initialised_model(model_type, tmp_path):
+@pytest.mark.parametrize("tied", [False, True])
+def test_a_checkpoint_with_no_weight_loads_a_newly_initialised_model(model_type, tied, tmp_path):
     """An empty checkpoint shares nothing but claims nothing else either: every weight is initialised (finite,
-    on a real device), as transformers' `test_can_init_all_missing_weights` asks."""
-    saved_without(make_model(model_type), tmp_path, ("",))
+    on a real device) and reported missing, a tied one with or without the weight it shares (as transformers'
+    `test_can_init_all_missing_weights` and `test_model_weights_reload_no_missing_tied_weights` ask)."""
+    ties = {"tie_word_embeddings": True, "tie_encoder_decoder_embeddings": True} if tied else {}
+    saved_without(make_model(model_type, **ties), tmp_path, ("",))
     loaded, info = AutoModelForSeq2SeqLM.from_pretrained(tmp_path, output_loading_info=True)
-    assert set(info["missing_keys"]) == set(loaded.state_dict())  # untied: every weight
+    missing, weights = set(info["missing_keys"]), set(loaded.state_dict())
+    assert set(dict(loaded.named_parameters())) <= missing <= weights  # each parameter, tied ones once or more
+    assert missing == weights or tied
+    embeddings = loaded.model.decoder.embed_tokens.weight
+    assert (loaded.lm_head.weight is embeddings and loaded.model.encoder.embed_tokens.weight is embeddings) == tied
     for name, value in loaded.state_dict().items():
         assert value.device.type == "cpu" and torch.isfinite(value).all(), name
 
@@ -200,10 +283,6 @@ def test_a_training_forward_and_a_decoding_step_compile_into_one_graph(model_typ
     """`torch.compile(model, fullgraph=True)` (which fails on any graph break) traces a training forward with labels
     and one cached decoding step, with eager's results. Dynamo traces recurrent layers with `allow_rnn`; an RNN batch
     without padding (a padded one is packed, which reads its lengths)."""
-    import copy
-
-    from hf_bahdanau.models.modeling_translation import returned_cache
-
     monkeypatch.setattr(torch._dynamo.config, "allow_rnn", True)
     torch._dynamo.reset()
     model = make_model(model_type).train()

@@ -10,7 +10,8 @@
 
 The cache contract, on every transformers 5 release: `forward` (of both classes) takes the decoder state returned
 by the previous call as `past_key_values=` or as `cache=` (`generate` passes it as `cache` from transformers 5.24
-on and as `past_key_values` before; code of its own, such as a beam search, may use either), and returns it in the
+on and as `past_key_values` before; code of its own, such as a beam search, may use either; where the release names
+it `cache`, the old name warns of its deprecation, as transformers' own models do), and returns it in the
 output's cache field, which transformers names `cache` from 5.24 on and `past_key_values` before: read it with
 `returned_cache(outputs)`. `given_cache` and `with_cache` are the one place that bridges the two names.
 
@@ -25,6 +26,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import os
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -50,11 +52,22 @@ UNLIKELIHOOD_FLOOR = 1e-5
 # ---- the cache's name across transformers releases: `cache` from 5.24 on, `past_key_values` before --------------
 
 
+# The name this transformers release gives the decoder state in outputs and in `generate`'s calls of `forward`.
+CACHE_NAME = "cache" if "cache" in Seq2SeqLMOutput.__dataclass_fields__ else "past_key_values"
+
+
 def given_cache(past_key_values: Any = None, cache: Any = None) -> Any:
     """The decoder state a caller passed under either name (`generate` uses `cache` from transformers 5.24 on,
-    `past_key_values` before)."""
+    `past_key_values` before). On a release that names it `cache`, `past_key_values` warns (a FutureWarning) that
+    it is deprecated, as transformers' own models do there (not while `torch.compile` traces the model)."""
     if past_key_values is not None and cache is not None and past_key_values is not cache:
         raise ValueError("pass the decoder state as past_key_values or as cache, not two different ones")
+    if past_key_values is not None and CACHE_NAME == "cache" and not torch.compiler.is_compiling():
+        warnings.warn(
+            "`past_key_values` is deprecated by this transformers release: pass the decoder state as `cache`",
+            FutureWarning,
+            stacklevel=2,
+        )
     return cache if cache is not None else past_key_values
 
 
