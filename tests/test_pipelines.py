@@ -212,14 +212,28 @@ def test_save_for_pipeline_writes_code_and_config(model, tokenizer, pipe, tmp_pa
     }
     assert "AutoModelForSeq2SeqLM" in config["auto_map"]
     assert not hasattr(model.config, "custom_pipelines")  # only the saved copy names the pipeline
-    imported = {  # the remote code imports nothing of this package, not even relatively
-        (
-            getattr(node, "level", 0),
-            (node.module if isinstance(node, ast.ImportFrom) else node.names[0].name).split(".")[0],
-        )
-        for node in ast.walk(ast.parse((folder / "pipelines.py").read_text()))
-        if isinstance(node, (ast.Import, ast.ImportFrom))
+    tree = ast.parse((folder / "pipelines.py").read_text())
+    optional = {  # imported inside `try: ... except ImportError:`, for what only the package can do
+        id(node)
+        for block in ast.walk(tree)
+        if isinstance(block, ast.Try)
+        and any(isinstance(handler.type, ast.Name) and handler.type.id == "ImportError" for handler in block.handlers)
+        for statement in block.body
+        for node in ast.walk(statement)
     }
+
+    def imports(wanted: bool) -> set[tuple[int, str]]:
+        return {
+            (
+                getattr(node, "level", 0),
+                (node.module if isinstance(node, ast.ImportFrom) else node.names[0].name).split(".")[0],
+            )
+            for node in ast.walk(tree)
+            if isinstance(node, (ast.Import, ast.ImportFrom)) and (id(node) in optional) == wanted
+        }
+
+    imported = imports(False)  # the remote code needs nothing of this package, not even relatively
+    assert imports(True) == {(0, "hf_bahdanau")}  # the glossary's Translator, where the package is installed
     assert {module for level, module in imported} <= {
         "__future__",
         "hashlib",
