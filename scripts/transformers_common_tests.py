@@ -77,7 +77,7 @@ def class_name(variant: str) -> str:
     return "".join(word[0].upper() + word[1:] for word in variant.split()) + "Test"
 
 
-def test_cases() -> dict[str, type]:
+def build_test_cases() -> dict[str, type]:
     """`{class name: unittest.TestCase}` of every variant, built on transformers' mixins from `TESTS_ENV`."""
     sys.path.insert(0, os.environ[TESTS_ENV])
     sys.path.insert(1, str(REPO))
@@ -169,9 +169,8 @@ def test_cases() -> dict[str, type]:
             cache, shape = past_key_values, (config.decoder_layers, batch_size, config.hidden_size)
             self.assertIsInstance(cache, BahdanauDecoderState)
             self.assertEqual(tuple(cache.hidden.shape), shape)
-            self.assertEqual(
-                cache.cell is None or tuple(cache.cell.shape), shape if config.rnn_type == "lstm" else True
-            )
+            cell = None if cache.cell is None else tuple(cache.cell.shape)
+            self.assertEqual(cell, shape if config.rnn_type == "lstm" else None)  # an LSTM's cells
             self.assertEqual(cache.projected_keys.shape[0], batch_size)
             if seq_length is not None:
                 self.assertEqual(cache.get_seq_length(), seq_length)
@@ -223,7 +222,7 @@ def test_cases() -> dict[str, type]:
 
 
 if os.environ.get(TESTS_ENV):  # imported by the pytest process
-    globals().update(test_cases())
+    globals().update(build_test_cases())
 
 
 # ---- the runner ---------------------------------------------------------------------------------------------------
