@@ -63,14 +63,10 @@ NOT_APPLICABLE: dict[str, dict[str, str]] = {
         "test_model_forward_default_config_values": UNTIED,
     },
 }
-# Tests that train every class with labels, run with the model with a head only: the base model has no loss, and
-# transformers passes over base models by the names in its own model mapping, which ours are not in.
-HEAD_ONLY = (
-    "test_training",
-    "test_training_gradient_checkpointing",
-    "test_training_gradient_checkpointing_use_reentrant_false",
-    "test_training_gradient_checkpointing_use_reentrant_true",
-)
+# The name mappings transformers' model tests read to tell a base model (no loss, no labels; one with a head loads its
+# weights) and a seq2seq language model (labels; the loss's alignment) apart: ours join them in the test module, as
+# transformers' own models are in them.
+MAPPINGS = {"MODEL_MAPPING_NAMES": "base model", "MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES": "head"}
 
 sys.path.insert(0, str(HERE))
 from version_matrix import VARIANTS  # noqa: E402
@@ -81,7 +77,7 @@ def class_name(variant: str) -> str:
     return "".join(word[0].upper() + word[1:] for word in variant.split()) + "Test"
 
 
-def test_cases() -> dict[str, type]:
+def build_test_cases() -> dict[str, type]:
     """`{class name: unittest.TestCase}` of every variant, built on transformers' mixins from `TESTS_ENV`."""
     sys.path.insert(0, os.environ[TESTS_ENV])
     sys.path.insert(1, str(REPO))
@@ -91,6 +87,7 @@ def test_cases() -> dict[str, type]:
 
     from hf_bahdanau import GENERATION_DEFAULTS, get_model_type
     from hf_bahdanau.models.modeling_bahdanau import BahdanauDecoderState
+    from tests import test_modeling_common as common
     from tests.test_modeling_common import ModelTesterMixin, ids_tensor
 
     class TranslationModelTester:
@@ -129,9 +126,12 @@ def test_cases() -> dict[str, type]:
         prepare_config_and_inputs = prepare_config_and_inputs_for_common
 
     class TranslationModelTest(ModelTesterMixin, GenerationTesterMixin):
-        """What every variant's test case shares: the tester, transformers' config tests, the head-only tests."""
+        """What every variant's test case shares: the tester, transformers' config tests and name mappings."""
 
         is_encoder_decoder = True
+        # transformers runs this test only for models whose configuration file names a year from 2023 on in its
+        # copyright line (ours has none) or that ask for it.
+        test_can_init_all_missing_weights_before_2023 = True
         model_type: str
         settings: dict
 
@@ -146,20 +146,17 @@ def test_cases() -> dict[str, type]:
             )
             # transformers' tests take a model's generation defaults to be transformers' (greedy search), as a model
             # made from a config gets them there; ours search 5 beams by default (a translation's settings).
-            patcher = unittest.mock.patch.dict(GENERATION_DEFAULTS, num_beams=1)
-            patcher.start()
-            self.addCleanup(patcher.stop)
+            patchers = [unittest.mock.patch.dict(GENERATION_DEFAULTS, num_beams=1)]
+            base, head = self.all_model_classes
+            for mapping, kind in MAPPINGS.items():
+                names = {**getattr(common, mapping), self.model_type: (base if kind == "base model" else head).__name__}
+                patchers.append(unittest.mock.patch.object(common, mapping, names))
+            for patcher in patchers:
+                patcher.start()
+                self.addCleanup(patcher.stop)
 
         def test_config(self) -> None:
             self.config_tester.run_common_tests()
-
-        def _prepare_for_class(self, inputs_dict, model_class, return_labels=False):
-            """transformers' inputs, with labels for the model with a head as transformers gives its seq2seq models'
-            (it picks them by the names in its own model mappings, which ours are not in)."""
-            inputs = super()._prepare_for_class(inputs_dict, model_class, return_labels)
-            if return_labels and model_class.can_generate():
-                inputs["labels"] = torch.zeros_like(inputs["decoder_input_ids"])
-            return inputs
 
     class RecurrentStateChecks:
         """The hooks transformers' testers of recurrent models (Mamba, RWKV) answer, for the RNN's decoder state (a
@@ -172,9 +169,8 @@ def test_cases() -> dict[str, type]:
             cache, shape = past_key_values, (config.decoder_layers, batch_size, config.hidden_size)
             self.assertIsInstance(cache, BahdanauDecoderState)
             self.assertEqual(tuple(cache.hidden.shape), shape)
-            self.assertEqual(
-                cache.cell is None or tuple(cache.cell.shape), shape if config.rnn_type == "lstm" else True
-            )
+            cell = None if cache.cell is None else tuple(cache.cell.shape)
+            self.assertEqual(cell, shape if config.rnn_type == "lstm" else None)  # an LSTM's cells
             self.assertEqual(cache.projected_keys.shape[0], batch_size)
             if seq_length is not None:
                 self.assertEqual(cache.get_seq_length(), seq_length)
@@ -203,13 +199,6 @@ def test_cases() -> dict[str, type]:
 
         return test
 
-    def with_head_only(name: str):
-        def test(self: unittest.TestCase) -> None:
-            self.all_model_classes = self.all_model_classes[1:]
-            getattr(ModelTesterMixin, name)(self)
-
-        return test
-
     cases = {}
     for variant, (model_type, settings) in VARIANTS.items():
         model_class = get_model_type(model_type).model_class
@@ -217,7 +206,6 @@ def test_cases() -> dict[str, type]:
             "model_type": model_type,
             "settings": settings,
             "all_model_classes": (model_class.base_model_class, model_class),
-            **{test: with_head_only(test) for test in HEAD_ONLY},
             **{
                 test: not_applicable(reason)
                 for test, reason in {
@@ -234,7 +222,7 @@ def test_cases() -> dict[str, type]:
 
 
 if os.environ.get(TESTS_ENV):  # imported by the pytest process
-    globals().update(test_cases())
+    globals().update(build_test_cases())
 
 
 # ---- the runner ---------------------------------------------------------------------------------------------------
