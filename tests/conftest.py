@@ -88,36 +88,26 @@ def d2l() -> ModuleType:
 def trained_folder(tmp_path_factory: pytest.TempPathFactory, tatoeba_tsv: Path) -> Callable[..., Path]:
     """`trained_folder(model_type)`: a tiny model of that type (`helpers.TINY_MODEL`: "bahdanau" or
     "d2l_transformer") trained by `hf-bahdanau train` on 300 Tatoeba en-fr pairs for 60 steps, evaluated and saved
-    at steps 30 and 60, the best evaluation's weights kept. Each type is trained once a run (under pytest-xdist the
-    first worker to ask trains it, the others wait for it); tests only read that folder. `trained_folder(model_type,
-    into)`: a copy of it at `into`, checkpoints too, for a test or module that changes it (`evaluate` records its
-    scores there, `--engine ctranslate2` keeps its export there)."""
+    at steps 30 and 60, the best evaluation's weights kept. Each type is trained once a session, when a test first
+    asks for it; tests only read that folder. `trained_folder(model_type, into)`: a copy of it at `into`, checkpoints
+    too, for a test or module that changes it (`evaluate` records its scores there, `--engine ctranslate2` keeps its
+    export there)."""
     from helpers import TINY_MODEL, TINY_RUN
 
     from hf_bahdanau.cli import main
 
-    workers = os.environ.get("PYTEST_XDIST_WORKER") is not None
-    root = tmp_path_factory.getbasetemp()
-    root = root.parent if workers else root  # the run's folder, above each worker's own
-
-    def train(model_type: str, output: Path) -> None:
-        if (output / "model.safetensors").is_file():  # trained already, by this process or another worker
-            return
-        argv = ["train", "--data", str(tatoeba_tsv), "--output-dir", str(output), *TINY_RUN, *TINY_MODEL[model_type],
-                "--max_steps", "60", "--eval_steps", "30", "--save_steps", "30"]  # fmt: skip
-        assert main(argv) == 0
+    folders: dict[str, Path] = {}
 
     def trained(model_type: str, into: Path | None = None) -> Path:
-        output = root / f"trained-{model_type}" / "model"
-        output.parent.mkdir(exist_ok=True)
-        if workers:
-            from filelock import FileLock
-
-            with FileLock(f"{output.parent}.lock"):
-                train(model_type, output)
-        else:
-            train(model_type, output)
-        return output if into is None else Path(shutil.copytree(output, into))
+        if model_type not in folders:
+            output = tmp_path_factory.mktemp(f"trained-{model_type}") / "model"
+            status = main(
+                ["train", "--data", str(tatoeba_tsv), "--output-dir", str(output), *TINY_RUN, *TINY_MODEL[model_type],
+                 "--max_steps", "60", "--eval_steps", "30", "--save_steps", "30"]
+            )  # fmt: skip
+            assert status == 0
+            folders[model_type] = output
+        return folders[model_type] if into is None else Path(shutil.copytree(folders[model_type], into))
 
     return trained
 
