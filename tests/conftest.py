@@ -88,9 +88,10 @@ def d2l() -> ModuleType:
 def trained_folder(tmp_path_factory: pytest.TempPathFactory, tatoeba_tsv: Path) -> Callable[..., Path]:
     """`trained_folder(model_type)`: a tiny model of that type (`helpers.TINY_MODEL`: "bahdanau" or
     "d2l_transformer") trained by `hf-bahdanau train` on 300 Tatoeba en-fr pairs for 60 steps, evaluated and saved
-    at steps 30 and 60, the best evaluation's weights kept. Each type is trained once a session; tests only read that
-    folder. `trained_folder(model_type, into)`: a copy of it at `into`, checkpoints too, for a test or module that
-    changes it (`evaluate` records its scores there, `--engine ctranslate2` keeps its export there)."""
+    at steps 30 and 60, the best evaluation's weights kept. Each type is trained once a session, when a test first
+    asks for it; tests only read that folder. `trained_folder(model_type, into)`: a copy of it at `into`, checkpoints
+    too, for a test or module that changes it (`evaluate` records its scores there, `--engine ctranslate2` keeps its
+    export there)."""
     from helpers import TINY_MODEL, TINY_RUN
 
     from hf_bahdanau.cli import main
@@ -115,6 +116,65 @@ def trained_folder(tmp_path_factory: pytest.TempPathFactory, tatoeba_tsv: Path) 
 def rnn_folder(trained_folder: Callable[..., Path]) -> Path:
     """The session's trained tiny RNN (`trained_folder("bahdanau")`); tests change only copies of it."""
     return trained_folder("bahdanau")
+
+
+# Run where `hf_bahdanau` cannot be imported: each folder loaded from its own remote code, by the Auto classes.
+_WITHOUT_THE_PACKAGE = """
+import json, sys
+sys.modules["hf_bahdanau"] = None  # as if the package were not installed
+import torch
+from transformers import AutoModel, AutoModelForSeq2SeqLM
+found = {}
+for model_type, folder in json.loads(sys.argv[1]).items():
+    inputs = torch.load(f"{folder}/inputs.pt")
+    head = AutoModelForSeq2SeqLM.from_pretrained(f"{folder}/model", trust_remote_code=True)
+    base = AutoModel.from_pretrained(f"{folder}/model", trust_remote_code=True)
+    with torch.no_grad():
+        generated = head.generate(inputs["ids"], max_new_tokens=6).tolist()
+        states = base(input_ids=inputs["src"], attention_mask=inputs["mask"], decoder_input_ids=inputs["tgt"])
+    torch.save(states.last_hidden_state, f"{folder}/states.pt")
+    modules = [type(model).__module__ for model in (head, base)]
+    found[model_type] = {"modules": modules, "classes": [type(m).__name__ for m in (base, head, head.model)],
+                         "generated": generated}
+print(json.dumps(found))
+"""
+
+
+@pytest.fixture(scope="session")
+def without_the_package(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
+    """Each model type's tiny model (`helpers.make_model`) saved with its remote code, then loaded in one process
+    where `hf_bahdanau` cannot be imported, by `AutoModelForSeq2SeqLM` and `AutoModel` (`trust_remote_code=True`).
+    By model type: `model` and its `folder` (in-process), the `inputs` given there (`ids` to generate 6 tokens from;
+    `src`, `mask` and `tgt` for the base model) and what that process found: `modules` and `classes` of the loaded
+    models, the `generated` ids and the base model's `states` (last hidden states)."""
+    import json
+    import subprocess
+    import sys
+
+    import torch
+    from helpers import MODEL_TYPES, make_model, random_ids
+
+    root = tmp_path_factory.mktemp("without_the_package")
+    results = {}
+    for model_type in MODEL_TYPES:
+        folder = root / model_type
+        model = make_model(model_type)
+        model.save_pretrained(folder / "model")
+        src, mask = random_ids(3, 6, seed=3), torch.ones(3, 6, dtype=torch.long)
+        mask[1, :2] = 0  # row 1 left-padded
+        inputs = {"ids": random_ids(2, 6), "src": src.masked_fill(mask == 0, 0), "mask": mask,
+                  "tgt": random_ids(3, 4, seed=4)}  # fmt: skip
+        torch.save(inputs, folder / "inputs.pt")
+        results[model_type] = {"model": model, "folder": folder / "model", "inputs": inputs}
+    folders = json.dumps({model_type: str(root / model_type) for model_type in MODEL_TYPES})
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(root / "hf_home"), "PYTHONPATH": ""}
+    process = subprocess.run([sys.executable, "-c", _WITHOUT_THE_PACKAGE, folders], cwd=root, env=env,
+                             capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert process.returncode == 0, process.stderr[-3000:]
+    for model_type, found in json.loads(process.stdout.strip().splitlines()[-1]).items():
+        states = torch.load(root / model_type / "states.pt")
+        results[model_type].update(found, states=states)
+    return results
 
 
 @pytest.fixture

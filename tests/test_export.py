@@ -288,6 +288,7 @@ def test_heatmap_needs_the_torch_engine(trained, tmp_path, caplog):
     assert "--heatmap need --engine torch" in caplog.text and not (tmp_path / "a.png").exists()
 
 
+@pytest.mark.slow  # the benchmark script in its own process
 def test_the_benchmark_script_runs_every_engine_and_ours_decodes_as_torch(tmp_path):
     script = Path(__file__).resolve().parents[1] / "scripts" / "benchmark_ctranslate2.py"
     output = tmp_path / "ct2.md"
@@ -309,6 +310,7 @@ def test_the_benchmark_script_runs_every_engine_and_ours_decodes_as_torch(tmp_pa
     )
 
 
+@pytest.mark.slow  # the benchmark script in its own process
 def test_the_benchmark_script_measures_exactness_on_a_trained_model(trained, tmp_path, monkeypatch):
     scripts = Path(__file__).resolve().parents[1] / "scripts"
     output = tmp_path / "exactness.md"

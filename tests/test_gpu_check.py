@@ -18,6 +18,7 @@ import gpu_check  # noqa: E402
 import gpu_units  # noqa: E402
 
 
+@pytest.mark.slow  # the check in its own process
 def test_without_cuda_the_check_skips_cleanly_and_says_so(tmp_path):
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}  # no GPU, even on a machine that has one
     result = subprocess.run([sys.executable, str(SCRIPTS / "gpu_check.py"), str(tmp_path), "--no-install"],
@@ -76,6 +77,7 @@ def test_goals_not_met_say_so_and_missing_figures_give_no_goal():
     assert gpu_check.goals({"train-fp32": {"status": "failed"}}) == {}
 
 
+@pytest.mark.slow  # a unit's own process
 def test_a_failing_or_slow_unit_is_a_failed_row_and_the_check_goes_on(tmp_path):
     env = gpu_check.unit_environment(tmp_path)
     failing = gpu_check.Unit("versions-here", "versions", 120)  # no GPU here: torch.cuda raises

@@ -1,11 +1,12 @@
+"""Nadaraya-Watson attention pooling (hf_bahdanau.kernel_regression) against d2l's chapter, and the script that
+reproduces it (scripts/nadaraya_watson.py)."""
+
+import logging
 import math
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import torch
+from conftest import load_script
 
 from hf_bahdanau.kernel_regression import (
     AveragePooling,
@@ -16,8 +17,6 @@ from hf_bahdanau.kernel_regression import (
     make_nw_data,
     train_nw,
 )
-
-REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
@@ -125,17 +124,9 @@ def test_bad_shapes_raise():
         NonParametricPooling("triangle")
 
 
-@pytest.mark.slow
-def test_script_writes_figures(tmp_path):
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")])}
-    result = subprocess.run(
-        [sys.executable, str(REPO_ROOT / "scripts" / "nadaraya_watson.py"), "--output-dir", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-    )
-    assert result.returncode == 0, result.stderr
+def test_script_writes_figures(tmp_path, caplog):
+    caplog.set_level(logging.INFO)
+    load_script("nadaraya_watson").main(["--output-dir", str(tmp_path)])
     for name in ("predictions", "attention_nonparametric", "attention_parametric", "training_loss"):
         assert (tmp_path / f"{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert "test MSE parametric" in result.stderr and "learned w" in result.stderr
+    assert "test MSE parametric" in caplog.text and "learned w" in caplog.text

@@ -290,6 +290,7 @@ def serve_process(*options: str) -> tuple[subprocess.Popen, str]:
     raise AssertionError(f"the server stopped: {process.wait(10)}")
 
 
+@pytest.mark.slow  # a server process
 def test_sigterm_lets_the_request_in_flight_finish(folder, model, tokenizer):
     process, url = serve_process("--model", str(folder), "--batch-wait-ms", "1500")  # a request waits 1.5 s
     try:

@@ -18,6 +18,7 @@ def model(tokenizer):
     return tiny_translator("bahdanau", tokenizer, beams=1, max_new_tokens=4)
 
 
+@pytest.mark.slow  # a translate process
 def test_a_line_down_an_open_pipe_is_translated_before_the_pipe_closes(folder):
     command = [sys.executable, "-m", "hf_bahdanau.cli", "translate", "--model", str(folder), "--num-beams", "1"]
     process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
