@@ -1,5 +1,6 @@
-"""One prepared check of the package on a CUDA machine, about 8 minutes in all: install, CUDA tests, training speed
-in fp32/bf16/fp16, epoch times, decoding speed; every figure to OUTPUT/gpu_check.json and OUTPUT/gpu_check.md.
+"""One prepared check of the package on a CUDA machine, about 8 minutes in all (the limits add up to under 10, one
+device call): install, CUDA tests, training speed in fp32/bf16/fp16, epoch times, decoding speed; every figure to
+OUTPUT/gpu_check.json and OUTPUT/gpu_check.md.
 
 Each measurement runs in its own process under its own time limit (`scripts/gpu_units.py`), so a crash, an
 out-of-memory error or a slow step is one failed row of the table, not a lost run. Without CUDA it prints
@@ -7,6 +8,7 @@ out-of-memory error or a slow step is one failed row of the table, not a lost ru
 
     python scripts/gpu_check.py gpu-check/
     python scripts/gpu_check.py gpu-check/ --no-install --only train-fp32,train-bf16 --steps 100
+    python scripts/gpu_check.py gpu-check/ --wheels wheels/   # a machine with no package index: wheels brought along
 """
 
 from __future__ import annotations
@@ -43,20 +45,20 @@ class Unit:
 
 
 def default_units(steps: int) -> list[Unit]:
-    """The measurements in the order they run; their limits add up to about 7 minutes."""
+    """The measurements in the order they run; their limits add up to under 10 minutes (an H100 took 7.5)."""
     recipes = (f"scripts/multi30k/{name}.yaml" for name in ("quick-de-en", "transformer-de-en", "de-en"))
     quick, transformer, rnn = recipes
     fixed = ("--max_steps", str(steps), "--logging_steps", str(max(1, steps // 4)))
     epoch = ("--num_train_epochs", "1", "--max_steps", "-1", "--bf16", "true")
     return [
-        Unit("tests", "tests", 75),
-        Unit("train-fp32", "train", 60, (quick, *fixed)),  # also reads the corpus and trains the tokenizer
-        Unit("train-bf16", "train", 40, (quick, *fixed, "--bf16", "true")),
-        Unit("train-fp16", "train", 40, (quick, *fixed, "--fp16", "true")),
-        Unit("epoch-transformer-b64", "train", 45, (transformer, *epoch)),
-        Unit("epoch-transformer-b256", "train", 35, (transformer, *epoch, "--per_device_train_batch_size", "256")),
-        Unit("epoch-rnn-b64", "train", 45, (rnn, *epoch)),
-        Unit("decode-generate", "generate", 45, ("epoch-transformer-b64", "train-fp32")),
+        Unit("tests", "tests", 50),
+        Unit("train-fp32", "train", 50, (quick, *fixed)),  # also reads the corpus and trains the tokenizer
+        Unit("train-bf16", "train", 70, (quick, *fixed, "--bf16", "true")),
+        Unit("train-fp16", "train", 70, (quick, *fixed, "--fp16", "true")),
+        Unit("epoch-transformer-b64", "train", 100, (transformer, *epoch)),
+        Unit("epoch-transformer-b256", "train", 80, (transformer, *epoch, "--per_device_train_batch_size", "256")),
+        Unit("epoch-rnn-b64", "train", 100, (rnn, *epoch)),
+        Unit("decode-generate", "generate", 30, ("epoch-transformer-b64", "train-fp32")),
         Unit("decode-ctranslate2", "ctranslate2", 40, ("epoch-transformer-b64", "train-fp32")),
     ]
 
@@ -67,6 +69,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--steps", type=int, default=200, help="Training steps of each fp32/bf16/fp16 run.")
     parser.add_argument("--only", help="Comma-separated unit names to run (default: all).")
     parser.add_argument("--no-install", action="store_true", help="Install nothing; measure what is installed.")
+    parser.add_argument(
+        "--wheels",
+        type=Path,
+        help="A folder of wheels for a machine with no package index (the package's dependencies its image lacks): "
+        "installed without dependencies into OUTPUT/site, which the measurements import first; nothing else is "
+        "installed.",
+    )
     parser.add_argument("--time-scale", type=float, default=1.0, help="Multiply every unit's time limit.")
     parser.add_argument(
         "--data-dir",
@@ -77,6 +86,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.steps < 4:
         parser.error(f"--steps must be at least 4, got {args.steps}")
+    if args.wheels is not None and not any(args.wheels.glob("*.whl")):
+        parser.error(f"--wheels: no .whl file in {args.wheels}")
     known = {unit.name for unit in default_units(args.steps)}
     chosen = set(args.only.split(",")) if args.only else known
     if chosen - known:
@@ -99,8 +110,10 @@ def run_bounded(command: Sequence[str], seconds: float, env: dict[str, str] | No
     """Run a command with a time limit: its exit status (124 when it ran out of time) and its output's tail."""
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=seconds, env=env, cwd=ROOT)
-    except subprocess.TimeoutExpired:
-        return 124, f"ran out of its {seconds:.0f} s"
+    except subprocess.TimeoutExpired as error:  # what it printed before it was stopped says where it was
+        printed = [part.decode(errors="replace") if isinstance(part, bytes) else part or ""
+                   for part in (error.stdout, error.stderr)]  # fmt: skip
+        return 124, "".join(printed)[-2000:]
     except OSError as error:
         return 127, str(error)
     return done.returncode, (done.stdout + done.stderr)[-2000:]
@@ -126,12 +139,17 @@ def pip(*arguments: str, seconds: float) -> dict[str, Any]:
     return {"command": "pip install " + " ".join(arguments), "status": status, "output": output[-600:]}
 
 
-def install(no_install: bool) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+def install(no_install: bool, wheels: Path | None, site: Path) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
     """Make sure a CUDA build of torch, the package (from this tree, as README installs it), pytest and CTranslate2
-    are there, installing only what is missing, each install bounded; returns the torch probe and what was run."""
+    are there, installing only what is missing, each install bounded; or, given `wheels`, only those wheels into
+    `site`. Returns the torch probe and what was run."""
     done: list[dict[str, Any]] = []
     torch_info = probe_torch()
-    if no_install:
+    if wheels is not None:
+        files = sorted(str(path) for path in wheels.glob("*.whl"))
+        done.append(pip("--no-index", "--no-deps", "--no-compile", "--upgrade", "--target", str(site), *files,
+                        seconds=180))  # fmt: skip
+    if no_install or wheels is not None:
         return torch_info, done
     if (torch_info is None or torch_info["cuda_build"] is None) and machine_has_nvidia_gpu():
         # PyPI's Linux torch is the CUDA build; a CPU build already there is replaced.
@@ -159,9 +177,10 @@ def installed(distribution: str) -> bool:
 # ---- the measurements -------------------------------------------------------------------------------------
 
 
-def unit_environment(data_dir: Path) -> dict[str, str]:
-    """The tree's code first, the corpora, and no network for the Hub."""
-    path = os.pathsep.join(filter(None, [str(ROOT), str(ROOT / "scripts"), os.environ.get("PYTHONPATH")]))
+def unit_environment(data_dir: Path, site: Path | None = None) -> dict[str, str]:
+    """The tree's code first (then the wheels' `site`, if any), the corpora, and no network for the Hub."""
+    folders = [str(ROOT), str(ROOT / "scripts"), str(site) if site else None, os.environ.get("PYTHONPATH")]
+    path = os.pathsep.join(filter(None, folders))
     return {**os.environ, "PYTHONPATH": path, "HF_BAHDANAU_DATA_DIR": str(data_dir), "HF_HUB_OFFLINE": "1",
             "TOKENIZERS_PARALLELISM": "false"}  # fmt: skip
 
@@ -255,7 +274,8 @@ def versions(env: dict[str, str]) -> dict[str, Any]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    torch_info, installed = install(args.no_install)
+    site = args.output / "site" if args.wheels else None
+    torch_info, installed = install(args.no_install, args.wheels, args.output / "site")
     results: dict[str, Any] = {"machine": {"python": sys.version.split()[0], **(torch_info or {"torch": None})},
                                "installed": installed, "units": {}}  # fmt: skip
     if not torch_info or not torch_info["cuda_available"]:
@@ -263,7 +283,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         write_report(results, args.output)
         print(f"no CUDA: skipped (report in {args.output})")
         return 0
-    env = unit_environment(args.data_dir)
+    env = unit_environment(args.data_dir, site)
     results["machine"].update(versions(env))
     print(json.dumps(results["machine"]), flush=True)
     for unit in args.units:

@@ -19,9 +19,12 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from transformers import TrainerCallback
+
 ROOT = Path(__file__).resolve().parents[1]
 DECODE_BATCH = 64
 FIRST_RUN = "train-fp32"  # trains the tokenizer the other runs share
+WARM_UP_STEPS = 20  # steps whose one-off costs (kernel loading, allocator growth) steady speed leaves out
 GIB = 1024**3
 
 
@@ -72,27 +75,72 @@ def junit_counts(report: Path) -> dict[str, Any]:
 
 def train_run(output: Path, name: str, recipe: str, options: Sequence[str]) -> dict[str, Any]:
     """Train a recipe through the package's `train` (Trainer + accelerate) with `options`; its speed in target
-    tokens per second, its peak GPU memory and its last logged loss."""
+    tokens per second over the whole run and after its first `WARM_UP_STEPS` steps (one-off costs such as kernel
+    loading fall in those), its peak GPU memory and its last logged loss."""
+    from unittest import mock
+
     import torch
 
     from hf_bahdanau import register
     from hf_bahdanau.cli.train import parse_train_args
-    from hf_bahdanau.training.run import train
+    from hf_bahdanau.training import run
 
     register()
     arguments = ["--config", str(ROOT / recipe), "--output-dir", str(output / "runs" / name), "--overwrite",
                  "--eval_strategy", "no", "--save_strategy", "no", "--load_best_model_at_end", "false",
                  "--report_to", "none", *shared_tokenizer(output, name), *options]  # fmt: skip
+    clock = StepClock(WARM_UP_STEPS)
+    build_trainer = run.build_trainer
+
+    def clocked(*args: Any, **kwargs: Any) -> Any:
+        trainer = build_trainer(*args, **kwargs)
+        trainer.add_callback(clock)
+        return trainer
+
     torch.cuda.reset_peak_memory_stats()
-    trainer = train(*parse_train_args(arguments))
+    with mock.patch.object(run, "build_trainer", clocked):
+        trainer = run.train(*parse_train_args(arguments))
     history = trainer.state.log_history
     runtime = next(entry["train_runtime"] for entry in reversed(history) if "train_runtime" in entry)
-    tokens = target_tokens(trainer.get_train_dataloader(), trainer.state.global_step)
-    return {"steps": trainer.state.global_step, "batch": trainer.args.per_device_train_batch_size,
-            "train_runtime_s": round(runtime, 2), "target_tokens_per_s": round(tokens / runtime),
-            "peak_memory_gib": round(torch.cuda.max_memory_allocated() / GIB, 2),
-            "loss": next(entry["loss"] for entry in reversed(history) if "loss" in entry),
+    steps = trainer.state.global_step
+    per_step = step_tokens(trainer.get_train_dataloader(), steps)
+    figures = {"steps": steps, "batch": trainer.args.per_device_train_batch_size,
+               "train_runtime_s": round(runtime, 2), "target_tokens_per_s": round(sum(per_step) / runtime)}  # fmt: skip
+    if clock.seconds_after_warm_up:
+        figures["first_steps_s"] = round(clock.seconds_to_warm_up, 2)
+        figures["steady_tokens_per_s"] = round(sum(per_step[WARM_UP_STEPS:]) / clock.seconds_after_warm_up)
+    return {**figures, "peak_memory_gib": round(torch.cuda.max_memory_allocated() / GIB, 2),
+            "loss": round(next(entry["loss"] for entry in reversed(history) if "loss" in entry), 4),
             "model_dir": str(output / "runs" / name)}  # fmt: skip
+
+
+class StepClock(TrainerCallback):
+    """A Trainer callback timing the first `warm_up` steps and the steps after them, on a synchronized GPU."""
+
+    def __init__(self, warm_up: int) -> None:
+        self.warm_up = warm_up
+        self.times: dict[str, float] = {}
+        self.seconds_to_warm_up = 0.0
+        self.seconds_after_warm_up = 0.0
+
+    def now(self) -> float:
+        import torch
+
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+        return time.perf_counter()
+
+    def on_train_begin(self, *args: Any, **kwargs: Any) -> None:
+        self.times["begin"] = self.now()
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if state.global_step == self.warm_up:
+            self.times["warm"] = self.now()
+            self.seconds_to_warm_up = self.times["warm"] - self.times["begin"]
+
+    def on_train_end(self, *args: Any, **kwargs: Any) -> None:
+        if "warm" in self.times:
+            self.seconds_after_warm_up = self.now() - self.times["warm"]
 
 
 def shared_tokenizer(output: Path, name: str) -> list[str]:
@@ -102,15 +150,15 @@ def shared_tokenizer(output: Path, name: str) -> list[str]:
     return ["--tokenizer_name_or_path", str(first)] if shared else []
 
 
-def target_tokens(batches: Iterator[dict[str, Any]], steps: int) -> int:
-    """The target tokens (labels that count in the loss) of the first `steps` batches the seeded sampler yields,
-    the batches the run trained on."""
-    total = 0
+def step_tokens(batches: Iterator[dict[str, Any]], steps: int) -> list[int]:
+    """The target tokens (labels that count in the loss) of each of the first `steps` batches the seeded sampler
+    yields, the batches the run trained on."""
+    counts: list[int] = []
     for step, batch in enumerate(batches):
         if step == steps:
             break
-        total += int((batch["labels"] != -100).sum())
-    return total
+        counts.append(int((batch["labels"] != -100).sum()))
+    return counts
 
 
 # ---- decoding ---------------------------------------------------------------------------------------------
