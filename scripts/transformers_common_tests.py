@@ -86,7 +86,7 @@ def build_test_cases() -> dict[str, type]:
     from tests.test_configuration_common import ConfigTester
 
     from hf_bahdanau import GENERATION_DEFAULTS, get_model_type
-    from hf_bahdanau.models.modeling_bahdanau import BahdanauDecoderState
+    from hf_bahdanau.models.bahdanau_decoder import BahdanauDecoderState
     from tests import test_modeling_common as common
     from tests.test_modeling_common import ModelTesterMixin, ids_tensor
 

@@ -6,7 +6,7 @@ from helpers import VOCAB, greedy_config, make_model, random_ids
 
 from hf_bahdanau import BahdanauConfig
 from hf_bahdanau.cli.train import parse_train_args
-from hf_bahdanau.models.modeling_bahdanau import BahdanauDecoder, ConditionalGRUDecoder
+from hf_bahdanau.models.bahdanau_decoder import BahdanauDecoder, ConditionalGRUDecoder
 
 SETTINGS = {
     "one layer": dict(decoder_layers=1, encoder_layers=1),

@@ -14,7 +14,7 @@ from safetensors.torch import load_file, save_file
 from transformers import AttentionInterface, AutoModelForSeq2SeqLM
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-from hf_bahdanau.models.modeling_translation import returned_cache
+from hf_bahdanau.models.cache_names import returned_cache
 
 # As transformers' `test_generate_continue_from_past_key_values`: no token ends a sequence, greedy, scores kept.
 CONTINUE = dict(

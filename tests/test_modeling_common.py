@@ -12,7 +12,7 @@ from transformers import AutoConfig, AutoModelForSeq2SeqLM
 from transformers.generation.utils import DeferredStopCheck
 
 from hf_bahdanau import GENERATION_DEFAULTS, TranslationConfig, get_model_type
-from hf_bahdanau.models import modeling_translation
+from hf_bahdanau.models import input_checks, modeling_translation
 
 pytestmark = pytest.mark.parametrize("model_type", MODEL_TYPES)
 
@@ -237,9 +237,9 @@ def test_greedy_generate_matches_manual_argmax_one_beam_and_no_cache(model_type,
     read = []  # decoder tokens read per step
     model.model.decoder.register_forward_pre_hook(lambda module, args: read.append(args[0].shape[1]))
     checked = []  # the inputs whose ids were checked against the vocabulary
-    check_ids = modeling_translation.check_ids
-    monkeypatch.setattr(modeling_translation, "check_ids", lambda name, *args: checked.append(name) or
-                        check_ids(name, *args))  # fmt: skip
+    check_ids = input_checks.check_ids
+    for module in (input_checks, modeling_translation):  # the source's check, the decoder inputs' check
+        monkeypatch.setattr(module, "check_ids", lambda name, *args: checked.append(name) or check_ids(name, *args))
     greedy = model.generate(src, generation_config=greedy_config(max_new_tokens=8, min_new_tokens=8))
     assert read == [1] * 8  # each step continues from the cache `generate` hands back
     assert checked == ["input_ids", "decoder_input_ids"]  # once per call, not once per step

@@ -2,6 +2,7 @@
 `torch.compile`, bfloat16; and the model files that saved folders ship hold plain code only."""
 
 import copy
+import json
 import shutil
 import sys
 from pathlib import Path
@@ -10,17 +11,16 @@ import pytest
 import torch
 from helpers import MODEL_TYPES, greedy_config, make_model, random_ids
 from torch import nn
+from transformers.dynamic_module_utils import get_relative_import_files, get_relative_imports
 
 import hf_bahdanau
-from hf_bahdanau.models import modeling_translation
+from hf_bahdanau.models import pretrained_model
 
 PACKAGE = Path(hf_bahdanau.__file__).parent
 MODELS = PACKAGE / "models"  # the files a saved folder ships
-# The files a saved folder ships as remote code (configuration_*, modeling_*, attention.py, pipelines.py).
-SHIPPED = sorted(
-    [*MODELS.glob("configuration_*.py"), *MODELS.glob("modeling_*.py"), MODELS / "attention.py"]
-    + [MODELS / "pipelines.py"]
-)
+# The files a saved folder ships as remote code: every module of `models/` (configuration_*, modeling_*, the modules
+# they import, pipelines.py).
+SHIPPED = sorted(path for path in MODELS.glob("*.py") if path.name != "__init__.py")
 # What plain model code never holds: private oneDNN ops, CPU detection, tensor addresses and version counters (a
 # cache keyed on weights), transformers' private task table, torch's private hook dictionaries.
 FORBIDDEN = ("mkldnn", "/proc/cpuinfo", "data_ptr(", "._version", "REMOVED_TASKS", "_forward_hooks")
@@ -68,15 +68,27 @@ def test_a_saved_folder_ships_the_model_files_and_no_quantization(model_type, tm
     assert "modeling_translation.py" in shipped and "quantization.py" not in shipped
 
 
+def test_each_module_a_folder_names_imports_every_sibling_it_needs_itself(model_type, tmp_path):
+    """transformers 5.8 and 5.9 copy only a remote-code module's direct relative imports into their modules cache: a
+    module that config.json's `auto_map` names imports every sibling file that its imports need, itself."""
+    make_model(model_type).save_pretrained(tmp_path)
+    auto_map = json.loads((tmp_path / "config.json").read_text())["auto_map"]
+    for module in {reference.split(".")[0] for reference in auto_map.values()}:
+        path = tmp_path / f"{module}.py"
+        needed = {Path(file).stem for file in get_relative_import_files(path)}
+        assert len(needed) > 1 or module.startswith("configuration_"), module
+        assert needed - set(get_relative_imports(path)) == set(), module
+
+
 def test_quantize_without_the_package_is_a_clear_error(monkeypatch):
-    assert modeling_translation.quantizer("int8").__name__ == "quantize_for_cpu"
+    assert pretrained_model.quantizer("int8").__name__ == "quantize_for_cpu"
     with pytest.raises(ValueError, match="quantize must be one of"):
-        modeling_translation.quantizer("int4")
-    monkeypatch.setattr(modeling_translation, "__package__", "transformers_modules.a_folder")  # as remote code
-    assert modeling_translation.quantizer("int8").__name__ == "quantize_for_cpu"  # from the installed package
+        pretrained_model.quantizer("int4")
+    monkeypatch.setattr(pretrained_model, "__package__", "transformers_modules.a_folder")  # as remote code
+    assert pretrained_model.quantizer("int8").__name__ == "quantize_for_cpu"  # from the installed package
     monkeypatch.setitem(sys.modules, "hf_bahdanau.decoding.quantization", None)  # and without it
     with pytest.raises(ValueError, match="needs the hf_bahdanau package"):
-        modeling_translation.quantizer("int8")
+        pretrained_model.quantizer("int8")
 
 
 def test_a_forward_hook_on_any_linear_layer_changes_the_loss_and_the_logits(model_type):

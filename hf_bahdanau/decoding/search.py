@@ -27,7 +27,7 @@ from transformers import (
 from transformers.modeling_outputs import ModelOutput
 
 from hf_bahdanau.errors import InputError
-from hf_bahdanau.models.modeling_translation import returned_cache
+from hf_bahdanau.models.cache_names import returned_cache
 
 from .constraints import Constraints
 

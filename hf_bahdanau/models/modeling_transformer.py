@@ -24,20 +24,15 @@ from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import BaseModelOutput, BaseModelOutputWithPastAndCrossAttentions
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
-from .attention import MultiHeadAttention, PositionalEncoding
-from .configuration_transformer import TransformerConfig
-
 # A direct import of every sibling file the modules below import: transformers 5.8 and 5.9 copy only a remote-code
 # module's direct relative imports into their modules cache.
+from .attention import MultiHeadAttention, PositionalEncoding
+from .cache_names import with_cache
+from .configuration_transformer import TransformerConfig
 from .configuration_translation import TranslationConfig  # noqa: F401
-from .modeling_translation import (
-    TranslationForConditionalGeneration,
-    TranslationModel,
-    TranslationPreTrainedModel,
-    check_source,
-    checking_values,
-    with_cache,
-)
+from .input_checks import check_source, checking_values
+from .modeling_translation import TranslationForConditionalGeneration, TranslationModel
+from .pretrained_model import TranslationPreTrainedModel
 
 Attended = tuple[torch.Tensor, torch.Tensor | None]  # (output, attention weights or None)
 

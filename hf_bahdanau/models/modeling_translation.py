@@ -1,6 +1,5 @@
 """What both translation models share, split as transformers' `MarianModel` / `MarianMTModel`:
 
-- `TranslationPreTrainedModel`: loading and saving with clear errors, tied embeddings, resizing;
 - `TranslationModel`: the bare encoder-decoder (no head). A model type's subclass sets `encoder` (called as
   `encoder(input_ids, attention_mask, output_attentions=, output_hidden_states=)`, returning a batch-first
   `ModelOutput`) and `decoder` (called as `decoder(decoder_input_ids, encoder_outputs, source_mask, cache, **options)`,
@@ -8,81 +7,39 @@
 - `TranslationForConditionalGeneration`: the base model under `model` (`base_model_prefix`) and an `lm_head`, with
   labels -> decoder inputs, the loss and `generate()`.
 
+Both derive from `TranslationPreTrainedModel` (`pretrained_model.py`: loading, saving, tying, resizing).
+
 The cache contract, on every transformers 5 release: `forward` (of both classes) takes the decoder state returned
 by the previous call as `past_key_values=` or as `cache=` (`generate` passes it as `cache` from transformers 5.24
 on and as `past_key_values` before; code of its own, such as a beam search, may use either; where the release names
 it `cache`, the old name warns of its deprecation, as transformers' own models do), and returns it in the
 output's cache field, which transformers names `cache` from 5.24 on and `past_key_values` before: read it with
-`returned_cache(outputs)`. `given_cache` and `with_cache` are the one place that bridges the two names.
+`returned_cache(outputs)` (`cache_names.py`, the one place that bridges the two names).
 
-A checkpoint with flat keys (`encoder.*`, `decoder.*`, `lm_head.*`) also loads: transformers' loading adds the
-`base_model_prefix` ("model.") to a checkpoint key that exists only under it, and a state dict loaded with
-`load_state_dict` (e.g. the Trainer's resume) is renamed by `rename_unprefixed_keys`. This file is copied into saved
-model folders (`trust_remote_code`), so it imports nothing but torch, safetensors and transformers.
+This file is copied into saved model folders (`trust_remote_code`), so it imports nothing but torch, transformers
+and its sibling files.
 """
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import os
-import warnings
-from collections.abc import Callable
 from typing import Any
 
 import torch
-from safetensors import SafetensorError
 from torch import nn
 from torch.nn import functional as F
-from transformers import GenerationMixin, PreTrainedModel
+from transformers import GenerationMixin
 from transformers.modeling_outputs import ModelOutput, Seq2SeqLMOutput, Seq2SeqModelOutput
-from transformers.utils import logging as transformers_logging
 
+from .cache_names import given_cache, returned_cache, with_cache
 from .configuration_translation import TranslationConfig
+from .input_checks import check_ids
+from .pretrained_model import TranslationPreTrainedModel
 
 # What `generate` hands `prepare_inputs_for_generation` that is not for `forward`.
 GENERATION_ONLY_KWARGS = ("labels", "inputs_embeds", "is_first_iteration", "decoder_attention_mask")
-# The one place for a new model's generation settings (saved in its generation_config.json, overridable per call).
-GENERATION_DEFAULTS = {"num_beams": 5, "max_new_tokens": 128}
-logger = transformers_logging.get_logger(__name__)
 # The smallest 1 - p(c) of the unlikelihood term, as Welleck et al.: no infinite loss for p = 1.
 UNLIKELIHOOD_FLOOR = 1e-5
-
-
-# ---- the cache's name across transformers releases: `cache` from 5.24 on, `past_key_values` before --------------
-
-
-# The name this transformers release gives the decoder state in outputs and in `generate`'s calls of `forward`.
-CACHE_NAME = "cache" if "cache" in Seq2SeqLMOutput.__dataclass_fields__ else "past_key_values"
-
-
-def given_cache(past_key_values: Any = None, cache: Any = None) -> Any:
-    """The decoder state a caller passed under either name (`generate` uses `cache` from transformers 5.24 on,
-    `past_key_values` before). On a release that names it `cache`, `past_key_values` warns (a FutureWarning) that
-    it is deprecated, as transformers' own models do there (not while `torch.compile` traces the model)."""
-    if past_key_values is not None and cache is not None and past_key_values is not cache:
-        raise ValueError("pass the decoder state as past_key_values or as cache, not two different ones")
-    if past_key_values is not None and CACHE_NAME == "cache" and not torch.compiler.is_compiling():
-        warnings.warn(
-            "`past_key_values` is deprecated by this transformers release: pass the decoder state as `cache`",
-            FutureWarning,
-            stacklevel=2,
-        )
-    return cache if cache is not None else past_key_values
-
-
-def with_cache(output_class: type[ModelOutput], cache: Any, **fields: Any) -> ModelOutput:
-    """A transformers output with the decoder state `cache` in the field this release has: `cache` (5.24 on) or
-    `past_key_values` (5.0-5.23)."""
-    name = "cache" if "cache" in output_class.__dataclass_fields__ else "past_key_values"
-    return output_class(**fields, **{name: cache})
-
-
-def returned_cache(outputs: ModelOutput) -> Any:
-    """The decoder state in a model output (under `cache` from transformers 5.24 on, `past_key_values` before; read
-    by the field its class has, as the other name warns of deprecation)."""
-    fields = getattr(type(outputs), "__dataclass_fields__", outputs)
-    return outputs.get("cache" if "cache" in fields else "past_key_values")
 
 
 def shift_tokens_right(labels: torch.Tensor, pad_token_id: int, decoder_start_token_id: int) -> torch.Tensor:
@@ -91,68 +48,6 @@ def shift_tokens_right(labels: torch.Tensor, pad_token_id: int, decoder_start_to
     shifted[:, 1:] = labels[:, :-1]
     shifted[:, 0] = decoder_start_token_id
     return shifted.masked_fill(shifted == -100, pad_token_id)
-
-
-def checking_values() -> bool:
-    """Whether input checks read tensor values (a device sync each): in eager mode; not while `torch.compile` traces
-    the model, where they would break the graph (the tokenizer, pipeline and command line feed valid inputs)."""
-    return not torch.compiler.is_compiling()
-
-
-def check_ids(name: str, ids: torch.Tensor, vocab_size: int) -> None:
-    """Raise a ValueError when `ids` hold a token outside `[0, vocab_size)` (in eager mode: `checking_values`)."""
-    if not ids.numel() or not checking_values():
-        return
-    low, high = (int(value) for value in torch.aminmax(ids))  # one device sync
-    if low < 0 or high >= vocab_size:
-        raise ValueError(
-            f"{name} holds ids in [{low}, {high}], outside the vocabulary [0, {vocab_size}): "
-            "does the tokenizer match the model's config?"
-        )
-
-
-def check_source(input_ids: torch.Tensor, attention_mask: torch.Tensor | None, vocab_size: int) -> torch.Tensor:
-    """Validate the source batch; return the mask as booleans `(batch, src_len)`."""
-    if input_ids.dim() != 2 or input_ids.numel() == 0:
-        raise ValueError(f"input_ids must be a non-empty (batch, src_len) tensor, got shape {tuple(input_ids.shape)}")
-    check_ids("input_ids", input_ids, vocab_size)
-    if attention_mask is None:
-        return torch.ones_like(input_ids, dtype=torch.bool)
-    if attention_mask.shape != input_ids.shape:
-        raise ValueError(
-            f"attention_mask has shape {tuple(attention_mask.shape)} but input_ids has shape {tuple(input_ids.shape)}"
-        )
-    mask = attention_mask.bool()
-    if not checking_values():
-        return mask
-    empty = (~mask.any(1)).nonzero().flatten()
-    if empty.numel():
-        raise ValueError(f"source sequence(s) {empty.tolist()} have no token: attention_mask is all zeros there")
-    return mask
-
-
-def check_loaded_weights(
-    path: str | os.PathLike, loading_info: dict[str, Any], model: nn.Module, strict: bool | None
-) -> None:
-    """Raise a one-line ValueError for weights that do not fit: with `strict=True`, any missing or unexpected weight;
-    with `strict=None`, a checkpoint that shares (almost) nothing with the model, i.e. has weights the model lacks
-    and fills less than half of the model's (another model type or architecture); `strict=False` never."""
-    missing, unexpected = loading_info.get("missing_keys") or (), loading_info.get("unexpected_keys") or ()
-    if strict is False or not (missing or unexpected):
-        return
-    if strict is None and not (unexpected and len(missing) > len(model.state_dict()) / 2):
-        return
-    problems = []
-    for kind in ("missing", "unexpected"):
-        keys = sorted(loading_info.get(f"{kind}_keys") or ())
-        if keys:
-            shown = ", ".join(keys[:3]) + (", ..." if len(keys) > 3 else "")
-            problems.append(f"{len(keys)} {kind} ({shown})")
-    if problems:
-        raise ValueError(
-            f"the weights in {path} do not fit the model its config describes: {'; '.join(problems)} (a config of "
-            "another model type or another architecture?); pass strict=False to load it anyway, newly initialised"
-        )
 
 
 def earlier_tokens(labels: torch.Tensor) -> torch.Tensor:
@@ -165,154 +60,6 @@ def earlier_tokens(labels: torch.Tensor) -> torch.Tensor:
     first = ~(same & before).any(2)  # (batch, tgt_len): y_s does not occur before s
     keep = before & ~same & (first & (labels != -100)).unsqueeze(1) & (labels != -100).unsqueeze(2)
     return labels.unsqueeze(1).expand(-1, length, -1).masked_fill(~keep, -100)
-
-
-def quantizer(quantize: str) -> Callable[[nn.Module], nn.Module]:
-    """The function that quantizes a loaded model in place (e.g. `quantize="int8"`), from the `hf_bahdanau`
-    package's `quantization` module: int8 is a feature of the package, not part of a saved folder's code."""
-    name = "hf_bahdanau.decoding.quantization"
-    try:
-        return importlib.import_module(name).quantizer(quantize)
-    except ModuleNotFoundError as error:  # the package is missing (a remote-code folder alone); else a real error
-        if not error.name or not (name == error.name or name.startswith(error.name + ".")):
-            raise
-    raise ValueError(
-        f"quantize={quantize!r} needs the hf_bahdanau package (its quantization module is not part of a saved "
-        "folder's code): install it, or load the model without quantize="
-    )
-
-
-class TranslationPreTrainedModel(PreTrainedModel):
-    """Base of the translation models (encoder-decoder over one joint vocabulary, with or without `lm_head`)."""
-
-    config: TranslationConfig
-    config_class = TranslationConfig
-    base_model_prefix = "model"
-    main_input_name = "input_ids"
-    supports_gradient_checkpointing = False
-    quantization: str | None = None  # "int8" after `hf_bahdanau.decoding.quantization.quantize_for_cpu`
-
-    def post_init(self) -> None:
-        """Declare the tied weights, initialise, and give a new generating model the translation generation defaults."""
-        self._tied_weights_keys = self._tied_embeddings()
-        super().post_init()
-        if not self.can_generate():
-            return
-        defaults = dict(GENERATION_DEFAULTS)
-        table = getattr(self.config, "max_position_embeddings", None)
-        if table is not None:  # a Transformer's translations are no longer than its position table
-            defaults["max_new_tokens"] = min(defaults["max_new_tokens"], table)
-        self.generation_config.update(**defaults)
-
-    def _tied_embeddings(self) -> dict[str, str]:
-        """`_tied_weights_keys` of the encoder-decoder: `{tied weight: the decoder embedding it shares}` (transformers
-        ties them only when `config.tie_word_embeddings`)."""
-        if self.config.tie_encoder_decoder_embeddings:
-            return {"encoder.embed_tokens.weight": "decoder.embed_tokens.weight"}
-        return {}
-
-    def tie_weights(self, *args: Any, **kwargs: Any) -> None:
-        """transformers' tying, then the tied embeddings (and `lm_head`) made one parameter by hand, the one that holds
-        loaded weights: releases differ in how they tie a nested base model's embeddings (some leave one of them
-        on the meta device)."""
-        super().tie_weights(*args, **kwargs)
-        if not self.config.tie_word_embeddings:
-            return
-        base = getattr(self, self.base_model_prefix, self)
-        tied = [base.decoder.embed_tokens, getattr(self, "lm_head", None)]
-        if self.config.tie_encoder_decoder_embeddings:
-            tied.append(base.encoder.embed_tokens)
-        tied = [module for module in tied if module is not None]
-        loaded = next((module.weight for module in tied if not module.weight.is_meta), None)
-        for module in tied if loaded is not None else ():
-            module.weight = loaded
-
-    def _load_from_state_dict(self, state_dict: dict[str, Any], prefix: str, *args: Any, **kwargs: Any) -> None:
-        """`nn.Module`'s, after `rename_unprefixed_keys` (a state dict saved before the base-model split)."""
-        rename_unprefixed_keys(self, state_dict, prefix)
-        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
-
-    @classmethod
-    def from_pretrained(
-        cls, pretrained_model_name_or_path: str | os.PathLike, *args: Any, **kwargs: Any
-    ) -> TranslationPreTrainedModel:
-        """`PreTrainedModel.from_pretrained`, with a ValueError naming the problem for a checkpoint that does
-        not fit its config (e.g. another vocabulary size) or that is corrupt, and without a "Loading weights"
-        progress bar (loading these small models is no long work).
-
-        `quantize="int8"` returns the model ready for CPU inference with int8 linear and recurrent layers
-        (`hf_bahdanau.decoding.quantization.quantize_for_cpu`; needs the hf_bahdanau package, also for a remote-code
-        folder).
-
-        As transformers' models, a checkpoint that lacks some of the model's weights (e.g. a base model's, loaded with
-        a head) loads what matches, initialises the rest and warns (transformers' load report lists them;
-        `output_loading_info=True` returns them too); a checkpoint that shares (almost) nothing with the model (e.g.
-        a folder whose config names another model type) is a ValueError naming the weights: such a model would
-        translate garbage. `strict=True` (the command line's translating commands) refuses any missing or unexpected
-        weight, `strict=False` none. Tied weights are not missing.
-        """
-        strict = kwargs.pop("strict", None)
-        output_loading_info = kwargs.pop("output_loading_info", False)
-        quantize = kwargs.pop("quantize", None)
-        quantize_model = None if quantize is None else quantizer(quantize)  # checks the name before loading
-        was_enabled = transformers_logging.is_progress_bar_enabled()
-        transformers_logging.disable_progress_bar()
-        try:
-            model, loading_info = super().from_pretrained(
-                pretrained_model_name_or_path, *args, output_loading_info=True, **kwargs
-            )
-        except SafetensorError as error:
-            raise ValueError(
-                f"the checkpoint in {pretrained_model_name_or_path} is corrupt or truncated ({error})"
-            ) from error
-        except RuntimeError as error:
-            if "mismatched_sizes" not in str(error):
-                raise
-            raise ValueError(
-                f"the checkpoint in {pretrained_model_name_or_path} does not match the config: its weight shapes "
-                "differ (the load report above lists them; usually vocab_size or a hidden size). Load it with its "
-                "own config, or pass ignore_mismatched_sizes=True to re-initialise the mismatched weights."
-            ) from error
-        finally:
-            if was_enabled:
-                transformers_logging.enable_progress_bar()
-        check_loaded_weights(pretrained_model_name_or_path, loading_info, model, strict)
-        model = model if quantize_model is None else quantize_model(model)
-        return (model, loading_info) if output_loading_info else model
-
-    def save_pretrained(self, save_directory: str | os.PathLike, *args: Any, **kwargs: Any) -> None:
-        """`PreTrainedModel.save_pretrained`; refused for a quantized model (folders hold fp32 weights only)."""
-        if self.quantization is not None:
-            raise ValueError(
-                f"this model was quantized to {self.quantization} for inference and cannot be saved: save the fp32 "
-                "model and pass quantize= when loading it"
-            )
-        super().save_pretrained(save_directory, *args, **kwargs)
-
-    def resize_token_embeddings(
-        self, new_num_tokens: int | None = None, pad_to_multiple_of: int | None = None, mean_resizing: bool = True
-    ) -> nn.Embedding:
-        """Resize the decoder (and untied encoder) embeddings and the output layer to a new vocabulary size."""
-        embeddings = super().resize_token_embeddings(new_num_tokens, pad_to_multiple_of, mean_resizing)
-        encoder = self.get_encoder()
-        if not self.config.tie_encoder_decoder_embeddings:  # the base class only resizes the decoder's
-            encoder.embed_tokens = self._get_resized_embeddings(
-                encoder.embed_tokens, embeddings.num_embeddings, mean_resizing=mean_resizing
-            )
-        return embeddings
-
-
-def rename_unprefixed_keys(model: TranslationPreTrainedModel, state_dict: dict[str, Any], prefix: str = "") -> None:
-    """Rename in place the keys of a head model's state dict saved before the base-model split (`encoder.*`,
-    `decoder.*`) to today's (`model.encoder.*`, ...), for `load_state_dict` (`from_pretrained` adds the prefix itself).
-    """
-    base = getattr(model, model.base_model_prefix, None)
-    if base is None or base is model:  # a base model: its keys never had a prefix
-        return
-    for key in [key for key in state_dict if key.startswith(prefix)]:
-        name = key[len(prefix) :]
-        if name.split(".", 1)[0] in ("encoder", "decoder"):
-            state_dict[f"{prefix}{model.base_model_prefix}.{name}"] = state_dict.pop(key)
 
 
 class TranslationModel(TranslationPreTrainedModel):
@@ -592,17 +339,8 @@ class TranslationForConditionalGeneration(TranslationPreTrainedModel, Generation
 
 
 __all__ = [
-    "GENERATION_DEFAULTS",
     "TranslationForConditionalGeneration",
     "TranslationModel",
-    "TranslationPreTrainedModel",
-    "check_ids",
-    "check_source",
-    "checking_values",
-    "given_cache",
-    "quantizer",
-    "rename_unprefixed_keys",
-    "returned_cache",
+    "earlier_tokens",
     "shift_tokens_right",
-    "with_cache",
 ]

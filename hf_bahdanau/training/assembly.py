@@ -12,8 +12,8 @@ from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, PreTrainedTokeniz
 
 from hf_bahdanau.data.tokenization import check_tokenizer_location, train_tokenizer
 from hf_bahdanau.errors import InputError, as_input_error
-from hf_bahdanau.models.modeling_translation import TranslationPreTrainedModel
 from hf_bahdanau.models.pipelines import check_tokenizer_matches, tokenizer_fingerprint
+from hf_bahdanau.models.pretrained_model import TranslationPreTrainedModel
 from hf_bahdanau.registry import check_saved_model_type, get_model_type
 from hf_bahdanau.training.options import ModelArguments, TokenizerArguments
 

@@ -19,7 +19,7 @@ from safetensors.torch import load_file
 from transformers import Trainer, TrainingArguments
 
 from hf_bahdanau.errors import InputError, InputNotFoundError
-from hf_bahdanau.models.modeling_translation import TranslationPreTrainedModel, rename_unprefixed_keys
+from hf_bahdanau.models.pretrained_model import TranslationPreTrainedModel, rename_unprefixed_keys
 from hf_bahdanau.training.run_folder import is_complete_checkpoint, numbered_checkpoints
 
 logger = logging.getLogger(__name__)

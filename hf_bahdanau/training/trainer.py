@@ -31,7 +31,7 @@ from hf_bahdanau.data.streaming import LengthBucketedBatches, stream_dataloader
 from hf_bahdanau.data.tokenization import BpeDropoutEncoder
 from hf_bahdanau.errors import InputError
 from hf_bahdanau.metrics import make_compute_metrics
-from hf_bahdanau.models.modeling_translation import TranslationPreTrainedModel
+from hf_bahdanau.models.pretrained_model import TranslationPreTrainedModel
 from hf_bahdanau.training.callbacks import InterruptToCheckpoint, LogEntryLogger, ProgressBar, TrainingStartLogger
 from hf_bahdanau.training.options import RunArguments
 from hf_bahdanau.training.run_folder import CheckpointManifest, write_failure
