@@ -77,7 +77,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def _teacher_config(teacher: Path) -> dict[str, Any]:
-    from hf_bahdanau.publishing.model_folder import check_model_folder, read_json
+    from hf_bahdanau.json_files import read_json
+    from hf_bahdanau.publishing.model_folder import check_model_folder
 
     return read_json(check_model_folder(teacher) / "config.json")
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from hf_bahdanau.publishing.model_folder import read_json
+from hf_bahdanau.json_files import read_json
 
 DATA_SETTINGS_FILE = "translation_data.json"  # written by `train`, read back by `evaluate` and the model card
 

@@ -13,8 +13,8 @@ from typing import Any
 
 from hf_bahdanau.choices import EXPORT_INFO
 from hf_bahdanau.errors import InputError
+from hf_bahdanau.json_files import read_json
 from hf_bahdanau.models.pipelines import encode, source_limit
-from hf_bahdanau.publishing.model_folder import read_json
 
 from .export import cached_export, check_tokenizer_file, is_ctranslate2_folder, require_ctranslate2
 

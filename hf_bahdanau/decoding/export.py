@@ -37,8 +37,8 @@ from hf_bahdanau.choices import EXPORT_INFO
 from hf_bahdanau.choices import EXPORT_QUANTIZATIONS as QUANTIZATIONS  # what `export --quantization` offers
 from hf_bahdanau.errors import InputError, as_input_error
 from hf_bahdanau.folders import fresh_sibling, replace_with
+from hf_bahdanau.json_files import read_json
 from hf_bahdanau.models.pipelines import check_tokenizer_matches
-from hf_bahdanau.publishing.model_folder import read_json
 
 try:  # an optional extra: `pip install hf_bahdanau[ctranslate2]`
     import ctranslate2

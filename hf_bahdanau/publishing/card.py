@@ -19,12 +19,13 @@ from safetensors import safe_open
 from hf_bahdanau.choices import DEFAULT_LICENSE
 from hf_bahdanau.data.cleaning import normalize_d2l
 from hf_bahdanau.data.run_settings import read_data_settings
+from hf_bahdanau.json_files import read_json
 from hf_bahdanau.models.configuration_translation import NOT_ARCHITECTURE
 from hf_bahdanau.models.pipelines import TASK
 from hf_bahdanau.training.recorded_command import read_command
 
 from .evaluations import SCORE_NAMES, dataset_label, decoding_name, read_evaluations
-from .model_folder import check_model_folder, read_json
+from .model_folder import check_model_folder
 
 TEMPLATE = Path(__file__).resolve().parent / "model_card_template.md"
 CARD_FILE = "README.md"

@@ -9,8 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from hf_bahdanau.errors import InputError
-
-from .model_folder import read_json
+from hf_bahdanau.json_files import read_json
 
 logger = logging.getLogger(__name__)
 

@@ -27,7 +27,7 @@ from typing import Any
 import datasets
 
 from hf_bahdanau.data.cache import CACHE_DIR_ENV
-from hf_bahdanau.publishing.model_folder import read_json
+from hf_bahdanau.json_files import read_json
 
 logger = logging.getLogger(__name__)
 

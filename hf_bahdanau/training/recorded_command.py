@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from hf_bahdanau.errors import InputError
-from hf_bahdanau.publishing.model_folder import read_json
+from hf_bahdanau.json_files import read_json
 
 from .redaction import redact_argv, redact_config, redact_message
 
