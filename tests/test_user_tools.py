@@ -66,6 +66,9 @@ def test_a_saved_folder_ships_the_model_files_and_no_quantization(model_type, tm
     shipped = {path.name for path in tmp_path.glob("*.py")}
     assert shipped and shipped <= {path.name for path in SHIPPED}
     assert "modeling_translation.py" in shipped and "quantization.py" not in shipped
+    assert {"pretrained_model.py", "cache_names.py", "input_checks.py", "attention.py"} <= shipped
+    assert {"bahdanau_encoder.py", "bahdanau_decoder.py"} <= shipped or model_type != "bahdanau"
+    assert not [name for name in shipped if "bahdanau" in name] or model_type == "bahdanau"  # another type's code
 
 
 def test_each_module_a_folder_names_imports_every_sibling_it_needs_itself(model_type, tmp_path):
