@@ -4,6 +4,7 @@ or malformed ones give a one-line error naming the file, not a traceback."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -18,14 +19,14 @@ MALFORMED = ['{"results": [{"dataset": "x"}]}', '{"results": 3}', "[1]", "{", "[
 @pytest.mark.parametrize("text", MALFORMED, ids=["a field missing", "no list", "no object", "cut off", "nested"])
 def test_a_malformed_evaluation_record_is_named(text, tmp_path):
     (tmp_path / EVAL_RESULTS_FILE).write_text(text)
-    with pytest.raises(ValueError, match=f"{tmp_path / EVAL_RESULTS_FILE} .*: fix or remove it"):
+    with pytest.raises(ValueError, match=re.escape(str(tmp_path / EVAL_RESULTS_FILE)) + ".*: fix or remove it"):
         read_evaluations(tmp_path)
 
 
 @pytest.mark.parametrize("record", [{"command": 3}, {"command": "train", "config_file": "x"}, [1]])
 def test_a_malformed_training_command_record_is_named(record, tmp_path):
     (tmp_path / COMMAND_FILE).write_text(json.dumps(record))
-    with pytest.raises(ValueError, match=f"{tmp_path / COMMAND_FILE} .*: fix or remove it"):
+    with pytest.raises(ValueError, match=re.escape(str(tmp_path / COMMAND_FILE)) + ".*: fix or remove it"):
         read_command(tmp_path)
 
 

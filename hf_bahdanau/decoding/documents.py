@@ -18,6 +18,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import TypeVar
 
 from hf_bahdanau.errors import InputError
+from hf_bahdanau.json_files import parse_json
 
 T = TypeVar("T")
 LINE_END = re.compile(r"\r\n|\r|\n")
@@ -101,14 +102,7 @@ def read_jsonl(lines: Iterable[str], source: str = "stdin") -> list[dict | None]
         if not line.strip():
             records.append(None)
             continue
-        try:
-            record = json.loads(line, parse_constant=_not_json)
-        except json.JSONDecodeError as error:
-            raise InputError(f"{source} line {number}: invalid JSON ({error.msg} at column {error.colno})") from None
-        except RecursionError:
-            raise InputError(f"{source} line {number}: JSON nested too deeply to read") from None
-        except ValueError as error:
-            raise InputError(f"{source} line {number}: invalid JSON ({error})") from None
+        record = parse_json(line, f"{source} line {number}", parse_constant=_not_json)
         if not isinstance(record, dict):
             raise InputError(f"{source} line {number}: expected a JSON object with a 'text' field")
         if "text" not in record:
