@@ -68,8 +68,8 @@ def _prepare_libraries() -> None:
 
 
 def _needs_libraries(args: argparse.Namespace) -> bool:
-    """Whether the command loads the models' code (all but `translate --engine ctranslate2`, whose export of a model
-    folder, where it is made on first use, loads the model class itself)."""
+    """Whether the command needs the model types registered: all but `translate --engine ctranslate2`, which reads an
+    export as data (an export made on first use registers them itself)."""
     return not (args.command == "translate" and args.engine == "ctranslate2")
 
 

@@ -54,9 +54,6 @@ def is_ctranslate2_folder(folder: str | os.PathLike) -> bool:
     return (Path(folder) / "model.bin").is_file() and (Path(folder) / EXPORT_INFO).is_file()
 
 
-# ---- export -----------------------------------------------------------------------------------------------
-
-
 def _local_folder(model_dir_or_repo_id: str | os.PathLike) -> Path:
     """A local model folder, or the needed files of a Hub repo downloaded into the Hub cache."""
     folder = Path(model_dir_or_repo_id)
