@@ -2,8 +2,8 @@
 
 It lives beside the package, not in it, so that it is imported first: `hf_bahdanau/__init__.py` finds it in
 `sys.modules` and leaves the registration of the model types to `main`, which registers once the arguments are
-parsed, so that `--help` and usage errors answer without importing torch. Any other `import hf_bahdanau` registers
-at once.
+parsed, so that `--help` and usage errors answer without importing torch (and never for `translate --engine
+ctranslate2`, which needs neither torch nor transformers). Any other `import hf_bahdanau` registers at once.
 """
 
 from hf_bahdanau.cli import main

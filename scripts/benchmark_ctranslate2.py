@@ -6,7 +6,7 @@ MarianMT model of the same size, the same random source tokens (batch 64, 20 tok
 functions of a group called in turn and the best of `--decode-repeats` rounds kept. Measured, greedy and beam 5:
 
 - ours in torch: `generate()` fp32, and after `quantize_for_cpu` (our `--quantize int8`);
-- ours in CTranslate2 (`hf_bahdanau.decoding.export.D2LTransformerConverter`), fp32 and int8;
+- ours in CTranslate2 (`hf_bahdanau.decoding.converter.D2LTransformerConverter`), fp32 and int8;
 - MarianMT in CTranslate2, converted by CTranslate2's own `TransformersConverter` (its Marian loader drops the last
   vocabulary row, which Marian keeps for padding: 1 row in 8,000), fp32 and int8.
 
@@ -48,7 +48,7 @@ from ctranslate2.converters import TransformersConverter
 from tokenizers import Tokenizer, models
 from transformers import GenerationConfig, PreTrainedTokenizerFast
 
-from hf_bahdanau.decoding.export import D2LTransformerConverter
+from hf_bahdanau.decoding.converter import D2LTransformerConverter
 
 logger = logging.getLogger("benchmark_ctranslate2")
 

@@ -3,6 +3,7 @@ batches, odd input, attention figures, the long-source warning; `evaluate` write
 
 from __future__ import annotations
 
+import copy
 import importlib
 import io
 import math
@@ -201,6 +202,23 @@ def test_the_bound_cuts_each_row_at_its_own_source_length(model, tokenizer):
     short, long = translator.translate(["-", SOURCES[2] * 3], n_best=2, num_beams=2)
     for hypothesis in short.hypotheses:
         assert len(tokenizer(hypothesis.text, add_special_tokens=False)["input_ids"]) <= length_bound(len(rows[0]))
+
+
+def test_a_source_is_cut_as_the_shipped_pipeline_cuts_it(model, tokenizer, caplog):
+    """The Translator cuts sources itself (no torch needed for CTranslate2), as the pipeline a folder ships does."""
+    from transformers import pipeline
+
+    from hf_bahdanau.models.pipelines import TASK
+
+    short = copy.deepcopy(tokenizer)
+    short.model_max_length = 6
+    pipe = pipeline(TASK, model=model, tokenizer=short)
+    texts = [SOURCES[0], SOURCES[2] * 3, "-", " "]
+    rows = Translator(model, short).source_ids(texts)
+    assert [len(row) for row in rows] == [6, 6, 3, 0] and rows[0][-1] == rows[1][-1] == short.eos_token_id
+    inputs = [pipe.preprocess(text) for text in texts]
+    assert rows == [ids["input_ids"][0][ids["attention_mask"][0].bool()].tolist() for ids in inputs]
+    assert caplog.text.count("truncated to the model's limit of 6 tokens") == 4  # each, once by each
 
 
 def test_pharaoh_words_count_as_whitespace_words(tokenizer):

@@ -5,7 +5,8 @@ Each command is a module with `add_parser(commands)` and `run(args)`: `train`, `
 `publish`, `demo`, `export`, `serve`; `arguments` holds what they share. Arguments are parsed before torch and
 transformers are imported: each command imports what it needs when it runs, so `--help` and usage errors answer at
 once. `train` and `distill` take transformers' training options, which `HfArgumentParser` parses from what argparse
-leaves over; they ready the libraries once those are parsed.
+leaves over; they ready the libraries once those are parsed. `translate --engine ctranslate2` leaves them be: it
+reads a CTranslate2 export as data, with neither torch nor transformers.
 """
 
 from __future__ import annotations
@@ -66,6 +67,12 @@ def _prepare_libraries() -> None:
         transformers_logging.disable_progress_bar()
 
 
+def _needs_libraries(args: argparse.Namespace) -> bool:
+    """Whether the command needs the model types registered: all but `translate --engine ctranslate2`, which reads an
+    export as data (an export made on first use registers them itself)."""
+    return not (args.command == "translate" and args.engine == "ctranslate2")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; returns the exit status (non-zero with a one-line error on bad input)."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -78,7 +85,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         if rest:
             raise UsageError(f"unrecognized arguments: {option_names(rest)}")
-        _prepare_libraries()
+        if _needs_libraries(args):
+            _prepare_libraries()
         command.run(args)
     except InputError as error:  # the user's input (UsageError is one); anything else is a bug: traceback
         logger.error("%s", redact_message(str(error)))  # a message may quote an option's value

@@ -14,10 +14,10 @@ import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from hf_bahdanau.errors import InputError
-from hf_bahdanau.models.pipelines import encode, source_limit
 from hf_bahdanau.visualization import show_heatmaps
 
 from .alignment import WORD_START, merge_words, word_ids
+from .sources import source_ids, source_limit
 
 
 @dataclass
@@ -87,10 +87,10 @@ def attention_maps(
 ) -> AttentionMaps:
     """The attention maps of `text` translated as `target_ids` (a hypothesis's ids, `Translator.attention_maps`),
     from a teacher-forced pass up to its end of sentence: row i is the attention with which token i was predicted."""
-    inputs = encode(tokenizer, text, source_limit(model, tokenizer))
-    if not inputs["attention_mask"].any():
+    ids = source_ids(tokenizer, [text], source_limit(model.config, tokenizer))[0]
+    if not ids:
         raise InputError("cannot translate an empty text with attention weights")
-    inputs = {name: tensor.to(model.device) for name, tensor in inputs.items()}
+    input_ids = torch.tensor([ids], device=model.device)  # (1, src_len)
     start = model.generation_config.decoder_start_token_id
     if start is None:
         start = model.config.decoder_start_token_id
@@ -102,15 +102,15 @@ def attention_maps(
     was_training = model.training
     model.eval()
     try:
-        outputs = model(**inputs, decoder_input_ids=sequence[None, :length], output_attentions=True)
+        outputs = model(input_ids=input_ids, attention_mask=torch.ones_like(input_ids),
+                        decoder_input_ids=sequence[None, :length], output_attentions=True)  # fmt: skip
     finally:
         model.train(was_training)
-    source_ids = inputs["input_ids"][0].tolist()
-    source_word_ids, source_words = _words(tokenizer, source_ids)
+    source_word_ids, source_words = _words(tokenizer, ids)
     target_word_ids, target_words = _words(tokenizer, generated[:length])
     return AttentionMaps(
         translation=tokenizer.decode(generated[:length], skip_special_tokens=True),
-        source_tokens=display_tokens(tokenizer, source_ids),
+        source_tokens=display_tokens(tokenizer, ids),
         target_tokens=display_tokens(tokenizer, generated[:length]),
         decoder_input_tokens=display_tokens(tokenizer, sequence[:length].tolist()),
         cross=_stack(outputs.cross_attentions),

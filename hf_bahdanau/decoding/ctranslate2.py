@@ -1,7 +1,8 @@
 """Translate with a CTranslate2 export (`decoding/export.py` writes it): the `--engine ctranslate2` engine.
 
 `CTranslate2Translator` answers like the translation pipeline, `[{"translation_text": ...}]`, and maps
-`generate()` options onto CTranslate2's `translate_batch` options.
+`generate()` options onto CTranslate2's `translate_batch` options. It reads the export's config, generation config and
+tokenizer as data (`folder_data`): translating with it imports neither torch nor transformers.
 """
 
 from __future__ import annotations
@@ -14,9 +15,10 @@ from typing import Any
 from hf_bahdanau.choices import EXPORT_INFO
 from hf_bahdanau.errors import InputError
 from hf_bahdanau.json_files import read_json
-from hf_bahdanau.models.pipelines import encode, source_limit
 
 from .export import cached_export, check_tokenizer_file, is_ctranslate2_folder, require_ctranslate2
+from .folder_data import Settings, read_tokenizer
+from .sources import source_ids, source_limit
 
 # generate() option -> translate_batch() option
 _OPTIONS = {
@@ -33,29 +35,22 @@ class CTranslate2Translator:
 
     `compute_type`: CTranslate2's ("default": as stored; "int8" quantizes float32 weights on load). `threads`:
     CPU threads for one batch (0: CTranslate2's default). `config` and `generation_config` are the exported
-    model's; call options override the generation config.
+    model's (`Settings`); call options override the generation config.
     """
 
     def __init__(
         self, folder: str | os.PathLike, device: str = "cpu", compute_type: str = "default", threads: int = 0
     ) -> None:
         ct2 = require_ctranslate2()
-        from transformers import AutoTokenizer, GenerationConfig
-
-        from hf_bahdanau.models.configuration_transformer import TransformerConfig
-
         self.folder = Path(folder)
         if not is_ctranslate2_folder(self.folder):
             raise InputError(f"{self.folder} is no CTranslate2 export of this package (no model.bin or {EXPORT_INFO})")
         check_tokenizer_file(self.folder)
         info = read_json(self.folder / EXPORT_INFO)
-        self.config = TransformerConfig.from_dict(info["model_config"])
+        self.config = Settings(info["model_config"])
         self.quantization = info["quantization"]
-        generation = self.folder / "generation_config.json"
-        self.generation_config = (
-            GenerationConfig.from_pretrained(self.folder) if generation.is_file() else GenerationConfig()
-        )
-        self.tokenizer = AutoTokenizer.from_pretrained(self.folder, trust_remote_code=False)
+        self.generation_config = Settings(read_json(self.folder / "generation_config.json"))
+        self.tokenizer = read_tokenizer(self.folder)
         self.translator = ct2.Translator(
             str(self.folder), device=device, compute_type=compute_type, inter_threads=1, intra_threads=threads
         )
@@ -91,8 +86,8 @@ class CTranslate2Translator:
 
     def source_tokens(self, text: str) -> list[str]:
         """The source's token strings, `</s>` included, cut to the model's limit as the pipeline cuts it."""
-        ids = encode(self.tokenizer, text, source_limit(self, self.tokenizer))
-        return [] if not ids["attention_mask"].any() else self.tokenizer.convert_ids_to_tokens(ids["input_ids"][0])
+        ids = source_ids(self.tokenizer, [text], source_limit(self.config, self.tokenizer))[0]
+        return self.tokenizer.convert_ids_to_tokens(ids) if ids else []
 
     def __call__(
         self,

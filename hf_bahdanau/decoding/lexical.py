@@ -15,14 +15,18 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-
-import torch
-from transformers import PreTrainedTokenizerBase
+from typing import TYPE_CHECKING
 
 from hf_bahdanau.errors import InputError
 
-from .constraints import Constraints, word_continuations
 from .glossary import Glossary, Term
+
+if TYPE_CHECKING:  # the constraints are the torch engine's: imported where built
+    import torch
+    from transformers import PreTrainedTokenizerBase
+
+    from .constraints import Constraints
+    from .folder_data import FolderTokenizer
 
 logger = logging.getLogger(__name__)
 
@@ -31,7 +35,7 @@ logger = logging.getLogger(__name__)
 class LexicalOptions:
     """A call's glossary, prefixes (one per text) and phrases to avoid, with their token ids."""
 
-    tokenizer: PreTrainedTokenizerBase
+    tokenizer: PreTrainedTokenizerBase | FolderTokenizer
     glossary: Glossary | None = None
     prefixes: list[str] | None = None
     avoid: list[str] = field(default_factory=list)
@@ -42,7 +46,7 @@ class LexicalOptions:
     @classmethod
     def of(
         cls,
-        tokenizer: PreTrainedTokenizerBase,
+        tokenizer: PreTrainedTokenizerBase | FolderTokenizer,
         count: int,
         glossary: Glossary | Mapping[str, str] | None = None,
         prefix: str | Sequence[str] | None = None,
@@ -100,6 +104,8 @@ class LexicalOptions:
         self, texts: Sequence[str], indices: Sequence[int], vocab_size: int, device: torch.device
     ) -> Constraints:
         """The constraints of the sources `indices` of `texts` (one batch)."""
+        from .constraints import Constraints, word_continuations
+
         required = [[self.ids(term.target) for term in self.terms(texts[i]) if self.writable(term.target)]
                     for i in indices]  # fmt: skip
         prefixes = [self.prefix_ids(i) for i in indices]

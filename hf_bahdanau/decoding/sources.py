@@ -1,14 +1,21 @@
 """Sources as the translator reads them: token ids cut to the model's limit, the length bound of each translation,
-and the warnings about sources the model is unlikely to translate well."""
+and the warnings about sources the model is unlikely to translate well.
+
+A source is cut as the shipped pipeline (`models/pipelines.py`, which a saved folder runs without this package)
+cuts it; this module imports neither torch nor transformers, so that the CTranslate2 engine needs neither.
+"""
 
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
-from transformers import PreTrainedTokenizerBase
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
-from hf_bahdanau.models.pipelines import encode
+    from .folder_data import FolderTokenizer
 
 logger = logging.getLogger(__name__)
 
@@ -21,9 +28,26 @@ def length_bound(source_tokens: int) -> int:
     return max(MIN_NEW_TOKENS, LENGTH_FACTOR * source_tokens)
 
 
-def source_ids(tokenizer: PreTrainedTokenizerBase, texts: Sequence[str], limit: int) -> list[list[int]]:
-    """Each text's token ids, cut to `limit` with a warning (`encode`); an empty or blank text has none."""
-    return [encode(tokenizer, text, limit)["input_ids"][0].tolist() if text.strip() else [] for text in texts]
+def source_limit(config: Any, tokenizer: PreTrainedTokenizerBase | FolderTokenizer) -> int:
+    """The longest source (in tokens, `</s>` included) a model reads: its tokenizer's `model_max_length`, and the
+    position table of its `config` (a Transformer's `max_position_embeddings`; the RNN has none)."""
+    return min(tokenizer.model_max_length, getattr(config, "max_position_embeddings", None) or math.inf)
+
+
+def source_ids(
+    tokenizer: PreTrainedTokenizerBase | FolderTokenizer, texts: Sequence[str], limit: int
+) -> list[list[int]]:
+    """Each text's token ids (`</s>` included); one of more than `limit` tokens is cut to its first `limit - 1` and its
+    `</s>`, with a warning; an empty or blank text has none."""
+    found = []
+    for text in texts:
+        ids = tokenizer(text, verbose=False)["input_ids"] if text.strip() else []
+        if len(ids) > limit:
+            message = "input of %d tokens truncated to the model's limit of %d tokens: %.60r"
+            logger.warning(message, len(ids), limit, text)
+            ids = ids[: limit - 1] + ids[-1:]  # keep the final </s>
+        found.append(ids)
+    return found
 
 
 def trained_source_length(model_dir: str) -> int | None:
@@ -70,6 +94,7 @@ __all__ = [
     "MIN_NEW_TOKENS",
     "length_bound",
     "source_ids",
+    "source_limit",
     "trained_source_length",
     "unknown_text_message",
     "warn_long_sources",

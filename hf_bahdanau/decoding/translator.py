@@ -25,22 +25,21 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-import torch
-from transformers import PreTrainedTokenizerBase
-
 from hf_bahdanau.choices import ENGINES
 from hf_bahdanau.errors import InputError
-from hf_bahdanau.models.pipelines import _pad_id, source_limit
 
-from .alignment import alignments as pharaoh_alignments
 from .batching import in_input_order
 from .glossary import Glossary, Term
 from .lexical import LexicalOptions
-from .search import SearchSettings, search
-from .sources import length_bound, source_ids, warn_long_sources
+from .settings import SearchSettings
+from .sources import length_bound, source_ids, source_limit, warn_long_sources
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # torch and transformers' models are the torch engine's: imported where it runs
+    import torch
+    from transformers import PreTrainedTokenizerBase
+
     from .attention_maps import AttentionMaps
+    from .folder_data import FolderTokenizer
 
 logger = logging.getLogger(__name__)
 
@@ -87,7 +86,7 @@ class Translator:
     def __init__(
         self,
         model: Any,
-        tokenizer: PreTrainedTokenizerBase | None = None,
+        tokenizer: PreTrainedTokenizerBase | FolderTokenizer | None = None,
         *,
         engine: str = "torch",
         batch_size: int | None = 32,
@@ -101,7 +100,7 @@ class Translator:
         self.tokenizer = tokenizer if tokenizer is not None else model.tokenizer
         self.batch_size, self.batch_tokens = batch_size, batch_tokens
         self.trained_source_length = trained_source_length
-        self.limit = source_limit(model, self.tokenizer)  # the longest source the model reads
+        self.limit = source_limit(model.config, self.tokenizer)  # the longest source the model reads
         self._warned = False
         self._fallback, self._fallen_back = fallback, None
 
@@ -131,6 +130,7 @@ class Translator:
             if torch_fallback and os.path.isfile(os.path.join(path, "config.json")):
                 options["fallback"] = lambda: cls.from_folder(path, quantize=quantize, threads=threads, **options)
             return cls(model, engine=engine, **options)
+        import torch
         from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
         from hf_bahdanau.models.pipelines import check_tokenizer_matches
@@ -254,6 +254,13 @@ class Translator:
     ) -> list[Translation]:
         """Translate one batch of sources given as token ids (the torch engine): `texts[indices[k]]` is `rows[k]`,
         with at most `bounds[k]` new tokens unless `max_new_tokens`."""
+        import torch
+
+        from hf_bahdanau.models.pipelines import _pad_id
+
+        from .alignment import alignments as pharaoh_alignments
+        from .search import search
+
         # a blank source: `n_best` empty hypotheses, unscored (nothing was translated, so no certainty either)
         empty = Translation([Hypothesis("", None, "" if alignments else None)] * settings.num_return_sequences)
         results = [empty for _ in rows]
@@ -337,6 +344,8 @@ class Translator:
 
 def _pad(rows: Sequence[list[int]], pad: int, side: str) -> tuple[torch.Tensor, torch.Tensor]:
     """`input_ids` and `attention_mask` `(batch, longest)` of `rows`, padded on `side` ("left" or "right")."""
+    import torch
+
     longest = max(len(row) for row in rows)
     ids = torch.full((len(rows), longest), pad, dtype=torch.long)
     mask = torch.zeros((len(rows), longest), dtype=torch.long)
