@@ -9,7 +9,8 @@ import torch
 from helpers import MODEL_TYPES, greedy_config, make_model, random_ids
 
 from hf_bahdanau.decoding.constraints import Constraints
-from hf_bahdanau.decoding.search import SearchSettings, search
+from hf_bahdanau.decoding.search import search
+from hf_bahdanau.decoding.settings import SearchSettings
 
 BATCH = 6
 

@@ -10,7 +10,8 @@ import pytest
 import torch
 from helpers import SourceLengthLimit, greedy_config, make_model, random_ids
 
-from hf_bahdanau.decoding.search import SearchSettings, search
+from hf_bahdanau.decoding.search import search
+from hf_bahdanau.decoding.settings import SearchSettings
 
 VARIANTS = [
     ("bahdanau", {}),

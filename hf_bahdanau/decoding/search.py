@@ -330,4 +330,4 @@ def _beam_search(
     )
 
 
-__all__ = ["DecoderRows", "SearchOutput", "SearchSettings", "force_end", "search"]
+__all__ = ["DecoderRows", "SearchOutput", "force_end", "search"]
