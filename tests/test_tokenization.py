@@ -35,6 +35,7 @@ def samples(multi30k_dir, tatoeba_tsv) -> dict[str, list[str]]:
     return {name: [unicodedata.normalize("NFC", line).strip() for line in lines] for name, lines in raw.items()}
 
 
+@pytest.mark.slow  # trains two 3,000-token tokenizers on 10,000 corpus lines
 @pytest.mark.parametrize("model", ["bpe", "unigram"])
 def test_subword_round_trip_is_exact(samples, model):
     texts = [line for lines in samples.values() for line in lines]
@@ -116,6 +117,7 @@ def test_bad_arguments():
         train_tokenizer("a b c", 100)
 
 
+@pytest.mark.slow  # reads all of Multi30k's training text
 def test_training_on_all_multi30k_is_fast_and_quiet(multi30k_dir, capfd):
     texts = [line for lang in ("en", "de", "fr") for line in _read_gz(multi30k_dir / f"train.{lang}.gz")]
     assert len(texts) == 87000
