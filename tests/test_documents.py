@@ -189,6 +189,7 @@ def test_a_form_feed_line_of_a_document_stays_one_line():
     assert len(split_document("Ein Hund.\n\f\nZwei Hunde.\n", "de")) == 3  # a paragraph, a blank line, a paragraph
 
 
+@pytest.mark.slow
 def test_jsonl_keeps_a_u2028_inside_a_string_and_writes_it_escaped(folder, monkeypatch, capsys):
     monkeypatch.setattr(sys, "stdin", io.StringIO('{"id": 1, "text": "Zwei Hunde\u2028spielen."}\n'))
     assert main(["translate", "--model", str(folder), "--input-format", "jsonl"]) == 0

@@ -87,6 +87,7 @@ def test_special_ids_survive_save_and_auto_load(samples, tmp_path):
     assert reloaded.batch_decode(reloaded(lines)["input_ids"], skip_special_tokens=True) == lines
 
 
+@pytest.mark.slow  # reads and splits all of Tatoeba (76,036 pairs) for 600
 def test_word_model_is_d2l_vocabulary(tatoeba_tsv):
     corpus = load_parallel_corpus(tatoeba_tsv, "en", "fr", max_pairs=600)
     tokenizer = train_tokenizer(corpus, None, model="word", min_freq=2)
