@@ -101,6 +101,7 @@ def test_automodel_gives_the_base_model_of_a_saved_folder(model_type, tmp_path):
         torch.testing.assert_close(head.lm_head(states), logits_of(head), rtol=0, atol=0)
 
 
+@pytest.mark.slow  # the remote code loaded in a process of its own (conftest's without_the_package)
 @pytest.mark.parametrize("model_type", MODEL_TYPES)
 def test_remote_code_automodel_gives_the_base_model(model_type, without_the_package):
     """Without the package (remote code from the folder): `AutoModel` gives the base model, the same states."""

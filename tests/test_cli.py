@@ -45,6 +45,7 @@ def trained(request, trained_folder, tmp_path_factory):
     return trained_folder(request.param, tmp_path_factory.mktemp("run") / "model")
 
 
+@pytest.mark.slow
 def test_train_writes_a_loadable_model_and_the_loss_falls(trained):
     model_type = json.loads((trained / "config.json").read_text())["model_type"]
     modeling_file = {"bahdanau": "modeling_bahdanau.py", "d2l_transformer": "modeling_transformer.py"}[model_type]
@@ -93,6 +94,7 @@ def test_loading_the_best_checkpoint_of_a_tied_model_warns_of_nothing(tatoeba_ts
     torch.testing.assert_close(model.model.decoder.embed_tokens.weight, best["model.decoder.embed_tokens.weight"])
 
 
+@pytest.mark.slow
 def test_evaluate_prints_bleu_with_signature_and_writes_hypotheses(trained, tatoeba_tsv, tmp_path, capsys):
     output = tmp_path / "hyp.txt"
     status = main(["evaluate", "--model", str(trained), "--data", str(tatoeba_tsv), "--split", "test",
@@ -111,6 +113,7 @@ def test_evaluate_prints_bleu_with_signature_and_writes_hypotheses(trained, tato
     )
 
 
+@pytest.mark.slow
 def test_translate_arguments_stdin_and_heatmap(trained, tmp_path, capsys, monkeypatch):
     assert main(["translate", "--model", str(trained), "Go.", "I lost.", "--num-beams", "1"]) == 0
     lines = capsys.readouterr().out.splitlines()
@@ -131,6 +134,7 @@ def test_translate_arguments_stdin_and_heatmap(trained, tmp_path, capsys, monkey
     assert all(path.is_file() == is_transformer for path in self_attention)
 
 
+@pytest.mark.slow
 def test_translate_evaluate_and_pipeline_with_int8_leave_the_fp32_folder(trained, tatoeba_tsv, tmp_path, capsys):
     weights = (trained / "model.safetensors").read_bytes()
     stored = (trained / "eval_results.json").read_bytes() if (trained / "eval_results.json").exists() else None
@@ -270,6 +274,7 @@ def test_a_yaml_recipe_trains_a_transformer_with_inverse_square_root_warmup(tato
     assert all(math.isclose(rates[step], expected[step], rel_tol=1e-6) for step in rates), rates
 
 
+@pytest.mark.slow
 def test_bad_input_gives_clear_errors(trained, tatoeba_tsv, tmp_path, caplog):
     argv = ["train", "--output-dir", str(tmp_path / "a"), "--src-lang", "en", "--tgt-lang", "fr"]
     assert "needs --data" in error_of(argv, caplog)
@@ -289,6 +294,7 @@ def test_bad_input_gives_clear_errors(trained, tatoeba_tsv, tmp_path, caplog):
     assert (existing / "keep.txt").read_text() == "precious"
 
 
+@pytest.mark.slow
 def test_output_dir_is_required_and_overwrite_keeps_the_old_run_until_ready(trained, tatoeba_tsv, tmp_path, caplog):
     argv = ["train", "--data", "multi30k", "--src-lang", "de", "--tgt-lang", "en", "--max_steps", "1"]
     assert "needs --output-dir" in error_of(argv, caplog)
@@ -315,6 +321,7 @@ def test_output_dir_is_required_and_overwrite_keeps_the_old_run_until_ready(trai
     assert (not_a_run / "thesis.tex").read_text() == "precious"
 
 
+@pytest.mark.slow
 def test_a_loaded_model_takes_the_runs_label_smoothing_and_keeps_its_architecture(trained):
     tokenizer = AutoTokenizer.from_pretrained(trained)
     model = build_model(ModelArguments(model_name_or_path=str(trained)), tokenizer, "en", "fr", label_smoothing=0.1)
@@ -347,6 +354,7 @@ def test_model_options_belong_to_the_model_type():
         parse_train_args(["--output-dir", "x", "--model_type", "rnn"])[0].config_overrides()
 
 
+@pytest.mark.slow
 def test_evaluate_reads_the_corpus_as_training_did(trained, tmp_path, monkeypatch, capsys):
     settings = json.loads((trained / "translation_data.json").read_text())
     assert settings == {"data": settings["data"], "data_path": None, "src_lang": "en", "tgt_lang": "fr",
@@ -369,12 +377,14 @@ def test_evaluate_reads_the_corpus_as_training_did(trained, tmp_path, monkeypatc
     assert capsys.readouterr().out.count("BLEU = ") == 3
 
 
+@pytest.mark.slow
 def test_a_folder_without_weights_is_a_clear_error_not_a_traceback(trained, tmp_path, caplog):
     broken = tmp_path / "no_weights"
     shutil.copytree(trained, broken, ignore=shutil.ignore_patterns("*.safetensors", "checkpoint-*"))
     assert error_of(["translate", "--model", str(broken), "Go."], caplog)
 
 
+@pytest.mark.slow  # the console script in its own process
 def test_the_installed_console_script_exits_with_mains_status(tmp_path):
     """`hf-bahdanau` as pip installs it: 0 after its help; 1 after one logged error line, without a traceback."""
     script = shutil.which("hf-bahdanau")
@@ -389,6 +399,7 @@ def test_the_installed_console_script_exits_with_mains_status(tmp_path):
     assert "ERROR" in last and f"{missing} is not a saved model folder" in last
 
 
+@pytest.mark.slow
 def test_evaluate_rejects_a_missing_split(trained, tatoeba_tsv, caplog):
     argv = ["evaluate", "--model", str(trained), "--data", str(tatoeba_tsv), "--split", "dev"]
     assert "no 'dev' split" in error_of(argv, caplog)
@@ -495,6 +506,7 @@ def test_counts_must_be_positive_integers(command, option, value, tmp_path, caps
     assert cli.build_parser().parse_args([command, "--model", "m", option, "3"]) is not None
 
 
+@pytest.mark.slow
 def test_evaluate_output_never_overwrites_the_model_folder(trained, tmp_path, caplog):
     model = tmp_path / "model"
     shutil.copytree(trained, model)
@@ -509,6 +521,7 @@ def test_evaluate_output_never_overwrites_the_model_folder(trained, tmp_path, ca
     assert len(earlier.read_text().splitlines()) == 2  # an earlier hypotheses file is replaced
 
 
+@pytest.mark.slow
 def test_translate_replaces_bad_bytes_in_stdin_and_translates_every_line(trained, monkeypatch, capsys, caplog):
     assert main(["translate", "--model", str(trained), "--num-beams", "1", "Go.", "I \ufffd lost.", "Hello!"]) == 0
     expected = capsys.readouterr().out
@@ -519,6 +532,7 @@ def test_translate_replaces_bad_bytes_in_stdin_and_translates_every_line(trained
     assert "stdin: line 2 is not valid UTF-8" in caplog.text
 
 
+@pytest.mark.slow
 def test_translate_and_heatmap_truncate_an_overlong_source_with_a_warning(trained, tmp_path, capsys, caplog):
     folder = tmp_path / "model"
     shutil.copytree(trained, folder, ignore=shutil.ignore_patterns("checkpoint-*"))
@@ -561,6 +575,7 @@ def test_an_invalid_config_file_is_a_one_line_error(name, text, error, tmp_path,
     assert error in message and "\n" not in message
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "option, value, error",
     [("--learning_rate", "-0.01", "--learning_rate must not be negative"),
@@ -669,6 +684,7 @@ def test_an_interrupted_run_resumes_to_the_weights_of_an_uninterrupted_one(model
         torch.testing.assert_close(resumed[name], tensor, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_a_tokenizer_of_another_model_is_refused(trained, tmp_path, caplog):
     other = tmp_path / "other_tokenizer"
     shutil.copytree(trained, other)
@@ -684,6 +700,7 @@ def test_a_tokenizer_of_another_model_is_refused(trained, tmp_path, caplog):
     assert main(["translate", "--model", str(other), "Go."]) == 0
 
 
+@pytest.mark.slow
 def test_a_pickled_model_is_refused_with_how_to_convert_it(trained, tmp_path, caplog):
     pickled = tmp_path / "pickled"
     shutil.copytree(trained, pickled, ignore=shutil.ignore_patterns("*.safetensors", "checkpoint-*"))
@@ -725,6 +742,7 @@ def test_every_option_has_help_and_each_command_examples(command):
         assert tuple(options["quantize"].choices) == quantization.QUANTIZATIONS
 
 
+@pytest.mark.slow  # three processes
 def test_help_answers_without_importing_torch(tmp_path):
     script = tmp_path / "hf-bahdanau"  # as pip's console script, which names the process
     script.write_text(

@@ -95,6 +95,7 @@ def test_an_unwritable_hypotheses_file_is_named(folder, tmp_path, caplog):
     assert error_of(argv, caplog).startswith(f"the hypotheses file {output} cannot be written (")
 
 
+@pytest.mark.slow
 def test_a_run_that_logged_no_loss_is_saved_without_curves(tatoeba_tsv, tmp_path, caplog):
     output = tmp_path / "run"
     argv = ["train", "--data", str(tatoeba_tsv), "--output-dir", str(output), *TINY, "--max_steps", "2",

@@ -28,6 +28,7 @@ def _pairs(split, src: str, tgt: str) -> list[tuple[str, str]]:
     return [(row[src], row[tgt]) for row in split["translation"]]
 
 
+@pytest.mark.slow  # reads all of Multi30k de-en
 def test_multi30k_folder_splits_and_alignment(multi30k_dir):
     corpus = load_parallel_corpus(multi30k_dir, "de", "en")
     assert {name: len(split) for name, split in corpus.items()} == {
@@ -41,6 +42,7 @@ def test_multi30k_folder_splits_and_alignment(multi30k_dir):
     assert set(corpus["train"][0]["translation"]) == {"de", "en"}
 
 
+@pytest.mark.slow  # reads all of Multi30k en-fr, twice
 def test_named_corpus_reads_data_dir(multi30k_dir, monkeypatch):
     monkeypatch.setenv(corpus_cache.DATA_DIR_ENV, str(multi30k_dir.parent))
     monkeypatch.setattr(corpus_cache, "_download", _no_network)
@@ -108,6 +110,7 @@ def test_download_verifies_pinned_checksum(tmp_path, monkeypatch):
     assert not (tmp_path / "fake" / "b.txt").exists()
 
 
+@pytest.mark.slow  # reads all of Tatoeba (76,036 pairs)
 def test_tatoeba_split_is_grouped_seeded_and_complete(tatoeba_tsv):
     corpus = load_parallel_corpus(tatoeba_tsv, "en", "fr")
     sizes = {name: len(split) for name, split in corpus.items()}
@@ -123,6 +126,7 @@ def test_tatoeba_split_is_grouped_seeded_and_complete(tatoeba_tsv):
     assert other_seed["test"]["translation"] != again["test"]["translation"]
 
 
+@pytest.mark.slow  # reads all of Tatoeba (76,036 pairs)
 def test_tatoeba_splits_are_shuffled(tatoeba_tsv):
     """The TSV is sorted by length; the first pairs of a split must be a sample, not the shortest ones."""
     corpus = load_parallel_corpus(tatoeba_tsv, "en", "fr", seed=3)
@@ -274,6 +278,7 @@ def test_normalize_d2l_matches_d2l_examples():
     assert normalize_d2l(".Hi") == ".hi"
 
 
+@pytest.mark.slow  # reads all of Multi30k en-fr
 def test_tokenize_corpus_counts_truncation(multi30k_dir):
     corpus = load_parallel_corpus(multi30k_dir, "en", "fr", max_pairs=200)
     tokenizer = train_tokenizer(corpus, 500, languages=["en", "fr"])

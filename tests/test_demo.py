@@ -80,6 +80,7 @@ def run_translate_command(folder, capsys, *options: str) -> str:
     return capsys.readouterr().out.rstrip("\n")
 
 
+@pytest.mark.slow
 def test_the_page_translates_as_the_translate_command_does(model, tokenizer, folder, capsys):
     translator = Translator(*demo_module.load_demo_model(str(folder))[:2])
     beam = demo_module.translate(translator, SENTENCE, "beam", 3)
@@ -97,6 +98,7 @@ def test_the_page_translates_as_the_translate_command_does(model, tokenizer, fol
     assert image.width > 100 and image.height > 100
 
 
+@pytest.mark.slow
 def test_the_pages_glossary_gives_what_translate_gives_with_the_same_terms(model, tokenizer, folder, capsys, tmp_path):
     translator = Translator(*demo_module.load_demo_model(str(folder))[:2])
     typed = "# terms\nHunde = hounds\n\nSchnee\tice\n"
@@ -143,6 +145,7 @@ def test_text_mostly_in_a_script_the_model_does_not_know_is_refused(model, token
     assert demo_module.check_text("Zwei Hunde 你好", tokenizer, 64) is None  # 2 unknown of 8: a word or two is fine
 
 
+@pytest.mark.slow  # builds the Gradio page
 def test_the_demo_command_serves_on_127_0_0_1_and_says_what_is_wrong(folder, monkeypatch, caplog):
     launched = []
     monkeypatch.setattr(demo_module, "launch", lambda demo, **options: launched.append((demo, options)))
@@ -276,6 +279,7 @@ def test_publish_space_uploads_a_space_whose_app_loads_the_model_by_repo_id(
     assert asked == [MODEL_REPO] and type(namespace["demo"]).__name__ == "Blocks"
 
 
+@pytest.mark.slow  # a Gradio server
 def test_the_demo_start_up_hint_names_the_commands_option_not_gradios(capsys, caplog):
     import gradio as gr
 

@@ -135,6 +135,7 @@ def distill_argv(teacher: Path, output: Path, cache: Path, *extra: str) -> list[
             "1", "--max_eval_samples", "4", *extra]  # fmt: skip
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mix", [False, True])
 def test_distill_trains_the_student_on_the_teacher_data_and_its_card_names_both(
     teacher, tokenizer, tmp_path, monkeypatch, mix
@@ -206,6 +207,7 @@ def test_every_student_recipe_parses_into_a_valid_model_that_takes_the_teacher_c
     }
 
 
+@pytest.mark.slow  # the benchmark script and four evaluations
 def test_the_benchmark_measures_teacher_and_students_on_every_engine_and_plots_them(tokenizer, corpus_dir, tmp_path):
     pytest.importorskip("ctranslate2")
     transformer = save_tiny_model("d2l_transformer", tokenizer, corpus_dir, tmp_path / "teacher")
@@ -232,6 +234,7 @@ def test_the_benchmark_measures_teacher_and_students_on_every_engine_and_plots_t
     assert (output / "quality_speed.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.slow
 def test_a_resumed_distill_reuses_the_cached_translations_and_continues_the_student(teacher, tmp_path, caplog):
     output, cache = tmp_path / "student", tmp_path / "cache"
     steps = ["--max_steps", "2", "--save_steps", "2", "--eval_steps", "2"]

@@ -88,6 +88,7 @@ def alone(model, tokenizer, sentence: str):
     return Translator(model, tokenizer).translate([sentence], num_beams=2)[0]
 
 
+@pytest.mark.slow
 def test_translate_document_writes_paragraphs_back_with_their_blank_lines(folder, model, tokenizer, tmp_path, capsys):
     path = tmp_path / "letter.de.txt"
     path.write_text(DOCUMENT, encoding="utf-8")
@@ -101,6 +102,7 @@ def test_translate_document_writes_paragraphs_back_with_their_blank_lines(folder
     assert capsys.readouterr().out == output
 
 
+@pytest.mark.slow
 def test_translate_jsonl_adds_translation_and_score_to_each_record(folder, model, tokenizer, monkeypatch, capsys):
     records = ['{"id": 7, "text": "Zwei Hunde spielen im Schnee."}', "", '{"text": "", "lang": "de"}']
     monkeypatch.setattr(sys, "stdin", io.StringIO("".join(f"{line}\n" for line in records)))
@@ -166,6 +168,7 @@ def test_a_document_that_is_not_utf8_is_named(folder, tmp_path, caplog):
     assert f"{path} is not UTF-8 text (byte 1)" in caplog.text
 
 
+@pytest.mark.slow
 def test_odd_paragraphs_stay_bounded_and_blank_lines_stay_blank(folder, tokenizer, tmp_path, capsys):
     from hf_bahdanau.decoding.sources import length_bound
 
@@ -186,6 +189,7 @@ def test_a_form_feed_line_of_a_document_stays_one_line():
     assert len(split_document("Ein Hund.\n\f\nZwei Hunde.\n", "de")) == 3  # a paragraph, a blank line, a paragraph
 
 
+@pytest.mark.slow
 def test_jsonl_keeps_a_u2028_inside_a_string_and_writes_it_escaped(folder, monkeypatch, capsys):
     monkeypatch.setattr(sys, "stdin", io.StringIO('{"id": 1, "text": "Zwei Hunde\u2028spielen."}\n'))
     assert main(["translate", "--model", str(folder), "--input-format", "jsonl"]) == 0

@@ -74,6 +74,7 @@ def test_the_metric_adds_lowercased_bleu_as_joey_nmt_reports_it():
     assert "bleu_lowercase" not in plain and plain["bleu"] == pytest.approx(scores["bleu"])
 
 
+@pytest.mark.slow
 def test_evaluate_prints_and_stores_both_bleus_and_the_card_carries_them(model_dir, corpus, tmp_path, capsys):
     folder = tmp_path / "model"
     shutil.copytree(model_dir, folder)
@@ -135,6 +136,7 @@ def test_paired_bootstrap_gives_sacrebleus_own_figures():
         paired_bootstrap(baseline, worse[:-1], references)
 
 
+@pytest.mark.slow
 def test_compare_with_a_copy_of_the_model_is_no_difference(model_dir, corpus, tmp_path, capsys):
     other = tmp_path / "other"
     shutil.copytree(model_dir, other)
@@ -149,6 +151,7 @@ def test_compare_with_a_copy_of_the_model_is_no_difference(model_dir, corpus, tm
     assert f"{model_dir} (baseline) against {other}; its hypotheses in {compared}" in printed
 
 
+@pytest.mark.slow
 def test_compare_against_a_broken_model_is_significant(model_dir, corpus, tmp_path, capsys):
     """The broken copy ends every translation at once (an empty line): its chrF falls to 0, significantly."""
     broken = tmp_path / "broken"

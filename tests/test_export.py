@@ -47,7 +47,8 @@ MAX_NEW = 30
 
 @pytest.fixture(scope="module")
 def corpus(tatoeba_tsv):
-    return data.load_parallel_corpus(str(tatoeba_tsv), "en", "fr")
+    """The first 400 pairs of each Tatoeba split: all that the tests read."""
+    return data.load_parallel_corpus(str(tatoeba_tsv), "en", "fr", max_pairs=400)
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +58,7 @@ def sources(corpus) -> list[str]:
 
 @pytest.fixture(scope="module")
 def tokenizer(corpus):
-    return train_tokenizer(DatasetDict(train=corpus["train"].select(range(400))), vocab_size=300)
+    return train_tokenizer(DatasetDict(train=corpus["train"]), vocab_size=300)
 
 
 def random_transformer(tokenizer, folder: Path, seed: int = 0, extra_rows: int = 0, **overrides):
@@ -92,6 +93,7 @@ def generated_tokens(sequences: torch.Tensor, eos: int) -> list[list[int]]:
     return rows
 
 
+@pytest.mark.slow  # a CTranslate2 export of each architecture, 64 sentences each
 @pytest.mark.parametrize("name", list(CONFIGS))
 def test_greedy_gives_our_tokens_and_scores(name, tokenizer, sources, tmp_path):
     model = random_transformer(tokenizer, tmp_path / "model", **CONFIGS[name])
@@ -122,6 +124,7 @@ def test_greedy_gives_our_tokens_and_scores(name, tokenizer, sources, tmp_path):
         assert torch.tensor(scored.log_probs[: len(row)]) == pytest.approx(expected, abs=1e-4)
 
 
+@pytest.mark.slow  # a CTranslate2 export, 64 sentences in 5 beams
 def test_beam_search_agrees_and_the_translator_answers_as_the_pipeline(tokenizer, sources, tmp_path):
     model = random_transformer(tokenizer, tmp_path / "model", seed=1, **CONFIGS["pre-norm, tied, biases, unscaled"])
     translator = CTranslate2Translator.from_model(tmp_path / "model")  # exported into the folder on first use
@@ -150,6 +153,7 @@ def trained(trained_folder, tmp_path_factory) -> Path:
     return trained_folder("d2l_transformer", tmp_path_factory.mktemp("run") / "model")
 
 
+@pytest.mark.slow
 def test_translate_with_ctranslate2_prints_what_torch_prints(trained, corpus, tmp_path, capsys):
     texts = [pair["en"] for pair in corpus["test"]["translation"][:24]]
     for beams in ("1", "3"):
@@ -183,6 +187,7 @@ def test_translate_with_ctranslate2_prints_what_torch_prints(trained, corpus, tm
     assert after["ctranslate2"] == after["torch"] != before
 
 
+@pytest.mark.slow
 def test_evaluate_with_ctranslate2_prints_the_same_scores(trained, tatoeba_tsv, tmp_path, capsys):
     common = ["evaluate", "--model", str(trained), "--data", str(tatoeba_tsv), "--max-samples", "40",
               "--num-beams", "1"]  # fmt: skip
@@ -196,6 +201,7 @@ def test_evaluate_with_ctranslate2_prints_the_same_scores(trained, tatoeba_tsv, 
     assert (trained / "eval_results.json").read_bytes() == stored  # the card reports torch's own scores
 
 
+@pytest.mark.slow
 def test_export_command_int8_and_an_exported_folder(trained, tmp_path, capsys, caplog):
     fp32, int8 = tmp_path / "fp32", tmp_path / "int8"
     assert main(["export", "--model", str(trained), "--format", "ctranslate2", "--output", str(fp32)]) == 0
@@ -219,6 +225,7 @@ def test_export_command_int8_and_an_exported_folder(trained, tmp_path, capsys, c
     assert (trained / "model.safetensors").is_file()
 
 
+@pytest.mark.slow
 def test_the_card_snippet_translates_with_plain_ctranslate2(trained, tmp_path):
     """What the published card shows (ctranslate2 and transformers only) gives the translator's output."""
     folder = str(export_ctranslate2(trained, tmp_path / "ct2"))
@@ -233,6 +240,7 @@ def test_the_card_snippet_translates_with_plain_ctranslate2(trained, tmp_path):
     assert [row["translation_text"] for row in CTranslate2Translator(folder)(texts, num_beams=5)] == plain
 
 
+@pytest.mark.slow
 def test_publish_dry_run_lists_the_ctranslate2_folder(trained, capsys):
     assert main(["publish", "--model", str(trained), "--repo-id", "me/quick", "--dry-run", "--with-ctranslate2"]) == 0
     printed = capsys.readouterr().out
@@ -272,6 +280,7 @@ def test_the_command_line_offers_the_exports_quantizations():
     assert tuple(quantization.choices) == export.QUANTIZATIONS
 
 
+@pytest.mark.slow
 def test_heatmap_needs_the_torch_engine(trained, tmp_path, caplog):
     caplog.set_level(logging.ERROR)
     args = [

@@ -89,6 +89,7 @@ def test_a_failing_or_slow_unit_is_a_failed_row_and_the_check_goes_on(tmp_path):
                    "(no output)"}  # fmt: skip
 
 
+@pytest.mark.slow  # a process stopped after 5 s
 def test_a_command_out_of_time_gives_what_it_printed_before_it_was_stopped():
     command = [sys.executable, "-c", "import sys, time; print('step 5', flush=True); "
                "print('loading', file=sys.stderr, flush=True); time.sleep(60)"]  # fmt: skip
@@ -148,7 +149,7 @@ def test_every_test_that_needs_cuda_is_marked_gpu():
         source = path.read_text()
         for node in ast.walk(ast.parse(source)):
             if isinstance(node, ast.FunctionDef) and node.name.startswith("test_"):
-                decorators = [ast.get_source_segment(source, decorator) for decorator in node.decorator_list]
+                decorators = [ast.unparse(decorator) for decorator in node.decorator_list]
                 if any("cuda" in decorator for decorator in decorators):
                     needing_cuda.append(node.name)
                     assert any("mark.gpu" in decorator for decorator in decorators), f"{path.name}::{node.name}"

@@ -83,6 +83,7 @@ def trained(tmp_path_factory, tatoeba_tsv):
     return {"folder": folder, "argv": argv, "push": push}
 
 
+@pytest.mark.slow
 def test_train_push_to_hub_uploads_our_card_and_the_selection(trained):
     folder, push = trained["folder"], trained["push"]
     assert push["create_repo"].args == (REPO_ID,) and push["create_repo"].kwargs["private"] is False
@@ -96,6 +97,7 @@ def test_train_push_to_hub_uploads_our_card_and_the_selection(trained):
     assert "hf-bahdanau train --data" in card.text and "More information needed" not in card.text  # not generic
 
 
+@pytest.mark.slow
 def test_evaluate_keeps_one_result_per_split_and_decoding(trained, tmp_path, capsys):
     folder = tmp_path / "model"  # a copy: the shared folder keeps the fixture's three results
     shutil.copytree(trained["folder"], folder, ignore=shutil.ignore_patterns("checkpoint-*"))
@@ -132,6 +134,7 @@ def card(trained):
     return ModelCard(publish(folder, REPO_ID, license="mit", dry_run=True).card_text)
 
 
+@pytest.mark.slow
 def test_card_metadata_and_model_index_are_the_stored_figures(trained, card):
     folder = trained["folder"]
     data = card.data
@@ -148,6 +151,7 @@ def test_card_metadata_and_model_index_are_the_stored_figures(trained, card):
     assert indexed == stored and len(stored) == 9  # 3 results (test, validation, test greedy) x 3 scores
 
 
+@pytest.mark.slow
 def test_card_body_tells_architecture_training_and_results(trained, card):
     folder = trained["folder"]
     model, _ = load_translation_model(str(folder))
@@ -166,6 +170,7 @@ def test_card_body_tells_architecture_training_and_results(trained, card):
     assert "![Training curves](training_curves.png)" in text
 
 
+@pytest.mark.slow
 def test_publish_uploads_exactly_the_selection_and_never_the_token(trained, tmp_path, monkeypatch, caplog, capsys):
     folder = tmp_path / "model"
     shutil.copytree(trained["folder"], folder)
@@ -190,6 +195,7 @@ def test_publish_uploads_exactly_the_selection_and_never_the_token(trained, tmp_
     assert TOKEN not in caplog.text + out.out + out.err
 
 
+@pytest.mark.slow
 def test_make_model_cards_script_writes_the_publish_card(trained, tmp_path):
     folder = trained["folder"]
     shown = publish(folder, REPO_ID, dry_run=True).card_text
@@ -204,6 +210,7 @@ def _not_a_model(folder):
     (folder / "config.json").write_text("{}")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("repo_id", "change", "failure", "message"),
     [
@@ -229,6 +236,7 @@ def test_publish_errors_are_one_line(trained, tmp_path, monkeypatch, caplog, rep
     assert not uploads
 
 
+@pytest.mark.slow
 def test_offline_publish_is_a_one_line_error_and_dry_run_still_works(trained, tmp_path, monkeypatch, caplog, capsys):
     folder = tmp_path / "model"
     shutil.copytree(trained["folder"], folder, ignore=shutil.ignore_patterns("checkpoint-*"))

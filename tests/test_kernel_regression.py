@@ -124,6 +124,7 @@ def test_bad_shapes_raise():
         NonParametricPooling("triangle")
 
 
+@pytest.mark.slow  # the script end to end: trains, draws four figures
 def test_script_writes_figures(tmp_path, caplog):
     caplog.set_level(logging.INFO)
     load_script("nadaraya_watson").main(["--output-dir", str(tmp_path)])

@@ -16,6 +16,7 @@ from hf_bahdanau.training.options import RunArguments
 from hf_bahdanau.training.trainer import build_trainer
 
 
+@pytest.mark.slow  # a copy of the session's trained model (conftest's rnn_folder)
 def test_a_folder_whose_config_names_another_model_type_is_refused(rnn_folder, tmp_path, caplog):
     relabelled = copy_model(rnn_folder, tmp_path / "relabelled")
     config_file = relabelled / "config.json"
@@ -36,6 +37,7 @@ def test_a_folder_whose_config_names_another_model_type_is_refused(rnn_folder, t
     assert model.config.model_type == "d2l_transformer"
 
 
+@pytest.mark.slow  # trains a tied model
 def test_a_missing_weight_is_named_and_tied_weights_are_not_missing(rnn_folder, tmp_path, tatoeba_tsv):
     from safetensors.torch import save_file
 
@@ -63,6 +65,7 @@ def test_a_missing_weight_is_named_and_tied_weights_are_not_missing(rnn_folder, 
     assert model.lm_head.weight is model.model.decoder.embed_tokens.weight
 
 
+@pytest.mark.slow  # a copy of the session's trained model (conftest's rnn_folder)
 def test_the_pipeline_refuses_a_tokenizer_of_another_model_unless_told(rnn_folder, tmp_path):
     foreign = copy_model(rnn_folder, tmp_path / "foreign")
     swap_two_tokens(foreign)
@@ -94,6 +97,7 @@ def test_the_tokenizer_check_has_one_copy_in_the_pipeline_module():
     assert defining == ["models/pipelines.py"]  # the command line and training use this one
 
 
+@pytest.mark.slow  # a copy of the session's trained model (conftest's rnn_folder)
 @pytest.mark.parametrize("deleted", ["tokenizer.json", "tokenizer_config.json"])
 def test_a_deleted_tokenizer_file_is_named(deleted, rnn_folder, tmp_path, caplog):
     folder = copy_model(rnn_folder, tmp_path / "model")
@@ -106,6 +110,7 @@ def test_a_deleted_tokenizer_file_is_named(deleted, rnn_folder, tmp_path, caplog
     assert "sentencepiece" not in message and "does not belong" not in message
 
 
+@pytest.mark.slow  # a copy of the session's trained model (conftest's rnn_folder)
 def test_a_tokenizer_path_that_does_not_exist_is_not_found_not_a_bad_repo_id(rnn_folder, tatoeba_tsv, tmp_path, caplog):
     common = ["train", "--data", str(tatoeba_tsv), "--src-lang", "en", "--tgt-lang", "fr", "--max_train_samples", "50",
               "--max_steps", "1"]  # fmt: skip
@@ -121,6 +126,7 @@ def test_a_tokenizer_path_that_does_not_exist_is_not_found_not_a_bad_repo_id(rnn
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.slow  # the session's trained model (conftest's rnn_folder)
 def test_an_int8_model_refuses_to_train(rnn_folder, tmp_path):
     model = AutoModelForSeq2SeqLM.from_pretrained(rnn_folder, quantize="int8")
     assert model.quantization == "int8"

@@ -469,6 +469,7 @@ def test_auto_classes_load_in_process(model_type, tmp_path):
     assert isinstance(AutoModelForSeq2SeqLM.from_config(config_class(vocab_size=10)), model_class)
 
 
+@pytest.mark.slow  # the remote code loaded in a process of its own (conftest's without_the_package)
 def test_remote_code_loads_without_the_package(model_type, without_the_package):
     found = without_the_package[model_type]  # loaded in a process where hf_bahdanau cannot be imported
     model = found["model"]

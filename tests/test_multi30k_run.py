@@ -12,6 +12,7 @@ import pytest
 from hf_bahdanau.cli import main
 from hf_bahdanau.publishing.card import make_card
 
+pytestmark = pytest.mark.slow  # every test reads the run that the module trains
 LINES = {"train": 300, "val": 16, "test_2016_flickr": 16}  # of each Multi30k file, de and en
 
 

@@ -358,6 +358,7 @@ def test_attention_matches_generate_cross_attentions(model, tokenizer):
     torch.testing.assert_close(maps.cross, steps[:, :, : len(maps.target_tokens), 0])
 
 
+@pytest.mark.slow  # draws up to three attention figures
 def test_attention_heatmaps_are_written_per_attention_kind(model, tokenizer, tmp_path):
     maps = Translator(model, tokenizer).attention_maps(TEXTS[0], num_beams=1, max_new_tokens=MAX_NEW)
     written = plot_attention_maps(maps, TEXTS[0], tmp_path / "attention.png")

@@ -13,10 +13,10 @@ from helpers import SourceLengthLimit, greedy_config, make_model, random_ids
 from hf_bahdanau.decoding.search import search
 from hf_bahdanau.decoding.settings import SearchSettings
 
-VARIANTS = [
+VARIANTS = [  # the fast lane searches with the GRU and the Transformer; the full run with the other decoders too
     ("bahdanau", {}),
-    ("bahdanau", {"rnn_type": "lstm", "decoder_layers": 2}),
-    ("bahdanau", {"decoder_type": "cgru"}),
+    pytest.param("bahdanau", {"rnn_type": "lstm", "decoder_layers": 2}, marks=pytest.mark.slow),
+    pytest.param("bahdanau", {"decoder_type": "cgru"}, marks=pytest.mark.slow),
     ("d2l_transformer", {}),
 ]
 

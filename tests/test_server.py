@@ -25,6 +25,7 @@ from hf_bahdanau.models.pipelines import save_for_pipeline
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 httpx = pytest.importorskip("httpx")
+pytestmark = pytest.mark.slow  # servers answering HTTP: end to end (tests/test_serving_parts.py has the parts)
 
 KEY = "k3y-for-tests"
 SENTENCES = ["Ein Mann fährt Fahrrad.", "Zwei Hunde spielen im Schnee.", "Eine Frau liest ein Buch im Park."]
@@ -290,7 +291,6 @@ def serve_process(*options: str) -> tuple[subprocess.Popen, str]:
     raise AssertionError(f"the server stopped: {process.wait(10)}")
 
 
-@pytest.mark.slow  # a server process
 def test_sigterm_lets_the_request_in_flight_finish(folder, model, tokenizer):
     process, url = serve_process("--model", str(folder), "--batch-wait-ms", "1500")  # a request waits 1.5 s
     try:
@@ -309,7 +309,6 @@ def test_sigterm_lets_the_request_in_flight_finish(folder, model, tokenizer):
         process.wait(30)
 
 
-@pytest.mark.slow
 def test_workers_processes_serve_the_same_translations(folder, model, tokenizer):
     process, url = serve_process("--model", str(folder), "--workers", "2")
     try:

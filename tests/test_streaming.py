@@ -178,6 +178,7 @@ def test_two_processes_stream_disjoint_parts(corpus_folder, tmp_path):
         assert (output / "checkpoint-16" / f"stream_state-{rank}.json").is_file()
 
 
+@pytest.mark.slow
 def test_a_resume_at_the_end_of_a_pass_trains_on_to_max_steps(corpus_folder, tmp_path):
     """A finished run of one whole pass (26 batches: 5 buffers of 40 pairs, then 3 pairs), resumed with more steps,
     starts the next pass instead of finding the stream empty and saving the step-26 model as if it were done."""

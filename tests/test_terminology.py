@@ -75,6 +75,7 @@ def test_terms_that_cannot_fit_the_bound_give_a_warning_for_that_sentence(transl
     assert len(found) == 2
 
 
+@pytest.mark.slow  # a pipeline loaded from the saved folder
 def test_the_pipeline_takes_the_same_glossary_prefix_and_avoid_list(folder, translator):
     from transformers import pipeline
 
@@ -85,6 +86,7 @@ def test_the_pipeline_takes_the_same_glossary_prefix_and_avoid_list(folder, tran
     assert translate(TEXTS[0], prefix="Two")[0]["translation_text"].startswith("Two")
 
 
+@pytest.mark.slow
 def test_translate_and_evaluate_take_glossary_and_avoid_files(folder, translator, tmp_path, monkeypatch, capsys):
     glossary = tmp_path / "terms.tsv"
     glossary.write_text("# terms\nsource\ttarget\n" + "".join(f"{s}\t{t}\n" for s, t in GLOSSARY.items()))
@@ -111,6 +113,7 @@ def test_a_bad_glossary_file_is_a_one_line_error_naming_the_line(folder, tmp_pat
     assert "line 2" in caplog.text and "Traceback" not in caplog.text
 
 
+@pytest.mark.slow  # converts the model for CTranslate2
 @pytest.mark.skipif("ctranslate2" not in sys.modules and not __import__("importlib").util.find_spec("ctranslate2"),
                     reason="CTranslate2 not installed")  # fmt: skip
 def test_ctranslate2_takes_prefix_and_avoid_and_hands_a_glossary_to_torch_or_refuses_it(tokenizer, tmp_path, caplog):

@@ -35,6 +35,7 @@ def samples(multi30k_dir, tatoeba_tsv) -> dict[str, list[str]]:
     return {name: [unicodedata.normalize("NFC", line).strip() for line in lines] for name, lines in raw.items()}
 
 
+@pytest.mark.slow  # trains two 3,000-token tokenizers on 10,000 corpus lines
 @pytest.mark.parametrize("model", ["bpe", "unigram"])
 def test_subword_round_trip_is_exact(samples, model):
     texts = [line for lines in samples.values() for line in lines]
@@ -86,6 +87,7 @@ def test_special_ids_survive_save_and_auto_load(samples, tmp_path):
     assert reloaded.batch_decode(reloaded(lines)["input_ids"], skip_special_tokens=True) == lines
 
 
+@pytest.mark.slow  # reads and splits all of Tatoeba (76,036 pairs) for 600
 def test_word_model_is_d2l_vocabulary(tatoeba_tsv):
     corpus = load_parallel_corpus(tatoeba_tsv, "en", "fr", max_pairs=600)
     tokenizer = train_tokenizer(corpus, None, model="word", min_freq=2)
@@ -116,6 +118,7 @@ def test_bad_arguments():
         train_tokenizer("a b c", 100)
 
 
+@pytest.mark.slow  # reads all of Multi30k's training text
 def test_training_on_all_multi30k_is_fast_and_quiet(multi30k_dir, capfd):
     texts = [line for lang in ("en", "de", "fr") for line in _read_gz(multi30k_dir / f"train.{lang}.gz")]
     assert len(texts) == 87000

@@ -118,6 +118,7 @@ def test_alignments_end_to_end_are_pharaoh_pairs_within_the_words(model, tokeniz
             assert all(source < len(text.split()) for source, _ in pairs)
 
 
+@pytest.mark.slow
 def test_translate_n_best_scores_and_alignments_from_the_command_line(folder, monkeypatch, capsys, caplog):
     monkeypatch.setattr(sys, "stdin", io.StringIO("Ein Mann fährt Fahrrad.\n\nZwei Hunde spielen.\n"))
     assert main(["translate", "--model", str(folder), "--n-best", "2", "--num-beams", "2", "--alignments"]) == 0
@@ -177,6 +178,7 @@ def test_a_file_translates_the_same_sorted_by_length_as_in_input_order(folder, m
 ODD = ["", "   ", "-", "...", "!?", "😀😀", "12345 678", "https://example.com/a?b=1&c=2", "- - -", "Ein Hund."]
 
 
+@pytest.mark.slow
 def test_odd_input_never_loops_and_empty_lines_stay_empty(folder, model, tokenizer, monkeypatch, capsys):
     monkeypatch.setattr(sys, "stdin", io.StringIO("".join(f"{line}\n" for line in ODD)))
     assert main(["translate", "--model", str(folder)]) == 0
@@ -228,6 +230,7 @@ def test_pharaoh_words_count_as_whitespace_words(tokenizer):
     assert max(words) + 1 == len(text.split())
 
 
+@pytest.mark.slow
 def test_heatmap_is_one_readable_figure_of_words(folder, model, tokenizer, tmp_path, monkeypatch, caplog):
     from PIL import Image
 
@@ -258,6 +261,7 @@ def test_heatmap_is_one_readable_figure_of_words(folder, model, tokenizer, tmp_p
         module.plot_word_attention(maps, text, tmp_path / "a.png", layer=9)
 
 
+@pytest.mark.slow
 def test_heatmap_all_draws_the_grids_and_self_attention(folder, model, tmp_path, caplog):
     path = tmp_path / "attention.png"
     assert main(["translate", "--model", str(folder), "Ein Hund.", "--heatmap", str(path), "--heatmap-all"]) == 0
@@ -268,6 +272,7 @@ def test_heatmap_all_draws_the_grids_and_self_attention(folder, model, tmp_path,
     assert "need --heatmap FILE.png" in caplog.text
 
 
+@pytest.mark.slow
 def test_translate_warns_once_of_sources_longer_than_training_saw(
     folder, tokenizer, tmp_path, monkeypatch, capsys, caplog
 ):
@@ -311,6 +316,7 @@ def test_train_reports_to_tensorboard_and_records_its_longest_source(tatoeba_tsv
     assert "eval/bleu" in scalars and [event.step for event in accumulator.Scalars("eval/bleu")] == [6]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("options", [["--num-beams", "1"], ["--num-beams", "2", "--length-penalty", "0.5"]])
 def test_evaluate_writes_what_translate_writes(folder, multi30k_dir, tmp_path, monkeypatch, capsys, options):
     import gzip

@@ -99,6 +99,7 @@ def attention(layers: int, heads: int, queries: int, keys: int) -> torch.Tensor:
     return torch.softmax(torch.randn(layers, heads, queries, keys), dim=-1)
 
 
+@pytest.mark.slow  # draws three figures of a 500-token source
 def test_attention_maps_of_a_long_source_stay_small_and_readable(tmp_path, monkeypatch):
     """A 500-token source (the position table's limit is 512): before, the encoder figure was 175 x 140 inches
     and `translate --heatmap` ran the machine out of memory."""
