@@ -238,9 +238,10 @@ def test_corpus(model_dir: Path, max_samples: int | None) -> tuple[list[str], li
 def beam_scores(model: torch.nn.Module, tokenizer, source: str, targets: list[list[int]]) -> list[tuple[float, float]]:
     """Each target's (summed log-probability, beam score) under `model`, teacher-forced; targets end with `</s>`.
     The beam score is generate()'s: the sum over length ** length_penalty."""
-    from hf_bahdanau.models.pipelines import encode, source_limit
+    from hf_bahdanau.models.pipelines import encode
+    from hf_bahdanau.models.source_length import source_limit
 
-    encoded = encode(tokenizer, source, source_limit(model, tokenizer))  # (1, src_len)
+    encoded = encode(tokenizer, source, source_limit(model.config, tokenizer))  # (1, src_len)
     penalty = model.generation_config.length_penalty
     scores = []
     with torch.inference_mode():
@@ -259,13 +260,14 @@ def explain_differences(
     hypotheses (decoded again alone, for their tokens) scored by our model, and CTranslate2's score of its own
     hypothesis against ours (the weights). `lines`: (torch's, CTranslate2's) batch outputs, to count the sentences
     that decode alone differently."""
-    from hf_bahdanau.models.pipelines import encode, source_limit
+    from hf_bahdanau.models.pipelines import encode
+    from hf_bahdanau.models.source_length import source_limit
 
     eos = model.config.eos_token_id
     higher = lower = tied = 0
     weight_gap, moved = 0.0, 0
     for i in indices:
-        encoded = encode(tokenizer, sources[i], source_limit(model, tokenizer))
+        encoded = encode(tokenizer, sources[i], source_limit(model.config, tokenizer))
         with torch.inference_mode():
             ours = model.generate(**encoded, num_beams=beams)[0, 1:].tolist()  # without the start token
         ours = ours[: ours.index(eos) + 1] if eos in ours else ours

@@ -232,7 +232,9 @@ def test_save_for_pipeline_writes_code_and_config(model, tokenizer, pipe, tmp_pa
             if isinstance(node, (ast.Import, ast.ImportFrom)) and (id(node) in optional) == wanted
         }
 
-    imported = imports(False)  # the remote code needs nothing of this package, not even relatively
+    imported = imports(False)  # the remote code needs nothing of this package but its sibling file
+    assert (1, "source_length") in imported and "source_length.py" in os.listdir(folder)
+    imported.remove((1, "source_length"))
     assert imports(True) == {(0, "hf_bahdanau")}  # the glossary's Translator, where the package is installed
     assert {module for level, module in imported} <= {
         "__future__",

@@ -14,10 +14,11 @@ import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from hf_bahdanau.errors import InputError
+from hf_bahdanau.models.source_length import source_limit
 from hf_bahdanau.visualization import show_heatmaps
 
 from .alignment import WORD_START, merge_words, word_ids
-from .sources import source_ids, source_limit
+from .sources import source_ids
 
 
 @dataclass

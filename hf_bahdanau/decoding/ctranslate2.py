@@ -15,10 +15,11 @@ from typing import Any
 from hf_bahdanau.choices import EXPORT_INFO
 from hf_bahdanau.errors import InputError
 from hf_bahdanau.json_files import read_json
+from hf_bahdanau.models.source_length import source_limit
 
 from .export import cached_export, check_tokenizer_file, is_ctranslate2_folder, require_ctranslate2
 from .folder_data import Settings, read_tokenizer
-from .sources import source_ids, source_limit
+from .sources import source_ids
 
 # generate() option -> translate_batch() option
 _OPTIONS = {

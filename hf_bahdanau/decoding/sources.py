@@ -1,16 +1,17 @@
 """Sources as the translator reads them: token ids cut to the model's limit, the length bound of each translation,
 and the warnings about sources the model is unlikely to translate well.
 
-A source is cut as the shipped pipeline (`models/pipelines.py`, which a saved folder runs without this package)
-cuts it; this module imports neither torch nor transformers, so that the CTranslate2 engine needs neither.
+A source is cut by the rule the shipped pipeline uses (`models/source_length.py`); this module imports neither torch
+nor transformers, so that the CTranslate2 engine needs neither.
 """
 
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from hf_bahdanau.models.source_length import cut_source
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
@@ -28,26 +29,14 @@ def length_bound(source_tokens: int) -> int:
     return max(MIN_NEW_TOKENS, LENGTH_FACTOR * source_tokens)
 
 
-def source_limit(config: Any, tokenizer: PreTrainedTokenizerBase | FolderTokenizer) -> int:
-    """The longest source (in tokens, `</s>` included) a model reads: its tokenizer's `model_max_length`, and the
-    position table of its `config` (a Transformer's `max_position_embeddings`; the RNN has none)."""
-    return min(tokenizer.model_max_length, getattr(config, "max_position_embeddings", None) or math.inf)
-
-
 def source_ids(
     tokenizer: PreTrainedTokenizerBase | FolderTokenizer, texts: Sequence[str], limit: int
 ) -> list[list[int]]:
     """Each text's token ids (`</s>` included); one of more than `limit` tokens is cut to its first `limit - 1` and its
     `</s>`, with a warning; an empty or blank text has none."""
-    found = []
-    for text in texts:
-        ids = tokenizer(text, verbose=False)["input_ids"] if text.strip() else []
-        if len(ids) > limit:
-            message = "input of %d tokens truncated to the model's limit of %d tokens: %.60r"
-            logger.warning(message, len(ids), limit, text)
-            ids = ids[: limit - 1] + ids[-1:]  # keep the final </s>
-        found.append(ids)
-    return found
+    return [
+        cut_source(tokenizer(text, verbose=False)["input_ids"], limit, text) if text.strip() else [] for text in texts
+    ]
 
 
 def trained_source_length(model_dir: str) -> int | None:
@@ -94,7 +83,6 @@ __all__ = [
     "MIN_NEW_TOKENS",
     "length_bound",
     "source_ids",
-    "source_limit",
     "trained_source_length",
     "unknown_text_message",
     "warn_long_sources",

@@ -27,12 +27,13 @@ from typing import TYPE_CHECKING, Any
 
 from hf_bahdanau.choices import ENGINES
 from hf_bahdanau.errors import InputError
+from hf_bahdanau.models.source_length import source_limit
 
 from .batching import in_input_order
 from .glossary import Glossary, Term
 from .lexical import LexicalOptions
 from .settings import SearchSettings
-from .sources import length_bound, source_ids, source_limit, warn_long_sources
+from .sources import length_bound, source_ids, warn_long_sources
 
 if TYPE_CHECKING:  # torch and transformers' models are the torch engine's: imported where it runs
     import torch

@@ -26,7 +26,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import math
 import os
 from pathlib import Path
 from typing import Any
@@ -41,6 +40,8 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 from transformers.pipelines import PIPELINE_REGISTRY, SUPPORTED_TASKS
+
+from .source_length import cut_source, source_limit
 
 logger = logging.getLogger(__name__)
 
@@ -98,11 +99,6 @@ def check_tokenizer_matches(config: PretrainedConfig, tokenizer: PreTrainedToken
             )
 
 
-def source_limit(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> int:
-    """The longest source the pair takes: the tokenizer's `model_max_length`, and the model's position table."""
-    return min(tokenizer.model_max_length, getattr(model.config, "max_position_embeddings", None) or math.inf)
-
-
 def encode(tokenizer: PreTrainedTokenizerBase, text: str, limit: int | None = None) -> dict[str, torch.Tensor]:
     """`input_ids` and `attention_mask` `(1, src_len)`; an empty text gives one padding token under a zero mask.
 
@@ -112,11 +108,7 @@ def encode(tokenizer: PreTrainedTokenizerBase, text: str, limit: int | None = No
     if not text.strip():
         pad = _pad_id(tokenizer)
         return {"input_ids": torch.tensor([[pad]]), "attention_mask": torch.zeros(1, 1, dtype=torch.long)}
-    ids = tokenizer(text, verbose=False)["input_ids"]
-    limit = limit or tokenizer.model_max_length
-    if len(ids) > limit:
-        logger.warning("input of %d tokens truncated to the model's limit of %d tokens: %.60r", len(ids), limit, text)
-        ids = ids[: limit - 1] + ids[-1:]  # keep the final </s>
+    ids = cut_source(tokenizer(text, verbose=False)["input_ids"], limit or tokenizer.model_max_length, text)
     return {"input_ids": torch.tensor([ids]), "attention_mask": torch.ones(1, len(ids), dtype=torch.long)}
 
 
@@ -188,7 +180,7 @@ class TranslationPipeline(Pipeline):
         return {}, generate_kwargs, {}
 
     def preprocess(self, text: str) -> dict[str, torch.Tensor]:
-        return encode(self.tokenizer, text, source_limit(self.model, self.tokenizer))
+        return encode(self.tokenizer, text, source_limit(self.model.config, self.tokenizer))
 
     def _forward(self, model_inputs: dict[str, torch.Tensor], **generate_kwargs: Any) -> dict[str, torch.Tensor]:
         input_ids, attention_mask = model_inputs["input_ids"], model_inputs["attention_mask"]  # (batch, src_len)
