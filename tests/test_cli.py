@@ -542,7 +542,7 @@ def test_translate_and_heatmap_truncate_an_overlong_source_with_a_warning(traine
     text = " ".join(["I lost."] * 10)
     tokens = len(tokenizer(text)["input_ids"])
     heatmap = tmp_path / "attention.png"
-    with caplog.at_level(logging.WARNING, logger="hf_bahdanau.models.pipelines"):
+    with caplog.at_level(logging.WARNING, logger="hf_bahdanau.models.source_length"):
         assert main(["translate", "--model", str(folder), "--num-beams", "1", text]) == 0
         assert main(["translate", "--model", str(folder), text, "--heatmap", str(heatmap)]) == 0
     lines = capsys.readouterr().out.splitlines()

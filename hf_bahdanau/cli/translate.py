@@ -158,11 +158,11 @@ def _write_heatmap(translator: Translator, text: str, args: argparse.Namespace, 
             return "truncated" not in record.getMessage()
 
     said = Untruncated()
-    logging.getLogger("hf_bahdanau.decoding.sources").addFilter(said)
+    logging.getLogger("hf_bahdanau.models.source_length").addFilter(said)
     try:
         maps = translator.attention_maps(text, **options)
     finally:
-        logging.getLogger("hf_bahdanau.decoding.sources").removeFilter(said)
+        logging.getLogger("hf_bahdanau.models.source_length").removeFilter(said)
     with as_input_error(ValueError, OSError):  # --heatmap FILE: a folder it cannot make, a format with no writer
         if args.heatmap_all:
             plot_attention_maps(maps, text, args.heatmap)  # save_figure logs each file written
