@@ -161,7 +161,7 @@ def test_overlong_input_is_truncated_with_a_warning(model, caplog, monkeypatch):
         return tokenize(self, *args, **kwargs)
 
     monkeypatch.setattr(type(tokenizer), "__call__", spy)  # `tokenizer(...)` looks `__call__` up on the class
-    with caplog.at_level(logging.WARNING, logger="hf_bahdanau.models.pipelines"):
+    with caplog.at_level(logging.WARNING, logger="hf_bahdanau.models.source_length"):
         preprocessed = truncating.preprocess(text)
     assert len(calls) == 1  # tokenized once
     assert "truncated to the model's limit of 4 tokens" in caplog.text
@@ -181,7 +181,7 @@ def test_a_source_longer_than_the_position_table_is_truncated_with_a_warning(tok
     with pytest.raises(ValueError, match="max_position_embeddings is 5"):  # the model itself refuses
         short_positions.generate(**tokenizer(text, return_tensors="pt"), max_new_tokens=2)
     truncating = pipeline(TASK, model=short_positions, tokenizer=tokenizer, max_new_tokens=4)
-    with caplog.at_level(logging.WARNING, logger="hf_bahdanau.models.pipelines"):
+    with caplog.at_level(logging.WARNING, logger="hf_bahdanau.models.source_length"):
         result = truncating(text)
     assert "input of 11 tokens truncated to the model's limit of 5 tokens" in caplog.text
     ids = tokenizer(text)["input_ids"]
