@@ -4,6 +4,7 @@ the session's trained tiny models (`trained_folder`)."""
 from __future__ import annotations
 
 import importlib.util
+import logging
 import os
 import shutil
 import tempfile
@@ -99,6 +100,29 @@ def load_script(name: str) -> ModuleType:
     return module
 
 
+@pytest.fixture
+def run_script(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> Callable[..., str]:
+    """`run_script(name, *args)`: `scripts/<name>.py`'s `main()` run in this process on the command line `args` (with
+    scripts/ on `sys.path`, as when it runs as a script; torch's thread count restored after); what it logged at INFO
+    and above, one record a line as `caplog` formats them."""
+    import torch
+
+    monkeypatch.syspath_prepend(str(REPO_ROOT / "scripts"))
+    threads = torch.get_num_threads()
+
+    def run(name: str, *args: str) -> str:
+        monkeypatch.setattr("sys.argv", [f"{name}.py", *args])
+        caplog.clear()
+        with caplog.at_level(logging.INFO):
+            try:
+                load_script(name).main()
+            finally:
+                torch.set_num_threads(threads)
+        return caplog.text
+
+    return run
+
+
 @pytest.fixture(scope="session")
 def d2l() -> ModuleType:
     """`scripts/d2l_reference.py`: d2l's own code, the reference our maths is checked against."""
@@ -109,10 +133,10 @@ def d2l() -> ModuleType:
 def trained_folder(tmp_path_factory: pytest.TempPathFactory, tatoeba_tsv: Path) -> Callable[..., Path]:
     """`trained_folder(model_type)`: a tiny model of that type (`helpers.TINY_MODEL`: "bahdanau" or
     "d2l_transformer") trained by `hf-bahdanau train` on 300 Tatoeba en-fr pairs for 60 steps, evaluated and saved
-    at steps 30 and 60, the best evaluation's weights kept. Each type is trained once a test run (`made_once`), when a
-    test first asks for it; tests only read that folder. `trained_folder(model_type, into)`: a copy of it at `into`, checkpoints
-    too, for a test or module that changes it (`evaluate` records its scores there, `--engine ctranslate2` keeps its
-    export there)."""
+    at steps 30 and 60, the best evaluation's weights kept. Each type is trained once a test run (`made_once`), when
+    a test first asks for it; tests only read that folder. `trained_folder(model_type, into)`: a copy of it at
+    `into`, checkpoints too, for a test or module that changes it (`evaluate` records its scores there, `--engine
+    ctranslate2` keeps its export there)."""
     from helpers import TINY_MODEL, TINY_RUN
 
     from hf_bahdanau.cli import main
