@@ -4,6 +4,7 @@ the session's trained tiny models (`trained_folder`)."""
 from __future__ import annotations
 
 import importlib.util
+import logging
 import os
 import shutil
 import tempfile
@@ -25,6 +26,27 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 # Every Hugging Face cache (datasets, evaluate modules, remote code) goes to a throw-away folder, not the home.
 os.environ["HF_HOME"] = tempfile.mkdtemp(prefix="hf_bahdanau_tests_")
+
+
+def made_once(tmp_path_factory: pytest.TempPathFactory, name: str, make: Callable[[Path], None]) -> Path:
+    """The folder `name` that `make(folder)` fills, made once a test run: under pytest-xdist its workers share the
+    run's base temporary folder, and the first to ask makes it (under a file lock) while the others wait, then read
+    it; without xdist, a folder of this session's. Callers only read the folder."""
+    from filelock import FileLock
+
+    if os.environ.get("PYTEST_XDIST_WORKER") is None:
+        folder = tmp_path_factory.mktemp(name)
+        make(folder)
+        return folder
+    root = tmp_path_factory.getbasetemp().parent  # the run's folder, shared by its workers
+    folder, made = root / name, root / f"{name}.made"
+    with FileLock(str(root / f"{name}.lock")):
+        if not made.is_file():  # (a worker that failed part way leaves a folder to start again)
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir()
+            make(folder)
+            made.touch()
+    return folder
 
 
 @pytest.fixture(scope="session")
@@ -78,6 +100,29 @@ def load_script(name: str) -> ModuleType:
     return module
 
 
+@pytest.fixture
+def run_script(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> Callable[..., str]:
+    """`run_script(name, *args)`: `scripts/<name>.py`'s `main()` run in this process on the command line `args` (with
+    scripts/ on `sys.path`, as when it runs as a script; torch's thread count restored after); what it logged at INFO
+    and above, one record a line as `caplog` formats them."""
+    import torch
+
+    monkeypatch.syspath_prepend(str(REPO_ROOT / "scripts"))
+    threads = torch.get_num_threads()
+
+    def run(name: str, *args: str) -> str:
+        monkeypatch.setattr("sys.argv", [f"{name}.py", *args])
+        caplog.clear()
+        with caplog.at_level(logging.INFO):
+            try:
+                load_script(name).main()
+            finally:
+                torch.set_num_threads(threads)
+        return caplog.text
+
+    return run
+
+
 @pytest.fixture(scope="session")
 def d2l() -> ModuleType:
     """`scripts/d2l_reference.py`: d2l's own code, the reference our maths is checked against."""
@@ -88,25 +133,27 @@ def d2l() -> ModuleType:
 def trained_folder(tmp_path_factory: pytest.TempPathFactory, tatoeba_tsv: Path) -> Callable[..., Path]:
     """`trained_folder(model_type)`: a tiny model of that type (`helpers.TINY_MODEL`: "bahdanau" or
     "d2l_transformer") trained by `hf-bahdanau train` on 300 Tatoeba en-fr pairs for 60 steps, evaluated and saved
-    at steps 30 and 60, the best evaluation's weights kept. Each type is trained once a session, when a test first
-    asks for it; tests only read that folder. `trained_folder(model_type, into)`: a copy of it at `into`, checkpoints
-    too, for a test or module that changes it (`evaluate` records its scores there, `--engine ctranslate2` keeps its
-    export there)."""
+    at steps 30 and 60, the best evaluation's weights kept. Each type is trained once a test run (`made_once`), when
+    a test first asks for it; tests only read that folder. `trained_folder(model_type, into)`: a copy of it at
+    `into`, checkpoints too, for a test or module that changes it (`evaluate` records its scores there, `--engine
+    ctranslate2` keeps its export there)."""
     from helpers import TINY_MODEL, TINY_RUN
 
     from hf_bahdanau.cli import main
 
     folders: dict[str, Path] = {}
 
+    def train(model_type: str, root: Path) -> None:
+        status = main(
+            ["train", "--data", str(tatoeba_tsv), "--output-dir", str(root / "model"), *TINY_RUN,
+             *TINY_MODEL[model_type], "--max_steps", "60", "--eval_steps", "30", "--save_steps", "30"]
+        )  # fmt: skip
+        assert status == 0
+
     def trained(model_type: str, into: Path | None = None) -> Path:
         if model_type not in folders:
-            output = tmp_path_factory.mktemp(f"trained-{model_type}") / "model"
-            status = main(
-                ["train", "--data", str(tatoeba_tsv), "--output-dir", str(output), *TINY_RUN, *TINY_MODEL[model_type],
-                 "--max_steps", "60", "--eval_steps", "30", "--save_steps", "30"]
-            )  # fmt: skip
-            assert status == 0
-            folders[model_type] = output
+            root = made_once(tmp_path_factory, f"trained-{model_type}", lambda root: train(model_type, root))
+            folders[model_type] = root / "model"
         return folders[model_type] if into is None else Path(shutil.copytree(folders[model_type], into))
 
     return trained
@@ -154,26 +201,30 @@ def without_the_package(tmp_path_factory: pytest.TempPathFactory) -> dict[str, d
     import torch
     from helpers import MODEL_TYPES, make_model, random_ids
 
-    root = tmp_path_factory.mktemp("without_the_package")
     results = {}
     for model_type in MODEL_TYPES:
-        folder = root / model_type
         model = make_model(model_type)
-        model.save_pretrained(folder / "model")
         src, mask = random_ids(3, 6, seed=3), torch.ones(3, 6, dtype=torch.long)
         mask[1, :2] = 0  # row 1 left-padded
         inputs = {"ids": random_ids(2, 6), "src": src.masked_fill(mask == 0, 0), "mask": mask,
                   "tgt": random_ids(3, 4, seed=4)}  # fmt: skip
-        torch.save(inputs, folder / "inputs.pt")
-        results[model_type] = {"model": model, "folder": folder / "model", "inputs": inputs}
-    folders = json.dumps({model_type: str(root / model_type) for model_type in MODEL_TYPES})
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(root / "hf_home"), "PYTHONPATH": ""}
-    process = subprocess.run([sys.executable, "-c", _WITHOUT_THE_PACKAGE, folders], cwd=root, env=env,
-                             capture_output=True, text=True, timeout=600)  # fmt: skip
-    assert process.returncode == 0, process.stderr[-3000:]
-    for model_type, found in json.loads(process.stdout.strip().splitlines()[-1]).items():
+        results[model_type] = {"model": model, "inputs": inputs}
+
+    def load_without_the_package(root: Path) -> None:
+        for model_type, made in results.items():
+            made["model"].save_pretrained(root / model_type / "model")
+            torch.save(made["inputs"], root / model_type / "inputs.pt")
+        folders = json.dumps({model_type: str(root / model_type) for model_type in MODEL_TYPES})
+        env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(root / "hf_home"), "PYTHONPATH": ""}
+        process = subprocess.run([sys.executable, "-c", _WITHOUT_THE_PACKAGE, folders], cwd=root, env=env,
+                                 capture_output=True, text=True, timeout=600)  # fmt: skip
+        assert process.returncode == 0, process.stderr[-3000:]
+        (root / "found.json").write_text(process.stdout.strip().splitlines()[-1], encoding="utf-8")
+
+    root = made_once(tmp_path_factory, "without_the_package", load_without_the_package)
+    for model_type, found in json.loads((root / "found.json").read_text(encoding="utf-8")).items():
         states = torch.load(root / model_type / "states.pt")
-        results[model_type].update(found, states=states)
+        results[model_type].update(found, folder=root / model_type / "model", states=states)
     return results
 
 

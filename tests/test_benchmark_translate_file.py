@@ -3,11 +3,7 @@ Markdown table is logged and written."""
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 from helpers import make_model
@@ -15,30 +11,23 @@ from helpers import make_model
 from hf_bahdanau.data.tokenization import train_tokenizer
 from hf_bahdanau.models.pipelines import save_for_pipeline
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "benchmark_translate_file.py"
 SENTENCES = ["Ein Mann fährt Fahrrad.", "Zwei Hunde spielen im Schnee.", "Eine Frau liest ein Buch im Park.",
              "Kinder laufen am Strand entlang.", "Ein Junge springt ins Wasser."]  # fmt: skip
 
 
-@pytest.mark.slow  # the script in its own process
-def test_fifty_lines_give_the_table_of_both_ways_and_compare_their_output(multi30k_dir, tmp_path):
+@pytest.mark.slow
+def test_fifty_lines_give_the_table_of_both_ways_and_compare_their_output(multi30k_dir, tmp_path, monkeypatch,
+                                                                          run_script):  # fmt: skip
     tokenizer = train_tokenizer(SENTENCES, 100, min_freq=1)
     model = make_model("d2l_transformer", width=16, vocab_size=len(tokenizer), source_language="de")
     model.generation_config.max_new_tokens = 10
     folder = save_for_pipeline(model, tokenizer, tmp_path / "model")
     output = tmp_path / "table.md"
     argv = ["--model", str(folder), "--lines", "50", "--threads", "1", "--num-beams", "2", "--batch-tokens", "200"]
-    environment = {**os.environ, "HF_BAHDANAU_DATA_DIR": str(multi30k_dir.parent)}
-    result = subprocess.run(
-        [sys.executable, str(SCRIPT), *argv, "--output", str(output)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=environment,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
+    monkeypatch.setenv("HF_BAHDANAU_DATA_DIR", str(multi30k_dir.parent))
+    log = run_script("benchmark_translate_file", *argv, "--output", str(output))
     table = output.read_text()
-    assert table.rstrip("\n") in result.stderr  # logged as well
+    assert table.rstrip("\n") in log  # logged as well
     header, _, *rows = table.splitlines()
     assert header.startswith("| 50 lines, beams 2, 1 threads | seconds | sentences/s | speed-up |")
     assert len(rows) == 3 and rows[0].startswith("| fixed: 32 sentences a batch, input order (before) |")
@@ -48,5 +37,5 @@ def test_fifty_lines_give_the_table_of_both_ways_and_compare_their_output(multi3
     assert fixed[2] == "1.00" and fixed[3] == "0"
     assert unbounded[3] == "0"  # sorting by length and token batches alone change no translation
     differ = int(bounded[3])  # the source bound may cut a random model's long output: named when it does
-    assert (f"sorted: {differ} of 50 translations unlike fixed (lines " in result.stderr) == (differ > 0)
+    assert (f"sorted: {differ} of 50 translations unlike fixed (lines " in log) == (differ > 0)
     assert re.search(r"\| sorted by length, at most 200 tokens a batch, bounded by the source \(now\) \|", table)

@@ -4,8 +4,6 @@ command line, the translator class, `export` and `publish --with-ctranslate2`.""
 import json
 import logging
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -297,16 +295,13 @@ def test_heatmap_needs_the_torch_engine(trained, tmp_path, caplog):
     assert "--heatmap need --engine torch" in caplog.text and not (tmp_path / "a.png").exists()
 
 
-@pytest.mark.slow  # the benchmark script in its own process
-def test_the_benchmark_script_runs_every_engine_and_ours_decodes_as_torch(tmp_path):
-    script = Path(__file__).resolve().parents[1] / "scripts" / "benchmark_ctranslate2.py"
+@pytest.mark.slow
+def test_the_benchmark_script_runs_every_engine_and_ours_decodes_as_torch(tmp_path, run_script):
     output = tmp_path / "ct2.md"
-    args = [sys.executable, str(script), "--quick", "--threads", "1", "2", "--output", str(output)]
-    result = subprocess.run(args, capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "ours, CTranslate2 fp32: 4 of 4 sentences with torch fp32's greedy tokens" in result.stderr
+    log = run_script("benchmark_ctranslate2", "--quick", "--threads", "1", "2", "--output", str(output))
+    assert "ours, CTranslate2 fp32: 4 of 4 sentences with torch fp32's greedy tokens" in log
     # the same output layer on both sides: Marian's loader drops a row of the one more it is given
-    assert "ours in CTranslate2: 50 tokens" in result.stderr and "MarianMT in CTranslate2: 50 tokens" in result.stderr
+    assert "ours in CTranslate2: 50 tokens" in log and "MarianMT in CTranslate2: 50 tokens" in log
     lines = output.read_text().splitlines()
     assert lines[0] == "| measure | implementation | 1 thread | 2 threads |"  # one column per thread count
     rows = [line.split("|")[1:-1] for line in lines[2:]]
@@ -319,15 +314,12 @@ def test_the_benchmark_script_runs_every_engine_and_ours_decodes_as_torch(tmp_pa
     )
 
 
-@pytest.mark.slow  # the benchmark script in its own process
-def test_the_benchmark_script_measures_exactness_on_a_trained_model(trained, tmp_path, monkeypatch):
-    scripts = Path(__file__).resolve().parents[1] / "scripts"
+@pytest.mark.slow
+def test_the_benchmark_script_measures_exactness_on_a_trained_model(trained, tmp_path, run_script):
     output = tmp_path / "exactness.md"
-    args = [sys.executable, str(scripts / "benchmark_ctranslate2.py"), "--exactness", str(trained), "--max-samples",
-            "24", "--beams", "3", "--output", str(output)]  # fmt: skip
     before = sorted(path.name for path in trained.iterdir())
-    result = subprocess.run(args, capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr[-3000:]
+    run_script("benchmark_ctranslate2", "--exactness", str(trained), "--max-samples", "24", "--beams", "3", "--output",
+               str(output))  # fmt: skip
     assert sorted(path.name for path in trained.iterdir()) == before  # exported elsewhere, nothing recorded
     lines = [line for line in output.read_text().splitlines() if line.startswith(("| greedy", "| beam"))]
     rows = {tuple(cell.strip() for cell in line.split("|")[1:3]): line.split("|")[3:-1] for line in lines}
@@ -337,8 +329,7 @@ def test_the_benchmark_script_measures_exactness_on_a_trained_model(trained, tmp
     assert same == "24 / 24" and change == "+0.00" and float(bleu) == float(rows["greedy", "torch fp32"][1])
 
     # The search-or-weights check: lines of the same output score the same under our model and in CTranslate2
-    monkeypatch.syspath_prepend(str(scripts))
-    import benchmark_ctranslate2
+    import benchmark_ctranslate2  # (scripts/ is on sys.path: `run_script`)
 
     model, tokenizer = load_translation_model(str(trained))
     translator = CTranslate2Translator(export_ctranslate2(trained, tmp_path / "ct2"), threads=1)

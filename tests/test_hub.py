@@ -16,7 +16,7 @@ import httpx
 import huggingface_hub
 import pytest
 from conftest import load_script
-from helpers import TINY, run_cli
+from helpers import TINY
 from huggingface_hub import HfApi, ModelCard, RepoUrl
 from huggingface_hub.errors import HfHubHTTPError
 from huggingface_hub.utils import filter_repo_objects
@@ -340,14 +340,15 @@ def test_the_cards_usage_snippet_runs_from_the_hub_cache(trained, downloaded):
 
 
 @pytest.mark.slow
-def test_fine_tune_a_downloaded_model_on_another_corpus(trained, hub_home, tatoeba_tsv, tmp_path):
+def test_fine_tune_a_downloaded_model_on_another_corpus(trained, hub_home, tatoeba_tsv, tmp_path, monkeypatch):
     corpus = tmp_path / "more.tsv"  # another corpus: sentences from deep in Tatoeba, not among the first ones
     corpus.write_text("".join(tatoeba_tsv.read_text(encoding="utf-8").splitlines(keepends=True)[40000:40120]))
     output = tmp_path / "fine-tuned"
-    result = run_cli("train", "--model_name_or_path", REPO_ID, "--data", str(corpus), "--output-dir", str(output),
-                     *TINY, "--max_steps", "5", "--eval_strategy", "no", "--save_strategy", "no",
-                     "--load_best_model_at_end", "false", env={"HF_HOME": str(hub_home)})  # fmt: skip
-    assert result.returncode == 0, result.stderr[-3000:]
+    # the Hub cache of HF_HOME=hub_home, where downloads are looked up (offline: only there)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(hub_home / "hub"))
+    assert main(["train", "--model_name_or_path", REPO_ID, "--data", str(corpus), "--output-dir", str(output),
+                 *TINY, "--max_steps", "5", "--eval_strategy", "no", "--save_strategy", "no",
+                 "--load_best_model_at_end", "false"]) == 0  # fmt: skip
     snapshot = snapshot_dir(hub_home)
     assert (output / "tokenizer.json").read_text() == (snapshot / "tokenizer.json").read_text()
     assert json.loads((output / "translation_data.json").read_text())["data"] == str(corpus)

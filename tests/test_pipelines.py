@@ -294,30 +294,46 @@ def test_a_translation_pipeline_of_transformers_stays_theirs(impl, monkeypatch):
     assert SUPPORTED_TASKS[TASK]["impl"] is TranslationPipeline
 
 
-@pytest.mark.slow
-def test_remote_code_pipeline_without_the_package(model, tokenizer, pipe, tmp_path):
-    folder = save_for_pipeline(model, tokenizer, tmp_path / "saved")
-    texts = [TEXTS[0], "", TEXTS[2], TEXTS[3]]
-    expected = pipe(texts, batch_size=2)
+REMOTE_TEXTS = [TEXTS[0], "", TEXTS[2], TEXTS[3]]
+
+
+@pytest.fixture(scope="module")
+def remote_code_translations(tokenizer, tmp_path_factory) -> dict[str, list]:
+    """Each model type's model (as the `model` fixture makes it) saved with `tokenizer`, then loaded in one process
+    where `hf_bahdanau` cannot be imported, by `pipeline(task, trust_remote_code=True)` for each of our task names:
+    by model type, what each task's pipeline gave for `REMOTE_TEXTS` (batches of 2)."""
+    root = tmp_path_factory.mktemp("remote_code")
+    folders = {model_type: str(save_for_pipeline(make_model(model_type, vocab_size=len(tokenizer)), tokenizer,
+                                                 root / model_type)) for model_type in MODEL_TYPES}  # fmt: skip
     script = textwrap.dedent(
         f"""
         import json, sys
         sys.modules["hf_bahdanau"] = None  # as if the package were not installed
         from transformers import pipeline
-        for task in {[TASK, *TASK_ALIASES]!r}:  # "translation", as transformers v4 users type it
-            pipe = pipeline(task, model={str(folder)!r}, trust_remote_code=True, max_new_tokens={MAX_NEW})
-            assert type(pipe).__module__.startswith("transformers_modules"), type(pipe).__module__
-            assert type(pipe.model).__module__.startswith("transformers_modules"), type(pipe.model).__module__
-            print(json.dumps(pipe({texts!r}, batch_size=2)))
+        for model_type, folder in {folders!r}.items():
+            for task in {[TASK, *TASK_ALIASES]!r}:  # "translation", as transformers v4 users type it
+                pipe = pipeline(task, model=folder, trust_remote_code=True, max_new_tokens={MAX_NEW})
+                assert type(pipe).__module__.startswith("transformers_modules"), type(pipe).__module__
+                assert type(pipe.model).__module__.startswith("transformers_modules"), type(pipe.model).__module__
+                print(json.dumps([model_type, pipe({REMOTE_TEXTS!r}, batch_size=2)]))
         """
     )
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf_home"), "PYTHONPATH": ""}
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(root / "hf_home"), "PYTHONPATH": ""}
     result = subprocess.run(
-        [sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+        [sys.executable, "-c", script], cwd=root, env=env, capture_output=True, text=True, timeout=300
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    outputs = result.stdout.strip().splitlines()[-1 - len(TASK_ALIASES) :]
-    assert [json.loads(line) for line in outputs] == [expected] * (1 + len(TASK_ALIASES))
+    translations = {model_type: [] for model_type in MODEL_TYPES}
+    for line in result.stdout.strip().splitlines()[-len(MODEL_TYPES) * (1 + len(TASK_ALIASES)) :]:
+        model_type, rows = json.loads(line)
+        translations[model_type].append(rows)
+    return translations
+
+
+@pytest.mark.slow
+def test_remote_code_pipeline_without_the_package(model, pipe, remote_code_translations):
+    expected = pipe(REMOTE_TEXTS, batch_size=2)
+    assert remote_code_translations[model.config.model_type] == [expected] * (1 + len(TASK_ALIASES))
 
 
 # ---- attention weights ------------------------------------------------------------------------------------
