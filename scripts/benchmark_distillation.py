@@ -123,7 +123,8 @@ def plot(rows: list[tuple[str, str, Row]], path: Path) -> None:
     for name, marker in markers.items():
         axes.scatter([], [], marker=marker, color="grey", label=name)
     axes.set_xscale("log")
-    axes.xaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())  # 30, 100, 300: not 3x10^1
+    axes.xaxis.set_major_locator(matplotlib.ticker.LogLocator(subs=(1.0, 2.0, 5.0)))  # 20, 50, 100, 200
+    axes.xaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())  # 20, 50: not 2x10^1
     axes.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     axes.set_xlabel("sentences per second, beam 5 (log scale)")
     axes.set_ylabel("BLEU, beam 5")
