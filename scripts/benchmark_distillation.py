@@ -85,8 +85,8 @@ def measure(folder: Path, engine: str, quantize: str | None, sources: list[str],
 def engines_of(folder: Path) -> list[tuple[str, str, str | None]]:
     """The ways to run a model: CTranslate2 only for a Transformer, and only where it is installed."""
     transformer = json.loads((folder / "config.json").read_text(encoding="utf-8"))["model_type"] == "d2l_transformer"
-    usable = transformer and importlib.util.find_spec("ctranslate2") is not None
-    return [way for way in ENGINES if way[1] == "torch" or usable]
+    runs_ctranslate2 = transformer and importlib.util.find_spec("ctranslate2") is not None
+    return [way for way in ENGINES if way[1] == "torch" or runs_ctranslate2]
 
 
 def markdown_table(rows: list[tuple[str, str, Row]], sentences: int, threads: int) -> str:
