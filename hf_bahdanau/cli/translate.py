@@ -152,17 +152,18 @@ def _write_heatmap(translator: Translator, text: str, args: argparse.Namespace, 
     a head), or with `args.heatmap_all` every layer and head, and the self-attention beside it; the translation."""
     from hf_bahdanau.decoding.attention_maps import plot_attention_maps, plot_word_attention
     from hf_bahdanau.errors import as_input_error
+    from hf_bahdanau.models.source_length import logger as cutting
 
     class Untruncated(logging.Filter):  # the translation of `text` says it was cut: once is enough
         def filter(self, record: logging.LogRecord) -> bool:
             return "truncated" not in record.getMessage()
 
     said = Untruncated()
-    logging.getLogger("hf_bahdanau.models.source_length").addFilter(said)
+    cutting.addFilter(said)
     try:
         maps = translator.attention_maps(text, **options)
     finally:
-        logging.getLogger("hf_bahdanau.models.source_length").removeFilter(said)
+        cutting.removeFilter(said)
     with as_input_error(ValueError, OSError):  # --heatmap FILE: a folder it cannot make, a format with no writer
         if args.heatmap_all:
             plot_attention_maps(maps, text, args.heatmap)  # save_figure logs each file written
