@@ -6,7 +6,9 @@ same engine, beams and threads:
   batched   the server with dynamic batching, --clients concurrent clients each sending one sentence a request;
   one-by-one  the same server and clients with batches of one sentence and no wait: one request at a time.
 Each server runs in its own process (`hf-bahdanau serve --port 0`); the load generator (aiohttp, asyncio) runs here.
-Prints a Markdown table: sentences/s, the ratios, and each request's p50/p95 latency.
+Offline and batched take turns --repeats times (a busy machine slows some rounds: the medians are compared, each
+round is printed); one-by-one runs once. Prints a Markdown table: sentences/s, the ratios, and each request's
+p50/p95 latency.
 
   python scripts/benchmark_server.py --model runs/quick-de-en --threads 1 --clients 32 --sentences 400
 """
@@ -23,6 +25,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import aiohttp
@@ -36,8 +39,8 @@ def read_sentences(data_dir: Path, language: str, count: int) -> list[str]:
         return [line.strip() for line, _ in zip(lines, range(count), strict=False)]
 
 
-def offline(args: argparse.Namespace, sentences: list[str]) -> float:
-    """Seconds `translate`'s path takes for the sentences (the model loaded before the clock starts)."""
+def offline(args: argparse.Namespace) -> Callable[[list[str]], float]:
+    """A function: the seconds `translate`'s path takes for some sentences (the model loaded once, beforehand)."""
     from hf_bahdanau import register
     from hf_bahdanau.serving.model import Decoding, ServedModel
 
@@ -45,9 +48,13 @@ def offline(args: argparse.Namespace, sentences: list[str]) -> float:
     decoding = Decoding(engine=args.engine, num_beams=args.num_beams, threads=args.threads,
                         batch_size=args.offline_batch_size)  # fmt: skip
     model = ServedModel(args.model, decoding)
-    start = time.perf_counter()
-    model.translate(sentences)
-    return time.perf_counter() - start
+
+    def seconds(sentences: list[str]) -> float:
+        start = time.perf_counter()
+        model.translate(sentences)
+        return time.perf_counter() - start
+
+    return seconds
 
 
 def start_server(args: argparse.Namespace, *options: str) -> tuple[subprocess.Popen, str]:
@@ -108,16 +115,25 @@ async def client_warm_up(http: aiohttp.ClientSession, sentence: str, source: str
         response.raise_for_status()
 
 
-def served(args: argparse.Namespace, sentences: list[str], *options: str) -> tuple[float, list[float], float]:
-    process, url = start_server(args, *options)
-    try:
-        pair = httpx.get(url + "/health", timeout=30).json()["models"][0]
-        seconds, latencies = asyncio.run(load(url, sentences, args.clients, pair["source"], pair["target"]))
-        batches = httpx.get(url + "/health", timeout=30).json()["models"][0]["batches"] - 1  # less the warm-up
-        return seconds, latencies, len(sentences) / batches
-    finally:
-        process.terminate()
-        process.wait(60)
+class Server:
+    """A server process and its load: `run(sentences)` -> (seconds, latencies); `batches` translated so far."""
+
+    def __init__(self, args: argparse.Namespace, *options: str) -> None:
+        self.args = args
+        self.process, self.url = start_server(args, *options)
+        model = httpx.get(self.url + "/health", timeout=30).json()["models"][0]
+        self.source, self.target = model["source"], model["target"]
+
+    def run(self, sentences: list[str]) -> tuple[float, list[float]]:
+        return asyncio.run(load(self.url, sentences, self.args.clients, self.source, self.target))
+
+    @property
+    def batches(self) -> int:
+        return httpx.get(self.url + "/health", timeout=30).json()["models"][0]["batches"]
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(60)
 
 
 def percentile(values: list[float], share: float) -> float:
@@ -134,21 +150,41 @@ def main() -> None:
     parser.add_argument("--sentences", type=int, default=400)
     parser.add_argument("--source-language", default="de")
     parser.add_argument("--batch-wait-ms", type=float, default=20.0, help="the batched server's --batch-wait-ms")
+    parser.add_argument("--repeats", type=int, default=3, help="rounds of offline and batched, taking turns")
     parser.add_argument("--offline-batch-size", type=int, default=32, help="translate's --batch-size")
     parser.add_argument("--data-dir", default=os.environ.get("HF_BAHDANAU_DATA_DIR", str(REPO.parent / "shared/data")))
     args = parser.parse_args()
     sentences = read_sentences(Path(args.data_dir), args.source_language, args.sentences)
-    offline_seconds = offline(args, sentences)
-    wait = ["--batch-wait-ms", str(args.batch_wait_ms)]
-    batched_seconds, batched, batched_size = served(args, sentences, *wait)
-    single_seconds, single, _ = served(args, sentences, "--batch-size", "1", "--batch-wait-ms", "0")
     n = len(sentences)
+    translate_offline = offline(args)
+    batched = Server(args, "--batch-wait-ms", str(args.batch_wait_ms))
+    offline_rounds, batched_rounds, batched_latencies = [], [], []
+    try:
+        for round_ in range(1, args.repeats + 1):
+            offline_rounds.append(translate_offline(sentences))
+            batches = batched.batches
+            seconds, latencies = batched.run(sentences)
+            batched_rounds.append(seconds)
+            batched_latencies += latencies
+            batch_size = n / (batched.batches - batches - 1)  # less the warm-up request
+            share = 100 * offline_rounds[-1] / seconds
+            print(f"round {round_}: offline {n / offline_rounds[-1]:.1f} sentences/s, batched {n / seconds:.1f} "
+                  f"({batch_size:.1f} sentences a batch): {share:.0f}%", flush=True)  # fmt: skip
+    finally:
+        batched.stop()
+    single = Server(args, "--batch-size", "1", "--batch-wait-ms", "0")
+    try:
+        single_seconds, single_latencies = single.run(sentences)
+    finally:
+        single.stop()
+    offline_seconds, batched_seconds = statistics.median(offline_rounds), statistics.median(batched_rounds)
     rows = [
         (f"offline `translate` (batches of {args.offline_batch_size})", offline_seconds, None),
-        (f"server, dynamic batching ({batched_size:.1f} sentences a batch)", batched_seconds, batched),
-        ("server, one request at a time", single_seconds, single),
+        ("server, dynamic batching", batched_seconds, batched_latencies),
+        ("server, one request at a time", single_seconds, single_latencies),
     ]
-    print(f"{n} sentences, {args.clients} clients, engine {args.engine}, {args.threads} thread(s)\n")
+    print(f"\n{n} sentences, {args.clients} clients, engine {args.engine}, {args.threads} thread(s), median of "
+          f"{args.repeats} rounds (one-at-a-time: one)\n")  # fmt: skip
     print("| way | sentences/s | p50 latency | p95 latency |\n|---|---:|---:|---:|")
     for name, seconds, latencies in rows:
         p50 = f"{1000 * statistics.median(latencies):.0f} ms" if latencies else "-"
