@@ -61,6 +61,13 @@ def term_use(glossary: Glossary, sources: list[str], outputs: list[str]) -> tupl
     return sum(uses), len(uses)
 
 
+def subset_bleu(outputs: list[str], references: list[str], agreeing: list[bool], side: bool) -> float | None:
+    """sacreBLEU of the sentences whose `agreeing` flag is `side` (None: there are none)."""
+    pairs = [(output, reference) for output, reference, flag in zip(outputs, references, agreeing, strict=True)
+             if flag is side]  # fmt: skip
+    return sacrebleu.corpus_bleu([o for o, _ in pairs], [[r for _, r in pairs]]).score if pairs else None
+
+
 def measure(folder: Path, glossary: Glossary, args: argparse.Namespace) -> dict[str, dict[str, float]]:
     """Term use, BLEU, chrF and sentences per second of one model, without and with the glossary."""
     sources, references = split_pairs(folder, args.split, args.max_samples)
@@ -68,7 +75,10 @@ def measure(folder: Path, glossary: Glossary, args: argparse.Namespace) -> dict[
                "batch_size": args.batch_size}  # fmt: skip
     translator = load_translator(argparse.Namespace(**options))
     used, applied = term_use(glossary, sources, references)
-    results = {"reference": {"term_use": 100 * used / applied, "terms": applied}}
+    agreeing = [all(term_used(term.target, reference) for term in glossary.terms_for(source))
+                for source, reference in zip(sources, references, strict=True)]  # fmt: skip
+    results = {"reference": {"term_use": 100 * used / applied, "terms": applied, "agreeing": sum(agreeing),
+                             "sentences": len(sources)}}  # fmt: skip
     for name, terms in (("without", None), ("with", glossary)):
         translator.translate(sources[: args.batch_size], num_beams=args.num_beams, glossary=terms)  # warm-up
         began = time.perf_counter()
@@ -80,6 +90,8 @@ def measure(folder: Path, glossary: Glossary, args: argparse.Namespace) -> dict[
             "bleu": sacrebleu.corpus_bleu(outputs, [references]).score,
             "chrf": sacrebleu.corpus_chrf(outputs, [references]).score,
             "per_second": len(sources) / seconds,
+            "bleu_agreeing": subset_bleu(outputs, references, agreeing, True),
+            "bleu_other": subset_bleu(outputs, references, agreeing, False),
         }
         logger.info("%s %s the glossary: %s", folder, name, json.dumps(results[name]))
     return results
@@ -90,17 +102,27 @@ def table(results: dict[str, dict], sentences: int, args: argparse.Namespace) ->
         f"Multi30k {args.split} ({sentences} sentences), beam {args.num_beams}, torch fp32, {args.threads} thread(s); "
         f"{results[next(iter(results))]['reference']['terms']} glossary terms apply.",
         "",
-        "| model | glossary | term use | BLEU | chrF | sentences/s | speed vs without |",
-        "|---|---|---:|---:|---:|---:|---:|",
+        "| model | glossary | term use | BLEU | chrF | sentences/s | speed vs without | BLEU, terms in the reference "
+        "| BLEU, the other sentences |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for name, row in results.items():
         for side in ("without", "with"):
             found = row[side]
             ratio = found["per_second"] / row["without"]["per_second"]
             lines.append(f"| {name} | {side} | {found['term_use']:.1f}% | {found['bleu']:.2f} | {found['chrf']:.2f} | "
-                         f"{found['per_second']:.1f} | {ratio:.2f}x |")  # fmt: skip
-    lines.append(f"\nThe references themselves use {row['reference']['term_use']:.1f}% of the terms.")
+                         f"{found['per_second']:.1f} | {ratio:.2f}x | {_score(found['bleu_agreeing'])} | "
+                         f"{_score(found['bleu_other'])} |")  # fmt: skip
+    reference = row["reference"]
+    lines.append(f"\nThe references themselves use {reference['term_use']:.1f}% of the terms. \"Terms in the "
+                 f"reference\": the {reference['agreeing']} sentences whose reference uses every term that applies "
+                 f"(or that no term applies to); the other {reference['sentences'] - reference['agreeing']} have a "
+                 "term the reference does not use, which the glossary still forces.")  # fmt: skip
     return "\n".join(lines) + "\n"
+
+
+def _score(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
 
 
 def plot(results: dict[str, dict], path: Path) -> None:
