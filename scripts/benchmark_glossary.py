@@ -26,7 +26,7 @@ from pathlib import Path
 import sacrebleu
 
 from hf_bahdanau import register
-from hf_bahdanau.decoding.glossary import Glossary, term_used
+from hf_bahdanau.decoding.glossary import Glossary, Term, term_used
 from hf_bahdanau.decoding.loading import load_translator
 
 logger = logging.getLogger("benchmark_glossary")
@@ -54,10 +54,9 @@ def split_pairs(folder: Path, split: str, max_samples: int | None) -> tuple[list
     return module.split_pairs(folder, split, max_samples)
 
 
-def term_use(glossary: Glossary, sources: list[str], outputs: list[str]) -> tuple[int, int]:
-    """How many of the terms that apply to the sources their outputs use, and how many apply."""
-    uses = [term_used(term.target, output) for source, output in zip(sources, outputs, strict=True)
-            for term in glossary.terms_for(source)]  # fmt: skip
+def term_use(terms: list[list[Term]], outputs: list[str]) -> tuple[int, int]:
+    """How many of the terms that apply to each source (`terms`) their outputs use, and how many apply."""
+    uses = [term_used(term.target, output) for found, output in zip(terms, outputs, strict=True) for term in found]
     return sum(uses), len(uses)
 
 
@@ -74,9 +73,10 @@ def measure(folder: Path, glossary: Glossary, args: argparse.Namespace) -> dict[
     options = {"model": str(folder), "engine": "torch", "quantize": None, "threads": args.threads,
                "batch_size": args.batch_size}  # fmt: skip
     translator = load_translator(argparse.Namespace(**options))
-    used, applied = term_use(glossary, sources, references)
-    agreeing = [all(term_used(term.target, reference) for term in glossary.terms_for(source))
-                for source, reference in zip(sources, references, strict=True)]  # fmt: skip
+    applying = [glossary.terms_for(source) for source in sources]  # the terms that apply to each source
+    used, applied = term_use(applying, references)
+    agreeing = [all(term_used(term.target, reference) for term in found)
+                for found, reference in zip(applying, references, strict=True)]  # fmt: skip
     results = {"reference": {"term_use": 100 * used / applied, "terms": applied, "agreeing": sum(agreeing),
                              "sentences": len(sources)}}  # fmt: skip
     for name, terms in (("without", None), ("with", glossary)):
@@ -84,7 +84,7 @@ def measure(folder: Path, glossary: Glossary, args: argparse.Namespace) -> dict[
         began = time.perf_counter()
         outputs = [t.text for t in translator.translate(sources, num_beams=args.num_beams, glossary=terms)]
         seconds = time.perf_counter() - began
-        used, applied = term_use(glossary, sources, outputs)
+        used, applied = term_use(applying, outputs)
         results[name] = {
             "term_use": 100 * used / applied,
             "bleu": sacrebleu.corpus_bleu(outputs, [references]).score,
