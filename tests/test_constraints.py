@@ -117,6 +117,26 @@ def test_a_sentence_without_phrases_searches_as_the_unconstrained_search_token_f
 
 
 @pytest.mark.parametrize("model_type", MODEL_TYPES)
+def test_a_sentence_with_phrases_stops_once_no_running_hypothesis_can_beat_its_result(model_type):
+    model = eager_model(model_type)
+    with torch.no_grad():
+        model.lm_head.weight[2] *= 2.0  # sentences end early, so the rule shows before the bound
+    forward, steps = model.forward, []
+    model.forward = lambda *args, **kwargs: steps.append(1) or forward(*args, **kwargs)
+    ids, mask = sources()
+    required = [[[10]], [[12], [13, 14]], [[20]], [[11]], [[5, 5]], [[30], [31]]]
+    beam = settings(model, num_beams=4)
+    together = search(model, ids, mask, beam, constraints=constraints(required=required))
+    for row in range(BATCH):
+        steps.clear()
+        alone = search(model, ids[row : row + 1], mask[row : row + 1], beam,
+                       constraints=Constraints.build([required[row]], [[]], [[]]))  # fmt: skip
+        assert len(steps) == alone.lengths[0]  # no step after the hypothesis it returns
+        assert alone.met[0] and generated(alone, 0) == generated(together, row)
+    assert together.lengths.min() < 16  # some sentences end before the bound
+
+
+@pytest.mark.parametrize("model_type", MODEL_TYPES)
 def test_phrases_longer_than_the_bound_end_the_search_at_the_bound_and_say_so(model_type):
     model = eager_model(model_type)
     ids, mask = sources()

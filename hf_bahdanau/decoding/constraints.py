@@ -14,7 +14,8 @@ to avoid, as token ids, with the masks and the beam allocation that enforce them
   every hypothesis that placed them all, and the search reports the sentence as unmet. Where Hu et al. track
   progress in a trie, a hypothesis's progress here is read off its own tokens (the longest start of each phrase that
   ends it), so a token can advance several phrases at once and a phrase can restart anywhere. Right after a
-  phrase is complete, a token that continues its last word is not allowed (`dog` does not become `dogs`).
+  phrase is complete, a token that continues its last word is not allowed (`dog` does not become `dogs`). The search
+  stops a sentence once no running hypothesis can beat the ones it returns (`search.py`).
 """
 
 from __future__ import annotations

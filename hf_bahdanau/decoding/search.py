@@ -7,6 +7,11 @@ through the cache's `reorder_cache`. The arithmetic and the stopping rules are `
 candidates, length penalty and `early_stopping` heuristic), so the sequences are `generate()`'s token for token
 (`tests/test_search.py` checks both model types against it), each with the sum of its tokens' log-probabilities under
 the model (before the length bound and the sampling warpers) for scores.
+
+A sentence with required phrases (glossary terms) has its own stopping rule: its result is final once no running
+hypothesis, normalized as `generate()`'s heuristic does, beats the last of the `num_return_sequences` finished ones
+that hold every phrase. generate()'s rule waits for `num_beams` such hypotheses, which under the allocation's forced
+continuations keeps a sentence, and its batch, running long after its result is settled.
 """
 
 from __future__ import annotations
@@ -303,6 +308,9 @@ def _beam_search(
         settled = ~improvable | bool(hits.all())  # (size,): results final from now on
         if early is True:
             settled |= is_finished.all(1)
+        if placing:  # a sentence with phrases is final once no running hypothesis can beat those it returns
+            last_returned = finished_scores[:, returned - 1]  # (size,): below NEG / 4 where it lacks a phrase
+            settled |= (lengths[left] > 0).any(-1) & (last_returned > NEG / 4) & (best_running[:, 0] <= last_returned)
         if not bool(settled.any()):
             continue
         where = left[settled]
