@@ -163,3 +163,31 @@ def logged_errors(caplog: pytest.LogCaptureFixture) -> list[str]:
 
 
 EN_FR_SENTENCES = ["i see the dog .", "we like green tea .", "they want a red house .", "you need the cat ."]
+
+
+WORDS = "zero one two three four five six seven eight nine".split()
+
+
+def numbered_sentence(number: int) -> str:
+    """A distinct sentence of 2 to 8 words for each number (its digits spelt out, then filler by its size)."""
+    digits = [WORDS[int(d)] for d in str(number)]
+    return " ".join(digits + ["and"] * (number % 6))
+
+
+def numbers_corpus(folder: Path) -> Path:
+    """A Multi30k-style folder of `numbered_sentence`s: 203 distinct training pairs, 20 validation and 10 test pairs."""
+    folder.mkdir()
+    for stem, numbers in (("train", range(203)), ("val", range(300, 320)), ("test", range(400, 410))):
+        (folder / f"{stem}.en").write_text("".join(numbered_sentence(n) + "\n" for n in numbers), "utf-8")
+        (folder / f"{stem}.fr").write_text("".join(numbered_sentence(n).upper() + " !\n" for n in numbers), "utf-8")
+    return folder
+
+
+TINY_STREAM = [
+    "--src-lang", "en", "--tgt-lang", "fr", "--test_split", "test", "--vocab_size", "200",
+    "--embedding_size", "16", "--hidden_size", "16", "--encoder_layers", "1", "--decoder_layers", "1",
+    "--dropout", "0.0", "--per_device_train_batch_size", "8", "--per_device_eval_batch_size", "10",
+    "--learning_rate", "0.01", "--warmup_steps", "0", "--lr_scheduler_type", "constant", "--logging_steps", "1",
+    "--generation_max_length", "10", "--eval_strategy", "no", "--load_best_model_at_end", "false",
+    "--streaming", "true", "--bucket_buffer_size", "40",
+]  # fmt: skip

@@ -34,28 +34,31 @@ def model(tokenizer):
     return make_model("d2l_transformer", vocab_size=len(tokenizer))
 
 
-def translate_in_a_process(tmp_path, watched, *args: str) -> tuple[list[str], str, str]:
-    """`hf-bahdanau translate ARGS` in its own process, started as pip's console script starts it (which names the
-    process): its output lines, the line naming which of `watched` it imported with its exit status, and stderr."""
+def translate_in_a_process(tmp_path, watched, *runs: list[str]) -> tuple[list[str], str, str]:
+    """`hf-bahdanau translate ARGS` for each of `runs` in turn, in one process of its own, started as pip's console
+    script starts it (which names the process), with "a cat ." on standard input: the output lines, the line naming
+    which of `watched` it imported with the exit statuses, and stderr."""
     script = tmp_path / "hf-bahdanau"
     script.write_text(
-        "import sys\nfrom hf_bahdanau_cli import main\nstatus = main()\n"
-        f"print('imported:', sorted(set({watched!r}) & set(sys.modules)), status)\n"
+        "import json, sys\nfrom hf_bahdanau_cli import main\nstatuses = []\n"
+        "for args in json.loads(sys.argv.pop()):\n"
+        "    sys.argv[1:] = ['translate', *args]\n"
+        "    statuses.append(main())\n"
+        f"print('imported:', sorted(set({watched!r}) & set(sys.modules)), *statuses)\n"
     )
-    result = subprocess.run([sys.executable, str(script), "translate", *args], input="a cat .\n", capture_output=True,
+    result = subprocess.run([sys.executable, str(script), json.dumps(runs)], input="a cat .\n", capture_output=True,
                             text=True, timeout=300)  # fmt: skip
     *translations, imported = result.stdout.splitlines() or [""]
     return translations, imported, result.stderr
 
 
-@pytest.mark.slow  # starts two processes
 def test_translating_one_sentence_imports_no_corpus_library(folder, tmp_path):
-    for source in (["a dog runs ."], []):  # an argument, then standard input
-        args = ["--model", str(folder), "--num-beams", "1", "--max-new-tokens", "3", *source]
-        translations, imported, stderr = translate_in_a_process(tmp_path, HEAVY_UNUSED, *args)
-        assert imported == "imported: [] 0", stderr[-3000:]
-        assert len(translations) == 1
-        assert "Loading weights" not in stderr and "\r" not in stderr  # its log, to a pipe: no progress bar
+    args = ["--model", str(folder), "--num-beams", "1", "--max-new-tokens", "3"]
+    # An argument, then standard input.
+    translations, imported, stderr = translate_in_a_process(tmp_path, HEAVY_UNUSED, [*args, "a dog runs ."], args)
+    assert imported == "imported: [] 0 0", stderr[-3000:]
+    assert len(translations) == 2
+    assert "Loading weights" not in stderr and "\r" not in stderr  # its log, to a pipe: no progress bar
 
 
 def test_translating_with_ctranslate2_imports_neither_torch_nor_the_models(folder, tmp_path):
@@ -72,11 +75,12 @@ def test_translating_with_ctranslate2_imports_neither_torch_nor_the_models(folde
     expected = Translator(engine, engine="ctranslate2").translate([TEXTS[0]], num_beams=1)[0].text
     cached = shutil.copytree(folder, tmp_path / "model")
     cached_export(cached)  # made here: the command finds it
-    for model in (export, cached):
-        args = ["--model", str(model), "--engine", "ctranslate2", "--num-beams", "1", TEXTS[0]]
-        translations, imported, stderr = translate_in_a_process(tmp_path, TORCH_AND_MODELS, *args)
-        assert imported == "imported: [] 0", stderr[-3000:]
-        assert translations == [expected] and expected
+    runs = [
+        ["--model", str(model), "--engine", "ctranslate2", "--num-beams", "1", TEXTS[0]] for model in (export, cached)
+    ]
+    translations, imported, stderr = translate_in_a_process(tmp_path, TORCH_AND_MODELS, *runs)
+    assert imported == "imported: [] 0 0", stderr[-3000:]
+    assert translations == [expected, expected] and expected
 
 
 @pytest.mark.parametrize("kind", MODELS)

@@ -183,9 +183,11 @@ def test_bfloat16_model_runs_forward_and_generate_on_cpu(model_type):
 NO_COMPILER = shutil.which("cc") is None and shutil.which("gcc") is None
 
 
-@pytest.mark.slow  # compiling takes some 25 s of CPU per model type
+@pytest.mark.slow  # compiling takes some 5 s of CPU per model type
 @pytest.mark.skipif(NO_COMPILER, reason="torch.compile's CPU backend needs a C compiler, and this machine has none")
-def test_torch_compile_gives_eager_logits_and_greedy_tokens(model_type):
+def test_torch_compile_gives_eager_logits(model_type):
+    """The default (inductor) backend's code gives eager's logits; that a cached decoding step compiles into one graph
+    is test_model_contract.py's."""
     model = make_model(model_type)
     src, mask, labels = batch()
     compiled = copy.deepcopy(model)
@@ -193,8 +195,4 @@ def test_torch_compile_gives_eager_logits_and_greedy_tokens(model_type):
     with torch.no_grad():
         eager_logits = model(input_ids=src, attention_mask=mask, decoder_input_ids=labels).logits
         compiled_logits = compiled(input_ids=src, attention_mask=mask, decoder_input_ids=labels).logits
-        config = greedy_config(max_new_tokens=4)
-        eager_tokens = model.generate(src, attention_mask=mask, generation_config=config)
-        compiled_tokens = compiled.generate(src, attention_mask=mask, generation_config=config)
     torch.testing.assert_close(compiled_logits, eager_logits, atol=1e-5, rtol=1e-5)
-    assert torch.equal(compiled_tokens, eager_tokens)

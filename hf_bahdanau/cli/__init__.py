@@ -17,6 +17,7 @@ import os
 import sys
 from collections.abc import Sequence
 
+from hf_bahdanau.decoding.loading import check_model_folder
 from hf_bahdanau.errors import InputError
 from hf_bahdanau.training.redaction import redact_message
 
@@ -86,6 +87,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if rest:
             raise UsageError(f"unrecognized arguments: {option_names(rest)}")
         if _needs_libraries(args):
+            if args.command in ("translate", "evaluate"):  # a missing folder answers before torch loads
+                check_model_folder(args.model)
             _prepare_libraries()
         command.run(args)
     except InputError as error:  # the user's input (UsageError is one); anything else is a bug: traceback

@@ -21,6 +21,14 @@ if TYPE_CHECKING:
     from .translator import Translator
 
 
+def check_model_folder(path: str) -> Path:
+    """`path` as a folder, if it holds a saved model's config.json (else a one-line error naming it)."""
+    folder = Path(path)
+    if not (folder / "config.json").is_file():
+        raise InputError(f"{folder} is not a saved model folder (no config.json)")
+    return folder
+
+
 def load_translation_model(path: str, quantize: str | None = None) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """A saved model folder's model (in eval mode; `quantize="int8"`: int8 linear and recurrent layers for CPU)
     and tokenizer, checked to belong together."""
@@ -30,9 +38,7 @@ def load_translation_model(path: str, quantize: str | None = None) -> tuple[PreT
     from hf_bahdanau.models.pipelines import check_tokenizer_matches
     from hf_bahdanau.registry import check_saved_model_type
 
-    folder = Path(path)
-    if not (folder / "config.json").is_file():
-        raise InputError(f"{folder} is not a saved model folder (no config.json)")
+    folder = check_model_folder(path)
     # What transformers and the model's own code refuse in the folder (its JSON, config values, weights) is about it.
     with as_input_error(ValueError, OSError):
         check_saved_model_type(folder)  # ours only: no code from the folder runs (trust_remote_code=False below)
