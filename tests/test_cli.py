@@ -694,15 +694,20 @@ def test_every_option_has_help_and_each_command_examples(command):
         assert tuple(options["quantize"].choices) == quantization.QUANTIZATIONS
 
 
-@pytest.mark.slow  # three processes
-def test_help_answers_without_importing_torch(tmp_path):
+@pytest.mark.slow  # four processes
+def test_help_and_usage_errors_answer_without_importing_torch(tmp_path):
     script = tmp_path / "hf-bahdanau"  # as pip's console script, which names the process
     script.write_text(
         "import sys\nfrom hf_bahdanau_cli import main\n"
         "try:\n    main()\nexcept SystemExit:\n    pass\n"
         "print('imported:', sorted({'torch', 'transformers', 'datasets'} & set(sys.modules)))\n"
     )
-    for args in (["--help"], ["translate", "--help"], ["evaluate", "--num-beams", "0", "--model", "m"]):
+    missing = str(tmp_path / "missing")
+    usage = "usage: hf-bahdanau"
+    cases = [(["--help"], usage), (["translate", "--help"], usage),
+             (["evaluate", "--num-beams", "0", "--model", "m"], usage),
+             (["translate", "--model", missing, "Go."], f"{missing} is not a saved model folder")]  # fmt: skip
+    for args, says in cases:
         result = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, timeout=120)
-        assert "usage: hf-bahdanau" in result.stdout + result.stderr
+        assert says in result.stdout + result.stderr
         assert result.stdout.splitlines()[-1] == "imported: []", args
