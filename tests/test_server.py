@@ -291,26 +291,10 @@ def serve_process(*options: str) -> tuple[subprocess.Popen, str]:
     raise AssertionError(f"the server stopped: {process.wait(10)}")
 
 
-def test_sigterm_lets_the_request_in_flight_finish(folder, model, tokenizer):
-    process, url = serve_process("--model", str(folder), "--batch-wait-ms", "1500")  # a request waits 1.5 s
-    try:
-        answers = []
-        thread = threading.Thread(target=lambda: answers.append(
-            post(url, "/translate", data={"q": SENTENCES[2], "source": "de", "target": "en"})))  # fmt: skip
-        thread.start()
-        time.sleep(0.5)
-        process.send_signal(signal.SIGTERM)
-        thread.join(60)
-        assert process.wait(60) == -signal.SIGTERM  # uvicorn ends as the signal asks, once the request is done
-        assert answers[0].status_code == 200
-        assert answers[0].json() == {"translatedText": reference(model, tokenizer, SENTENCES[2])[0]}
-    finally:
-        process.kill()
-        process.wait(30)
-
-
-def test_workers_processes_serve_the_same_translations(folder, model, tokenizer):
-    process, url = serve_process("--model", str(folder), "--workers", "2")
+def test_worker_processes_serve_the_same_translations_and_sigterm_lets_requests_in_flight_finish(
+    folder, model, tokenizer
+):
+    process, url = serve_process("--model", str(folder), "--workers", "2", "--batch-wait-ms", "1500")  # requests wait
     try:
         deadline = time.monotonic() + 300
         while True:  # the port is open before the workers have loaded their models
@@ -321,11 +305,22 @@ def test_workers_processes_serve_the_same_translations(folder, model, tokenizer)
                 pass
             assert time.monotonic() < deadline, "no worker became ready"
             time.sleep(1)
+        answers = {}
+
+        def ask(sentence: str) -> None:
+            answers[sentence] = post(url, "/translate", json={"q": sentence, "source": "de", "target": "en"})
+
+        threads = [threading.Thread(target=ask, args=(sentence,)) for sentence in SENTENCES]
+        for thread in threads:
+            thread.start()
+        time.sleep(0.5)
+        process.send_signal(signal.SIGTERM)  # while every request waits for its batch
+        for thread in threads:
+            thread.join(60)
+        assert process.wait(60) == 0  # the workers finished their requests, then the server ended
         for sentence in SENTENCES:
-            answer = post(url, "/translate", json={"q": sentence, "source": "de", "target": "en"}).json()
-            assert answer == {"translatedText": reference(model, tokenizer, sentence)[0]}
-        process.send_signal(signal.SIGTERM)
-        process.wait(120)
+            assert answers[sentence].status_code == 200
+            assert answers[sentence].json() == {"translatedText": reference(model, tokenizer, sentence)[0]}
     finally:
         process.kill()
         process.wait(30)

@@ -17,7 +17,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from hf_bahdanau.decoding.loading import check_model_folder
+from hf_bahdanau.decoding.folder_data import check_model_folder
 from hf_bahdanau.errors import InputError
 from hf_bahdanau.training.redaction import redact_message
 

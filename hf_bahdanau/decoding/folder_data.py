@@ -8,6 +8,7 @@ engine reads of an export, so that translating with it starts without importing 
   tokens of tokenizer.json, no clean-up of spaces, no legacy token files), a `FolderTokenizer` on the `tokenizers`
   library alone, which gives the token ids and texts of transformers' tokenizer; for any other, transformers'
   `AutoTokenizer`.
+- `check_model_folder`: that a folder holds a saved model's config.json, so that a wrong path answers at once.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hf_bahdanau.errors import InputError
 from hf_bahdanau.json_files import read_json
 
 if TYPE_CHECKING:
@@ -119,4 +121,12 @@ def read_tokenizer(folder: str | Path) -> FolderTokenizer | PreTrainedTokenizerB
     return AutoTokenizer.from_pretrained(folder, trust_remote_code=False)
 
 
-__all__ = ["FolderTokenizer", "Settings", "read_tokenizer", "reads_alone"]
+def check_model_folder(path: str) -> Path:
+    """`path` as a folder, if it holds a saved model's config.json (else a one-line error naming it)."""
+    folder = Path(path)
+    if not (folder / "config.json").is_file():
+        raise InputError(f"{folder} is not a saved model folder (no config.json)")
+    return folder
+
+
+__all__ = ["FolderTokenizer", "Settings", "check_model_folder", "read_tokenizer", "reads_alone"]

@@ -14,19 +14,13 @@ from typing import TYPE_CHECKING
 from hf_bahdanau.cli.arguments import generation_options
 from hf_bahdanau.errors import InputError, as_input_error
 
+from .folder_data import check_model_folder
+
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
     from transformers.tokenization_utils_base import PreTrainedTokenizerBase
 
     from .translator import Translator
-
-
-def check_model_folder(path: str) -> Path:
-    """`path` as a folder, if it holds a saved model's config.json (else a one-line error naming it)."""
-    folder = Path(path)
-    if not (folder / "config.json").is_file():
-        raise InputError(f"{folder} is not a saved model folder (no config.json)")
-    return folder
 
 
 def load_translation_model(path: str, quantize: str | None = None) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
