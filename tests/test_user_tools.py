@@ -3,7 +3,6 @@
 
 import copy
 import json
-import shutil
 import sys
 from pathlib import Path
 
@@ -180,18 +179,16 @@ def test_bfloat16_model_runs_forward_and_generate_on_cpu(model_type):
         assert generated.shape[0] == 3 and 1 < generated.shape[1] <= 6
 
 
-NO_COMPILER = shutil.which("cc") is None and shutil.which("gcc") is None
-
-
 @pytest.mark.slow  # compiling takes some 5 s of CPU per model type
-@pytest.mark.skipif(NO_COMPILER, reason="torch.compile's CPU backend needs a C compiler, and this machine has none")
 def test_torch_compile_gives_eager_logits(model_type):
-    """The default (inductor) backend's code gives eager's logits; that a cached decoding step compiles into one graph
-    is test_model_contract.py's."""
+    """torch.compile's graph capture and AOTAutograd's tracing (`aot_eager`: the graph that the default inductor
+    backend generates code from) give eager's logits; that a cached decoding step compiles into one graph is
+    test_model_contract.py's. Inductor's own code generation is left to torch: on a cold cache it costs half a minute
+    of CPU per model type."""
     model = make_model(model_type)
     src, mask, labels = batch()
     compiled = copy.deepcopy(model)
-    compiled.forward = torch.compile(compiled.forward)  # what generate calls at each step
+    compiled.forward = torch.compile(compiled.forward, backend="aot_eager")  # what generate calls at each step
     with torch.no_grad():
         eager_logits = model(input_ids=src, attention_mask=mask, decoder_input_ids=labels).logits
         compiled_logits = compiled(input_ids=src, attention_mask=mask, decoder_input_ids=labels).logits
