@@ -266,11 +266,11 @@ def test_publish_space_uploads_a_space_whose_app_loads_the_model_by_repo_id(
     assert upload_folder.kwargs["repo_type"] == "space" and capsys.readouterr().out.strip().endswith(SPACE)
     assert {"app.py", "README.md", "requirements.txt"} <= {path.name for path in uploaded.iterdir()}
     assert (uploaded / "hf_bahdanau" / "serving" / "demo.py").read_text() == Path(demo_module.__file__).read_text()
-    # the Space imports its own copy of the package ...
-    command = [sys.executable, "-c", "import hf_bahdanau.serving.demo as d; print(d.__file__)"]
+    # the Space finds its own copy of the package first (found, not imported: importing it loads torch) ...
+    command = [sys.executable, "-c", "import importlib.util; print(importlib.util.find_spec('hf_bahdanau').origin)"]
     env = {**os.environ, "PYTHONPATH": ""}
     found = subprocess.run(command, cwd=uploaded, capture_output=True, text=True, env=env, check=True)
-    assert Path(found.stdout.strip()).resolve() == (uploaded / "hf_bahdanau" / "serving" / "demo.py").resolve()
+    assert Path(found.stdout.strip()).resolve() == (uploaded / "hf_bahdanau" / "__init__.py").resolve()
     # ... and its app.py builds the page of the model downloaded by repo id (here: the Hub cache is `folder`)
     asked = []
     monkeypatch.setattr(huggingface_hub, "snapshot_download", lambda repo, **kwargs: asked.append(repo) or folder)
