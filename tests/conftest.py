@@ -165,12 +165,13 @@ def rnn_folder(trained_folder: Callable[..., Path]) -> Path:
     return trained_folder("bahdanau")
 
 
-# Run where `hf_bahdanau` cannot be imported: each folder loaded from its own remote code, by the Auto classes.
+# Run where `hf_bahdanau` cannot be imported: each folder loaded from its own remote code, by the Auto classes and by
+# the pipeline of each task name.
 _WITHOUT_THE_PACKAGE = """
 import json, sys
 sys.modules["hf_bahdanau"] = None  # as if the package were not installed
 import torch
-from transformers import AutoModel, AutoModelForSeq2SeqLM
+from transformers import AutoModel, AutoModelForSeq2SeqLM, pipeline
 found = {}
 for model_type, folder in json.loads(sys.argv[1]).items():
     inputs = torch.load(f"{folder}/inputs.pt")
@@ -182,25 +183,38 @@ for model_type, folder in json.loads(sys.argv[1]).items():
     torch.save(states.last_hidden_state, f"{folder}/states.pt")
     modules = [type(model).__module__ for model in (head, base)]
     found[model_type] = {"modules": modules, "classes": [type(m).__name__ for m in (base, head, head.model)],
-                         "generated": generated}
+                         "generated": generated, "translations": [], "pipeline_modules": []}
+    for task in json.loads(sys.argv[2]):
+        pipe = pipeline(task, model=f"{folder}/pipeline", trust_remote_code=True, max_new_tokens=int(sys.argv[4]))
+        found[model_type]["pipeline_modules"].append([type(pipe).__module__.split(".")[0],
+                                                      type(pipe.model).__module__.split(".")[0]])
+        found[model_type]["translations"].append(pipe(json.loads(sys.argv[3]), batch_size=2))
 print(json.dumps(found))
 """
 
 
 @pytest.fixture(scope="session")
 def without_the_package(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
-    """Each model type's tiny model (`helpers.make_model`) saved with its remote code, then loaded in one process
-    where `hf_bahdanau` cannot be imported, by `AutoModelForSeq2SeqLM` and `AutoModel` (`trust_remote_code=True`).
-    By model type: `model` and its `folder` (in-process), the `inputs` given there (`ids` to generate 6 tokens from;
-    `src`, `mask` and `tgt` for the base model) and what that process found: `modules` and `classes` of the loaded
-    models, the `generated` ids and the base model's `states` (last hidden states)."""
+    """Each model type's tiny model (`helpers.make_model`) saved with its remote code, and one with a word tokenizer
+    saved for the pipeline, then loaded in one process where `hf_bahdanau` cannot be imported: by
+    `AutoModelForSeq2SeqLM` and `AutoModel` (`trust_remote_code=True`), and by `pipeline(task, trust_remote_code=True)`
+    for each of the package's task names. By model type: `model` and its `folder` (in-process), the `inputs` given
+    there (`ids` to generate 6 tokens from; `src`, `mask` and `tgt` for the base model), `pipeline_model` and the
+    `pipeline_texts` it translated (batches of 2), and what that process found: `modules` and `classes` of the loaded
+    models, the `generated` ids, the base model's `states` (last hidden states), each pipeline's `translations` and
+    the top-level `pipeline_modules` of its class and of its model's class."""
     import json
     import subprocess
     import sys
 
     import torch
-    from helpers import MODEL_TYPES, make_model, random_ids
+    from helpers import MODEL_TYPES, PIPELINE_NEW_TOKENS, WORD_CORPUS, WORD_TEXTS, make_model, random_ids
 
+    from hf_bahdanau.data.tokenization import train_tokenizer
+    from hf_bahdanau.models.pipelines import TASK, TASK_ALIASES, save_for_pipeline
+
+    words = train_tokenizer(WORD_CORPUS, None, model="word", min_freq=1)
+    texts = [WORD_TEXTS[0], "", WORD_TEXTS[2], WORD_TEXTS[3]]
     results = {}
     for model_type in MODEL_TYPES:
         model = make_model(model_type)
@@ -208,16 +222,20 @@ def without_the_package(tmp_path_factory: pytest.TempPathFactory) -> dict[str, d
         mask[1, :2] = 0  # row 1 left-padded
         inputs = {"ids": random_ids(2, 6), "src": src.masked_fill(mask == 0, 0), "mask": mask,
                   "tgt": random_ids(3, 4, seed=4)}  # fmt: skip
-        results[model_type] = {"model": model, "inputs": inputs}
+        results[model_type] = {"model": model, "inputs": inputs, "pipeline_texts": texts,
+                               "pipeline_model": make_model(model_type, vocab_size=len(words))}  # fmt: skip
 
     def load_without_the_package(root: Path) -> None:
         for model_type, made in results.items():
             made["model"].save_pretrained(root / model_type / "model")
+            save_for_pipeline(made["pipeline_model"], words, root / model_type / "pipeline")
             torch.save(made["inputs"], root / model_type / "inputs.pt")
         folders = json.dumps({model_type: str(root / model_type) for model_type in MODEL_TYPES})
+        tasks = json.dumps([TASK, *TASK_ALIASES])  # "translation", as transformers v4 users type it
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(root / "hf_home"), "PYTHONPATH": ""}
-        process = subprocess.run([sys.executable, "-c", _WITHOUT_THE_PACKAGE, folders], cwd=root, env=env,
-                                 capture_output=True, text=True, timeout=600)  # fmt: skip
+        process = subprocess.run([sys.executable, "-c", _WITHOUT_THE_PACKAGE, folders, tasks, json.dumps(texts),
+                                  str(PIPELINE_NEW_TOKENS)], cwd=root, env=env, capture_output=True, text=True,
+                                 timeout=600)  # fmt: skip
         assert process.returncode == 0, process.stderr[-3000:]
         (root / "found.json").write_text(process.stdout.strip().splitlines()[-1], encoding="utf-8")
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 import shutil
@@ -191,3 +192,15 @@ TINY_STREAM = [
     "--generation_max_length", "10", "--eval_strategy", "no", "--load_best_model_at_end", "false",
     "--streaming", "true", "--bucket_buffer_size", "40",
 ]  # fmt: skip
+
+
+# A word-level corpus for pipeline tests (`train_tokenizer(WORD_CORPUS, None, model="word", min_freq=1)`), texts to
+# translate with it, and the new tokens a pipeline test generates.
+_SUBJECTS = ["i", "you", "we", "they", "the cat"]
+_VERBS = ["see", "like", "want", "have", "need"]
+_OBJECTS = ["the dog .", "green tea .", "a red house ."]
+WORD_CORPUS = [" ".join(words) for words in itertools.product(_SUBJECTS, _VERBS, _OBJECTS)][:50]
+WORD_TEXTS = [
+    "i see the dog .", "we like green tea .", "the cat wants a red house and green tea .", "you .", "they need",
+]  # fmt: skip
+PIPELINE_NEW_TOKENS = 6

@@ -4,17 +4,13 @@ over-long inputs, padding sides, remote-code loading without the package, and at
 from __future__ import annotations
 
 import ast
-import itertools
 import json
 import logging
 import os
-import subprocess
-import sys
-import textwrap
 
 import pytest
 import torch
-from helpers import MODEL_TYPES, make_model
+from helpers import MODEL_TYPES, PIPELINE_NEW_TOKENS, WORD_CORPUS, WORD_TEXTS, make_model
 from transformers import pipeline
 from transformers.pipelines import REMOVED_TASKS, SUPPORTED_TASKS, get_supported_tasks
 from transformers.pipelines.base import pad_collate_fn
@@ -32,12 +28,9 @@ from hf_bahdanau.models.pipelines import (
     transformers_provides,
 )
 
-SUBJECTS = ["i", "you", "we", "they", "the cat"]
-VERBS = ["see", "like", "want", "have", "need"]
-OBJECTS = ["the dog .", "green tea .", "a red house ."]
-CORPUS = [" ".join(words) for words in itertools.product(SUBJECTS, VERBS, OBJECTS)][:50]
-TEXTS = ["i see the dog .", "we like green tea .", "the cat wants a red house and green tea .", "you .", "they need"]
-MAX_NEW = 6
+CORPUS = WORD_CORPUS
+TEXTS = WORD_TEXTS
+MAX_NEW = PIPELINE_NEW_TOKENS
 
 
 def make_tokenizer(**attributes):
@@ -294,46 +287,17 @@ def test_a_translation_pipeline_of_transformers_stays_theirs(impl, monkeypatch):
     assert SUPPORTED_TASKS[TASK]["impl"] is TranslationPipeline
 
 
-REMOTE_TEXTS = [TEXTS[0], "", TEXTS[2], TEXTS[3]]
-
-
-@pytest.fixture(scope="module")
-def remote_code_translations(tokenizer, tmp_path_factory) -> dict[str, list]:
-    """Each model type's model (as the `model` fixture makes it) saved with `tokenizer`, then loaded in one process
-    where `hf_bahdanau` cannot be imported, by `pipeline(task, trust_remote_code=True)` for each of our task names:
-    by model type, what each task's pipeline gave for `REMOTE_TEXTS` (batches of 2)."""
-    root = tmp_path_factory.mktemp("remote_code")
-    folders = {model_type: str(save_for_pipeline(make_model(model_type, vocab_size=len(tokenizer)), tokenizer,
-                                                 root / model_type)) for model_type in MODEL_TYPES}  # fmt: skip
-    script = textwrap.dedent(
-        f"""
-        import json, sys
-        sys.modules["hf_bahdanau"] = None  # as if the package were not installed
-        from transformers import pipeline
-        for model_type, folder in {folders!r}.items():
-            for task in {[TASK, *TASK_ALIASES]!r}:  # "translation", as transformers v4 users type it
-                pipe = pipeline(task, model=folder, trust_remote_code=True, max_new_tokens={MAX_NEW})
-                assert type(pipe).__module__.startswith("transformers_modules"), type(pipe).__module__
-                assert type(pipe.model).__module__.startswith("transformers_modules"), type(pipe.model).__module__
-                print(json.dumps([model_type, pipe({REMOTE_TEXTS!r}, batch_size=2)]))
-        """
-    )
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(root / "hf_home"), "PYTHONPATH": ""}
-    result = subprocess.run(
-        [sys.executable, "-c", script], cwd=root, env=env, capture_output=True, text=True, timeout=300
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    translations = {model_type: [] for model_type in MODEL_TYPES}
-    for line in result.stdout.strip().splitlines()[-len(MODEL_TYPES) * (1 + len(TASK_ALIASES)) :]:
-        model_type, rows = json.loads(line)
-        translations[model_type].append(rows)
-    return translations
-
-
 @pytest.mark.slow
-def test_remote_code_pipeline_without_the_package(model, pipe, remote_code_translations):
-    expected = pipe(REMOTE_TEXTS, batch_size=2)
-    assert remote_code_translations[model.config.model_type] == [expected] * (1 + len(TASK_ALIASES))
+def test_remote_code_pipeline_without_the_package(without_the_package):
+    """Every task name's pipeline, loaded from the folder's own code where `hf_bahdanau` cannot be imported
+    (conftest's `without_the_package`), translates as the package's pipeline does."""
+    for model_type, found in without_the_package.items():
+        tokenizer = make_tokenizer()
+        expected = pipeline(TASK, model=found["pipeline_model"], tokenizer=tokenizer, max_new_tokens=MAX_NEW)(
+            found["pipeline_texts"], batch_size=2
+        )
+        assert found["pipeline_modules"] == [["transformers_modules"] * 2] * (1 + len(TASK_ALIASES)), model_type
+        assert found["translations"] == [expected] * (1 + len(TASK_ALIASES)), model_type
 
 
 # ---- attention weights ------------------------------------------------------------------------------------
