@@ -166,12 +166,12 @@ def logged_errors(caplog: pytest.LogCaptureFixture) -> list[str]:
 EN_FR_SENTENCES = ["i see the dog .", "we like green tea .", "they want a red house .", "you need the cat ."]
 
 
-WORDS = "zero one two three four five six seven eight nine".split()
+DIGIT_WORDS = "zero one two three four five six seven eight nine".split()
 
 
 def numbered_sentence(number: int) -> str:
     """A distinct sentence of 2 to 8 words for each number (its digits spelt out, then filler by its size)."""
-    digits = [WORDS[int(d)] for d in str(number)]
+    digits = [DIGIT_WORDS[int(d)] for d in str(number)]
     return " ".join(digits + ["and"] * (number % 6))
 
 

@@ -28,9 +28,7 @@ from hf_bahdanau.models.pipelines import (
     transformers_provides,
 )
 
-CORPUS = WORD_CORPUS
-TEXTS = WORD_TEXTS
-MAX_NEW = PIPELINE_NEW_TOKENS
+CORPUS = WORD_CORPUS  # conftest's `tokenizer` fixture learns the module's CORPUS
 
 
 def make_tokenizer(**attributes):
@@ -52,13 +50,15 @@ def model(request, tokenizer):
 
 @pytest.fixture(scope="module")
 def pipe(model, tokenizer):
-    return pipeline(TASK, model=model, tokenizer=tokenizer, max_new_tokens=MAX_NEW)
+    return pipeline(TASK, model=model, tokenizer=tokenizer, max_new_tokens=PIPELINE_NEW_TOKENS)
 
 
 def by_hand(model, tokenizer, text, **generate_kwargs):
     """Reference translation: tokenizer -> model.generate -> decode."""
     inputs = tokenizer(text, return_tensors="pt")
-    output = model.generate(**inputs, max_new_tokens=MAX_NEW, pad_token_id=tokenizer.pad_token_id, **generate_kwargs)
+    output = model.generate(
+        **inputs, max_new_tokens=PIPELINE_NEW_TOKENS, pad_token_id=tokenizer.pad_token_id, **generate_kwargs
+    )
     return tokenizer.decode(output[0], skip_special_tokens=True)
 
 
@@ -72,10 +72,10 @@ def test_registered_task(pipe):
 
 
 def test_output_format_for_string_and_list(pipe):
-    single = pipe(TEXTS[0])
+    single = pipe(WORD_TEXTS[0])
     assert isinstance(single, list) and len(single) == 1 and set(single[0]) == {"translation_text"}
     assert isinstance(single[0]["translation_text"], str)
-    many = pipe(TEXTS[:2])
+    many = pipe(WORD_TEXTS[:2])
     assert isinstance(many, list) and len(many) == 2
     assert all(isinstance(result, dict) and set(result) == {"translation_text"} for result in many)
     assert many[0] == single[0]
@@ -84,38 +84,38 @@ def test_output_format_for_string_and_list(pipe):
 
 def test_rejects_non_strings(pipe):
     with pytest.raises(TypeError):
-        pipe([TEXTS[0], 3])
+        pipe([WORD_TEXTS[0], 3])
     with pytest.raises(TypeError):
         pipe(5)
 
 
 def test_matches_generate_by_hand(pipe, model, tokenizer):
-    expected = [by_hand(model, tokenizer, text) for text in TEXTS]  # the model's defaults: 4 beams
-    assert [result["translation_text"] for result in pipe(TEXTS)] == expected
+    expected = [by_hand(model, tokenizer, text) for text in WORD_TEXTS]  # the model's defaults: 4 beams
+    assert [result["translation_text"] for result in pipe(WORD_TEXTS)] == expected
 
 
 def test_batching_matches_one_by_one(pipe):
-    one_by_one = [pipe(text)[0] for text in TEXTS]
-    assert pipe(TEXTS, batch_size=2) == one_by_one
-    assert pipe(TEXTS, batch_size=5, num_beams=1) == [pipe(text, num_beams=1)[0] for text in TEXTS]
+    one_by_one = [pipe(text)[0] for text in WORD_TEXTS]
+    assert pipe(WORD_TEXTS, batch_size=2) == one_by_one
+    assert pipe(WORD_TEXTS, batch_size=5, num_beams=1) == [pipe(text, num_beams=1)[0] for text in WORD_TEXTS]
 
 
 def test_generate_kwargs_pass_through(pipe, model, tokenizer):
-    for result in pipe(TEXTS, max_new_tokens=1, batch_size=2):
+    for result in pipe(WORD_TEXTS, max_new_tokens=1, batch_size=2):
         assert len(result["translation_text"].split()) <= 1
-    expected = [by_hand(model, tokenizer, text, num_beams=3) for text in TEXTS]
-    assert [result["translation_text"] for result in pipe(TEXTS, num_beams=3)] == expected
+    expected = [by_hand(model, tokenizer, text, num_beams=3) for text in WORD_TEXTS]
+    assert [result["translation_text"] for result in pipe(WORD_TEXTS, num_beams=3)] == expected
     # Parameters given at construction apply to every call; a call's own parameters win.
     short = pipeline(TASK, model=model, tokenizer=tokenizer, max_new_tokens=1)
-    assert all(len(result["translation_text"].split()) <= 1 for result in short(TEXTS))
-    assert short(TEXTS[2], max_new_tokens=MAX_NEW) == pipe(TEXTS[2])
+    assert all(len(result["translation_text"].split()) <= 1 for result in short(WORD_TEXTS))
+    assert short(WORD_TEXTS[2], max_new_tokens=PIPELINE_NEW_TOKENS) == pipe(WORD_TEXTS[2])
 
 
 def test_num_return_sequences_gives_lists(pipe):
-    results = pipe(TEXTS[:2], num_beams=3, num_return_sequences=2, batch_size=2)
+    results = pipe(WORD_TEXTS[:2], num_beams=3, num_return_sequences=2, batch_size=2)
     assert len(results) == 2 and all(len(result) == 2 for result in results)
-    assert results[0][0] == pipe(TEXTS[0], num_beams=3)[0]
-    assert len(pipe(TEXTS[0], num_beams=3, num_return_sequences=3)) == 3
+    assert results[0][0] == pipe(WORD_TEXTS[0], num_beams=3)[0]
+    assert len(pipe(WORD_TEXTS[0], num_beams=3, num_return_sequences=3)) == 3
 
 
 # ---- empty, over-long and padded inputs ---------------------------------------------------------------------
@@ -123,7 +123,7 @@ def test_num_return_sequences_gives_lists(pipe):
 
 @pytest.mark.parametrize("batch_size", [1, 2, 4])
 def test_empty_strings_skip_the_model(pipe, monkeypatch, batch_size):
-    expected = [pipe(text)[0] for text in TEXTS[:2]]
+    expected = [pipe(text)[0] for text in WORD_TEXTS[:2]]
     rows = []
     generate = pipe.model.generate
 
@@ -132,7 +132,7 @@ def test_empty_strings_skip_the_model(pipe, monkeypatch, batch_size):
         return generate(*args, **kwargs)
 
     monkeypatch.setattr(pipe.model, "generate", spy)
-    results = pipe([TEXTS[0], "", TEXTS[1], "   "], batch_size=batch_size)
+    results = pipe([WORD_TEXTS[0], "", WORD_TEXTS[1], "   "], batch_size=batch_size)
     assert results == [expected[0], {"translation_text": ""}, expected[1], {"translation_text": ""}]
     assert sum(rows) == 2  # only the two real sentences reached the model
     rows.clear()
@@ -143,8 +143,8 @@ def test_empty_strings_skip_the_model(pipe, monkeypatch, batch_size):
 
 def test_overlong_input_is_truncated_with_a_warning(model, caplog, monkeypatch):
     tokenizer = make_tokenizer(model_max_length=4)
-    truncating = pipeline(TASK, model=model, tokenizer=tokenizer, max_new_tokens=MAX_NEW)
-    text = TEXTS[2]  # 11 tokens with </s>
+    truncating = pipeline(TASK, model=model, tokenizer=tokenizer, max_new_tokens=PIPELINE_NEW_TOKENS)
+    text = WORD_TEXTS[2]  # 11 tokens with </s>
     full = tokenizer(text)["input_ids"]
     calls = []
     tokenize = type(tokenizer).__call__
@@ -164,13 +164,13 @@ def test_overlong_input_is_truncated_with_a_warning(model, caplog, monkeypatch):
     result = truncating(text)
     inputs = tokenizer(text, truncation=True, max_length=4, return_tensors="pt")
     assert inputs["input_ids"].tolist() == preprocessed["input_ids"].tolist()
-    output = model.generate(**inputs, max_new_tokens=MAX_NEW)
+    output = model.generate(**inputs, max_new_tokens=PIPELINE_NEW_TOKENS)
     assert result == [{"translation_text": tokenizer.decode(output[0], skip_special_tokens=True)}]
 
 
 def test_a_source_longer_than_the_position_table_is_truncated_with_a_warning(tokenizer, caplog):
     short_positions = make_model("d2l_transformer", vocab_size=len(tokenizer), max_position_embeddings=5)
-    text = TEXTS[2]  # 11 tokens with </s>
+    text = WORD_TEXTS[2]  # 11 tokens with </s>
     with pytest.raises(ValueError, match="max_position_embeddings is 5"):  # the model itself refuses
         short_positions.generate(**tokenizer(text, return_tensors="pt"), max_new_tokens=2)
     truncating = pipeline(TASK, model=short_positions, tokenizer=tokenizer, max_new_tokens=4)
@@ -183,12 +183,18 @@ def test_a_source_longer_than_the_position_table_is_truncated_with_a_warning(tok
 
 
 def test_left_padding_equals_right_padding(model, pipe):
-    left = pipeline(TASK, model=model, tokenizer=make_tokenizer(padding_side="left"), max_new_tokens=MAX_NEW)
-    inputs = pad_collate_fn(left.tokenizer, None)([left.preprocess(text) for text in TEXTS])  # the pipeline's
+    left = pipeline(
+        TASK, model=model, tokenizer=make_tokenizer(padding_side="left"), max_new_tokens=PIPELINE_NEW_TOKENS
+    )
+    inputs = pad_collate_fn(left.tokenizer, None)([left.preprocess(text) for text in WORD_TEXTS])  # the pipeline's
     assert not inputs["attention_mask"][:, 0].all() and inputs["attention_mask"][:, -1].all()  # left-padded
     for kwargs in ({}, {"num_beams": 1}):
-        assert left(TEXTS, batch_size=len(TEXTS), **kwargs) == pipe(TEXTS, batch_size=len(TEXTS), **kwargs)
-        assert left(TEXTS, batch_size=len(TEXTS), **kwargs) == [pipe(text, **kwargs)[0] for text in TEXTS]
+        assert left(WORD_TEXTS, batch_size=len(WORD_TEXTS), **kwargs) == pipe(
+            WORD_TEXTS, batch_size=len(WORD_TEXTS), **kwargs
+        )
+        assert left(WORD_TEXTS, batch_size=len(WORD_TEXTS), **kwargs) == [
+            pipe(text, **kwargs)[0] for text in WORD_TEXTS
+        ]
 
 
 # ---- saving and loading ---------------------------------------------------------------------------------------
@@ -242,18 +248,18 @@ def test_save_for_pipeline_writes_code_and_config(model, tokenizer, pipe, tmp_pa
         "transformers",
     }
     assert all(level == 0 for level, _ in imported)
-    loaded = pipeline(TASK, model=str(folder), pipeline_class=TranslationPipeline, max_new_tokens=MAX_NEW)
+    loaded = pipeline(TASK, model=str(folder), pipeline_class=TranslationPipeline, max_new_tokens=PIPELINE_NEW_TOKENS)
     assert type(loaded.model) is type(model)
-    assert loaded(TEXTS, batch_size=2) == pipe(TEXTS)
+    assert loaded(WORD_TEXTS, batch_size=2) == pipe(WORD_TEXTS)
 
 
 def test_registered_tasks_load_a_saved_folder_without_remote_code(model, tokenizer, pipe, tmp_path):
     """In-process, the registered pipeline and model classes are used; the folder's remote code is not needed."""
     folder = save_for_pipeline(model, tokenizer, tmp_path / "saved")
     for task in (TASK, *REGISTERED_ALIASES):
-        loaded = pipeline(task, model=str(folder), max_new_tokens=MAX_NEW)
+        loaded = pipeline(task, model=str(folder), max_new_tokens=PIPELINE_NEW_TOKENS)
         assert type(loaded) is TranslationPipeline and type(loaded.model) is type(model)
-        assert loaded(TEXTS, batch_size=2) == pipe(TEXTS)
+        assert loaded(WORD_TEXTS, batch_size=2) == pipe(WORD_TEXTS)
 
 
 @pytest.mark.skipif(transformers_provides("translation"), reason="transformers has its own translation pipeline")
@@ -267,9 +273,9 @@ def test_translation_as_v4_users_type_it_is_a_saved_folders_remote_code(model, t
     folder = save_for_pipeline(model, tokenizer, tmp_path / "saved")
     with pytest.raises(ValueError, match="trust_remote_code"):
         pipeline("translation", model=str(folder))
-    loaded = pipeline("translation", model=str(folder), trust_remote_code=True, max_new_tokens=MAX_NEW)
+    loaded = pipeline("translation", model=str(folder), trust_remote_code=True, max_new_tokens=PIPELINE_NEW_TOKENS)
     assert type(loaded).__module__.startswith("transformers_modules"), type(loaded).__module__
-    assert loaded(TEXTS, batch_size=2) == pipe(TEXTS)
+    assert loaded(WORD_TEXTS, batch_size=2) == pipe(WORD_TEXTS)
 
 
 @pytest.mark.parametrize("impl", ["transformers.pipelines.text2text_generation.TranslationPipeline", "class"])
@@ -293,9 +299,9 @@ def test_remote_code_pipeline_without_the_package(without_the_package):
     (conftest's `without_the_package`), translates as the package's pipeline does."""
     for model_type, found in without_the_package.items():
         tokenizer = make_tokenizer()
-        expected = pipeline(TASK, model=found["pipeline_model"], tokenizer=tokenizer, max_new_tokens=MAX_NEW)(
-            found["pipeline_texts"], batch_size=2
-        )
+        expected = pipeline(
+            TASK, model=found["pipeline_model"], tokenizer=tokenizer, max_new_tokens=PIPELINE_NEW_TOKENS
+        )(found["pipeline_texts"], batch_size=2)
         assert found["pipeline_modules"] == [["transformers_modules"] * 2] * (1 + len(TASK_ALIASES)), model_type
         assert found["translations"] == [expected] * (1 + len(TASK_ALIASES)), model_type
 
@@ -305,14 +311,14 @@ def test_remote_code_pipeline_without_the_package(without_the_package):
 
 @pytest.mark.parametrize("num_beams", [1, 3])
 def test_attention_maps_of_a_translation(model, tokenizer, pipe, num_beams):
-    text = TEXTS[1]
-    maps = Translator(model, tokenizer).attention_maps(text, num_beams=num_beams, max_new_tokens=MAX_NEW)
+    text = WORD_TEXTS[1]
+    maps = Translator(model, tokenizer).attention_maps(text, num_beams=num_beams, max_new_tokens=PIPELINE_NEW_TOKENS)
     assert maps.translation == pipe(text, num_beams=num_beams)[0]["translation_text"]
     assert maps.source_tokens == tokenizer.convert_ids_to_tokens(tokenizer(text)["input_ids"])  # word-level: as is
     tgt, src = len(maps.target_tokens), len(maps.source_tokens)
     layers = 1 if model.config.model_type == "bahdanau" else model.config.decoder_layers
     heads = 1 if model.config.model_type == "bahdanau" else model.config.attention_heads
-    assert maps.cross.shape == (layers, heads, tgt, src) and 1 <= tgt <= MAX_NEW
+    assert maps.cross.shape == (layers, heads, tgt, src) and 1 <= tgt <= PIPELINE_NEW_TOKENS
     torch.testing.assert_close(maps.cross.sum(-1), torch.ones(layers, heads, tgt))
     if model.config.model_type == "bahdanau":
         assert maps.encoder is None and maps.decoder is None
@@ -326,12 +332,12 @@ def test_attention_maps_of_a_translation(model, tokenizer, pipe, num_beams):
 
 def test_attention_matches_generate_cross_attentions(model, tokenizer):
     """Greedy: the teacher-forced weights are those `generate` reports step by step."""
-    text = TEXTS[2]
-    maps = Translator(model, tokenizer).attention_maps(text, num_beams=1, max_new_tokens=MAX_NEW)
+    text = WORD_TEXTS[2]
+    maps = Translator(model, tokenizer).attention_maps(text, num_beams=1, max_new_tokens=PIPELINE_NEW_TOKENS)
     output = model.generate(
         **tokenizer(text, return_tensors="pt"),
         num_beams=1,
-        max_new_tokens=MAX_NEW,
+        max_new_tokens=PIPELINE_NEW_TOKENS,
         return_dict_in_generate=True,
         output_attentions=True,
     )
@@ -342,8 +348,8 @@ def test_attention_matches_generate_cross_attentions(model, tokenizer):
 
 @pytest.mark.slow  # draws up to three attention figures
 def test_attention_heatmaps_are_written_per_attention_kind(model, tokenizer, tmp_path):
-    maps = Translator(model, tokenizer).attention_maps(TEXTS[0], num_beams=1, max_new_tokens=MAX_NEW)
-    written = plot_attention_maps(maps, TEXTS[0], tmp_path / "attention.png")
+    maps = Translator(model, tokenizer).attention_maps(WORD_TEXTS[0], num_beams=1, max_new_tokens=PIPELINE_NEW_TOKENS)
+    written = plot_attention_maps(maps, WORD_TEXTS[0], tmp_path / "attention.png")
     expected = ["attention.png"] + ([] if maps.encoder is None else ["attention-encoder.png", "attention-decoder.png"])
     assert [path.name for path in written] == expected
     assert all(path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for path in written)

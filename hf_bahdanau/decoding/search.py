@@ -237,6 +237,7 @@ def _beam_search(
     placing = constraints is not None and constraints.has_required
     phrases = constraints.required.shape[1] if placing else 0
     lengths = constraints.required_lengths(torch.arange(batch, device=device)) if placing else None  # (batch, phrases)
+    has_phrases = (lengths > 0).any(-1) if placing else None  # (batch,)
     running_met = torch.zeros((batch, beams, phrases), dtype=torch.bool, device=device)
     finished_met = torch.ones((batch, beams), dtype=torch.bool, device=device)  # whether it holds every phrase
     result_met = torch.ones((batch, returned), dtype=torch.bool, device=device)
@@ -310,7 +311,7 @@ def _beam_search(
             settled |= is_finished.all(1)
         if placing:  # a sentence with phrases is final once no running hypothesis can beat those it returns
             last_returned = finished_scores[:, returned - 1]  # (size,): below NEG / 4 where it lacks a phrase
-            settled |= (lengths[left] > 0).any(-1) & (last_returned > NEG / 4) & (best_running[:, 0] <= last_returned)
+            settled |= has_phrases[left] & (last_returned > NEG / 4) & (best_running[:, 0] <= last_returned)
         if not bool(settled.any()):
             continue
         where = left[settled]
