@@ -7,7 +7,10 @@ import importlib.util
 import logging
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
@@ -26,6 +29,11 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 # Every Hugging Face cache (datasets, evaluate modules, remote code) goes to a throw-away folder, not the home.
 os.environ["HF_HOME"] = tempfile.mkdtemp(prefix="hf_bahdanau_tests_")
+# Compiled modules are kept (in the git-ignored __pycache__ folders) where the environment would have Python recompile
+# them in every process: the package's modules in each process a test starts, the test modules' rewritten asserts in
+# each pytest-xdist worker (seconds of CPU each).
+sys.dont_write_bytecode = False
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
 
 def made_once(tmp_path_factory: pytest.TempPathFactory, name: str, make: Callable[[Path], None]) -> Path:
@@ -47,6 +55,35 @@ def made_once(tmp_path_factory: pytest.TempPathFactory, name: str, make: Callabl
             make(folder)
             made.touch()
     return folder
+
+
+@pytest.fixture(scope="session")
+def warm_python(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    """What a test runs in place of `python`: `[*warm_python, "-m", MODULE, ARG...]` (or `SCRIPT ARG...`) is a process
+    that runs it with the test's standard streams, environment and signals, started warm by `tests/fork_server.py`
+    (one server a test run, made once; it ends with the run)."""
+    script = Path(__file__).with_name("fork_server.py")
+    # the run's pytest process: under xdist the worker's parent
+    watched = os.getppid() if os.environ.get("PYTEST_XDIST_WORKER") else os.getpid()
+
+    def start(folder: Path) -> None:
+        with (folder / "server.log").open("wb") as log:
+            server = subprocess.Popen([sys.executable, str(script), "serve", str(folder / "socket"), str(watched)],
+                                      stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                      start_new_session=True)  # fmt: skip
+        deadline = time.monotonic() + 300
+        while not (folder / "socket").exists():
+            assert server.poll() is None and time.monotonic() < deadline, (folder / "server.log").read_text()[-3000:]
+            time.sleep(0.05)
+
+    folder = made_once(tmp_path_factory, "fork-server", start)
+    return [sys.executable, "-S", str(script), "run", str(folder / "socket")]
+
+
+@pytest.fixture(scope="session")
+def cli_command(warm_python: list[str]) -> list[str]:
+    """What a test runs in place of `python -m hf_bahdanau.cli` (`hf-bahdanau`): a `warm_python` process."""
+    return [*warm_python, "-m", "hf_bahdanau.cli"]
 
 
 @pytest.fixture(scope="session")

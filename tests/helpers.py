@@ -5,10 +5,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -108,18 +105,6 @@ TINY_MODEL = {
                         "--init_std", "0.18"],
 }  # fmt: skip
 TINY = [*TINY_RUN, *TINY_MODEL["bahdanau"]]
-
-
-def run_cli(*args: str, stdin: str | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
-    """`python -m hf_bahdanau.cli ARGS` in a subprocess, its output captured."""
-    return subprocess.run(
-        [sys.executable, "-m", "hf_bahdanau.cli", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env={**os.environ, **(env or {})},
-    )
 
 
 def error_of(argv: list[str], caplog: pytest.LogCaptureFixture) -> str:

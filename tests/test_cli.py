@@ -154,10 +154,10 @@ def test_translate_evaluate_and_pipeline_with_int8_leave_the_fp32_folder(trained
 
 
 @pytest.mark.slow
-def test_translate_prompts_when_stdin_is_a_terminal(rnn_folder):
+def test_translate_prompts_when_stdin_is_a_terminal(rnn_folder, cli_command):
     terminal, stdin = pty.openpty()  # stdin is a terminal: translate asks at a prompt, line by line, until q
     process = subprocess.Popen(
-        [sys.executable, "-m", "hf_bahdanau.cli", "translate", "--model", str(rnn_folder), "--num-beams", "1"],
+        [*cli_command, "translate", "--model", str(rnn_folder), "--num-beams", "1"],
         stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     os.close(stdin)
@@ -572,7 +572,9 @@ def wait_for(condition, process: subprocess.Popen, what: str) -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("model_type", ["bahdanau"])  # the Trainer's side, the same for both (a minute each)
-def test_an_interrupted_run_resumes_to_the_weights_of_an_uninterrupted_one(model_type, tatoeba_tsv, tmp_path, caplog):
+def test_an_interrupted_run_resumes_to_the_weights_of_an_uninterrupted_one(
+    model_type, tatoeba_tsv, tmp_path, caplog, cli_command
+):
     """Ctrl-C saves a checkpoint and ends with one line (in a log file without progress bars); a second run into the
     folder meanwhile is refused; a checkpoint cut off while being written (a run killed then) is skipped; --resume
     needs no size options, starts at the step of the checkpoint it reads and refuses other corpus settings; the final
@@ -584,7 +586,7 @@ def test_an_interrupted_run_resumes_to_the_weights_of_an_uninterrupted_one(model
     uninterrupted, interrupted = tmp_path / "uninterrupted", tmp_path / "interrupted"
     log = tmp_path / "interrupted.log"
     with log.open("w") as stderr:
-        process = subprocess.Popen([sys.executable, "-m", "hf_bahdanau.cli", *common, *sizes, "--output-dir",
+        process = subprocess.Popen([*cli_command, *common, *sizes, "--output-dir",
                                     str(interrupted), "--max_steps", "2000"], stderr=stderr)  # fmt: skip
     try:
         wait_for(lambda: (interrupted / "checkpoint-10" / run_folder.CHECKPOINT_MANIFEST).is_file(), process,

@@ -20,9 +20,9 @@ import gpu_units  # noqa: E402
 
 
 @pytest.mark.slow  # the check in its own process
-def test_without_cuda_the_check_skips_cleanly_and_says_so(tmp_path):
+def test_without_cuda_the_check_skips_cleanly_and_says_so(tmp_path, warm_python):
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}  # no GPU, even on a machine that has one
-    result = subprocess.run([sys.executable, str(SCRIPTS / "gpu_check.py"), str(tmp_path), "--no-install"],
+    result = subprocess.run([*warm_python, str(SCRIPTS / "gpu_check.py"), str(tmp_path), "--no-install"],
                             capture_output=True, text=True, timeout=300, env=env)  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     assert "no CUDA: skipped" in result.stdout
@@ -79,21 +79,21 @@ def test_goals_not_met_say_so_and_missing_figures_give_no_goal():
 
 
 @pytest.mark.slow  # a unit's own process
-def test_a_failing_or_slow_unit_is_a_failed_row_and_the_check_goes_on(tmp_path):
+def test_a_failing_or_slow_unit_is_a_failed_row_and_the_check_goes_on(tmp_path, warm_python):
     env = gpu_check.unit_environment(tmp_path)
     failing = gpu_check.Unit("versions-here", "versions", 120)  # no GPU here: torch.cuda raises
-    row = gpu_check.run_unit(failing, tmp_path, env, 1.0)
+    row = gpu_check.run_unit(failing, tmp_path, env, 1.0, warm_python)
     assert row["status"] == "failed" and row["error"].startswith("exit status 1: ")
     row = gpu_check.run_unit(gpu_check.Unit("slow", "tests", 0.01), tmp_path, env, 1.0)
     assert row == {"seconds": row["seconds"], "limit_s": 0, "status": "failed", "error": "ran out of its 0 s: "
                    "(no output)"}  # fmt: skip
 
 
-@pytest.mark.slow  # a process stopped after 5 s
+@pytest.mark.slow  # a process stopped after 2 s
 def test_a_command_out_of_time_gives_what_it_printed_before_it_was_stopped():
     command = [sys.executable, "-c", "import sys, time; print('step 5', flush=True); "
                "print('loading', file=sys.stderr, flush=True); time.sleep(60)"]  # fmt: skip
-    status, printed = gpu_check.run_bounded(command, 5)
+    status, printed = gpu_check.run_bounded(command, 2)
     assert status == 124 and printed.split() == ["step", "5", "loading"]
     assert gpu_check.last_line(printed) == "loading"
 

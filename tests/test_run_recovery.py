@@ -7,7 +7,6 @@ import json
 import logging
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -23,14 +22,14 @@ from hf_bahdanau.training.assembly import realign_weights
 
 
 @pytest.mark.slow
-def test_an_interrupted_translate_keeps_the_batches_it_wrote(rnn_folder, tmp_path, capsys):
+def test_an_interrupted_translate_keeps_the_batches_it_wrote(rnn_folder, tmp_path, capsys, cli_command):
     """SIGTERM, which translate turns into the KeyboardInterrupt that Ctrl-C raises (as Ctrl-C interrupts training in
     test_cli.py), ends it with the whole batches it wrote and one line."""
     words = ["Go", "I lost", "Tom is home", "We run", "She laughs", "Come here", "It rains", "They won"]
     lines = [f"{words[i % 8]} {i}." for i in range(5000)]
     source, translated, log = tmp_path / "source.txt", tmp_path / "translated.txt", tmp_path / "stderr.txt"
     source.write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
-    command = [sys.executable, "-m", "hf_bahdanau.cli", "translate", "--model", str(rnn_folder), "--num-beams", "1",
+    command = [*cli_command, "translate", "--model", str(rnn_folder), "--num-beams", "1",
                "--batch-size", "8", "--max-new-tokens", "20"]  # fmt: skip
     with source.open("rb") as stdin, translated.open("wb") as stdout, log.open("wb") as stderr:
         process = subprocess.Popen(command, stdin=stdin, stdout=stdout, stderr=stderr)

@@ -276,10 +276,10 @@ def test_a_fixed_load_of_concurrent_requests_is_answered_in_time_and_batched(ser
     assert after - before < 48  # requests arriving together shared batches
 
 
-def serve_process(*options: str) -> tuple[subprocess.Popen, str]:
-    """`hf-bahdanau serve` in a process on a free port of 127.0.0.1; its URL once it listens."""
+def serve_process(cli_command: list[str], *options: str) -> tuple[subprocess.Popen, str]:
+    """`hf-bahdanau serve` in a process (`cli_command`) on a free port of 127.0.0.1; its URL once it listens."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    process = subprocess.Popen([sys.executable, "-m", "hf_bahdanau.cli", "serve", "--port", "0", *options],
+    process = subprocess.Popen([*cli_command, "serve", "--port", "0", *options],
                                stderr=subprocess.PIPE, text=True, env=env)  # fmt: skip
     deadline = time.monotonic() + 120
     for line in process.stderr:
@@ -292,9 +292,10 @@ def serve_process(*options: str) -> tuple[subprocess.Popen, str]:
 
 
 def test_worker_processes_serve_the_same_translations_and_sigterm_lets_requests_in_flight_finish(
-    folder, model, tokenizer
+    folder, model, tokenizer, cli_command
 ):
-    process, url = serve_process("--model", str(folder), "--workers", "2", "--batch-wait-ms", "1500")  # requests wait
+    # requests wait for one another: they are in flight when SIGTERM comes
+    process, url = serve_process(cli_command, "--model", str(folder), "--workers", "2", "--batch-wait-ms", "1500")
     try:
         deadline = time.monotonic() + 300
         while True:  # the port is open before the workers have loaded their models

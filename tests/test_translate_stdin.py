@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import select
 import subprocess
-import sys
 import time
 
 import pytest
@@ -19,8 +18,8 @@ def model(tokenizer):
 
 
 @pytest.mark.slow  # a translate process
-def test_a_line_down_an_open_pipe_is_translated_before_the_pipe_closes(folder):
-    command = [sys.executable, "-m", "hf_bahdanau.cli", "translate", "--model", str(folder), "--num-beams", "1"]
+def test_a_line_down_an_open_pipe_is_translated_before_the_pipe_closes(folder, cli_command):
+    command = [*cli_command, "translate", "--model", str(folder), "--num-beams", "1"]
     process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                env={**os.environ, "OMP_NUM_THREADS": "1"})  # fmt: skip
     try:

@@ -1,0 +1,178 @@
+"""A fork server for the tests' Python processes: one process imports the package and the libraries its commands
+use, once, and forks a child for each command line, so that a test's process starts in a fraction of a second instead
+of paying those imports (seconds of CPU) again.
+
+`python fork_server.py serve SOCKET PID` imports, then listens on the Unix socket SOCKET until process PID ends.
+`python -S fork_server.py run SOCKET -m MODULE ARG...` (or `SCRIPT ARG...`) is what a test starts in place of
+`python -m MODULE ARG...`: it hands its standard input, output and error, its environment and folder to the server,
+whose child runs the module (or script) on them as `python` would; it passes the signals it gets on to that child and
+exits as the child does (with its status, or killed by its signal). A real process with real descriptors and signals,
+only started warm: what a fresh interpreter imports is test_startup.py's."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import sys
+
+FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
+# What the commands import when they run (the package's own modules import them lazily, for a quick `--help`).
+LIBRARIES = ("torch", "transformers.modeling_utils", "transformers.trainer_seq2seq", "datasets", "accelerate",
+             "safetensors.torch", "sacrebleu", "evaluate", "fastapi", "uvicorn", "httpx")  # fmt: skip
+
+
+def serve(path: str, watched: int) -> dict:
+    """Import, then fork a child for each request until process `watched` ends; returns the request in a child."""
+    import gc
+    import importlib
+    import pkgutil
+    import select
+
+    import hf_bahdanau
+
+    for module in pkgutil.walk_packages(hf_bahdanau.__path__, "hf_bahdanau."):
+        if not module.name.endswith(".__main__"):  # (which would run a command)
+            importlib.import_module(module.name)
+    for name in LIBRARIES:
+        importlib.import_module(name)
+    gc.freeze()  # what is imported stays shared with the children: the collector does not touch it
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    listener.bind(path + ".new")
+    listener.listen(64)
+    os.rename(path + ".new", path)  # the socket appears once it accepts
+    children: dict[int, socket.socket] = {}  # pid -> its request's connection
+    ended, ending = os.pipe2(os.O_NONBLOCK)  # a child's end wakes the loop (its SIGCHLD writes a byte)
+    signal.set_wakeup_fd(ending)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    while True:
+        ready = select.select([listener, ended, *children.values()], [], [], 0.5)[0]
+        for connection in ready:
+            if connection == ended:
+                os.read(ended, 4096)
+            elif connection is listener:
+                connection, _ = listener.accept()
+                message, fds, _, _ = socket.recv_fds(connection, 1 << 20, 3)
+                sys.stdout.flush(), sys.stderr.flush()
+                pid = os.fork()
+                if pid == 0:
+                    signal.set_wakeup_fd(-1)
+                    os.close(ended), os.close(ending)
+                    listener.close()
+                    for other in children.values():
+                        other.close()
+                    connection.close()
+                    for target, fd in enumerate(fds):
+                        os.dup2(fd, target)
+                        os.close(fd)
+                    return json.loads(message)
+                for fd in fds:
+                    os.close(fd)
+                connection.send(str(pid).encode())
+                children[pid] = connection
+            elif not connection.recv(16):  # the runner is gone (killed): so is its child
+                pid = next(pid for pid, known in children.items() if known is connection)
+                os.kill(pid, signal.SIGKILL)
+        while children:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+            if pid == 0:
+                break
+            connection = children.pop(pid)
+            try:
+                connection.send(str(os.waitstatus_to_exitcode(status)).encode())
+            except OSError:
+                pass
+            connection.close()
+        try:
+            os.kill(watched, 0)
+        except ProcessLookupError:
+            for pid in children:
+                os.kill(pid, signal.SIGKILL)
+            os.unlink(path)
+            return {}
+
+
+def run_command(request: dict) -> None:
+    """In the server's child: become `python ARGV...` in the runner's folder and environment, and
+    end as that process ends: non-daemon threads joined, exit functions run, streams flushed. (It then leaves with
+    `os._exit`: tearing down the inherited modules, as an interpreter's exit does, would copy the whole server.)"""
+    import atexit
+    import io
+    import runpy
+    import threading
+    import traceback
+
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    argv = request["argv"]
+    sys.path[0] = os.getcwd() if argv[0] == "-m" else os.path.dirname(os.path.abspath(argv[0]))
+    extra = [entry for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep) if entry not in sys.path]
+    sys.path[1:1] = [entry for entry in extra if entry]
+    sys.stdin = sys.__stdin__ = io.TextIOWrapper(open(0, "rb", closefd=False))
+    sys.stdout = sys.__stdout__ = io.TextIOWrapper(open(1, "wb", closefd=False), line_buffering=os.isatty(1))
+    sys.stderr = sys.__stderr__ = io.TextIOWrapper(
+        open(2, "wb", closefd=False), errors="backslashreplace", line_buffering=True
+    )
+    status, killed_by = 0, None
+    try:
+        if argv[0] == "-m":
+            sys.argv = argv[1:]  # run_module puts the module's file first, as `python -m` does
+            runpy.run_module(argv[1], run_name="__main__", alter_sys=True)
+        else:
+            sys.argv = argv
+            runpy.run_path(argv[0], run_name="__main__")
+    except SystemExit as end:
+        if end.code is None or isinstance(end.code, int):
+            status = end.code or 0
+        else:
+            print(end.code, file=sys.stderr)
+            status = 1
+    except KeyboardInterrupt:
+        traceback.print_exc()
+        killed_by = signal.SIGINT
+    except BaseException:
+        traceback.print_exc()
+        status = 1
+    for thread in threading.enumerate():
+        if thread is not threading.main_thread() and not thread.daemon:
+            thread.join()
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except OSError:
+            pass
+    if killed_by is not None:
+        signal.signal(killed_by, signal.SIG_DFL)
+        os.kill(os.getpid(), killed_by)
+    os._exit(status & 0xFF)
+
+
+def run(path: str, argv: list[str]) -> None:
+    """The test's side: have the server run `argv`, pass signals on, and end as its child ends."""
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    server.connect(path)
+    request = {"argv": argv, "env": dict(os.environ), "cwd": os.getcwd()}
+    socket.send_fds(server, [json.dumps(request).encode()], [0, 1, 2])
+    child = int(server.recv(32))
+    for number in FORWARDED:
+        signal.signal(number, lambda number, _: os.kill(child, number))
+    for fd in (0, 1, 2):  # the child holds them now: a pipe ends when the child closes it
+        os.close(fd)
+    status = int(server.recv(32))
+    if status < 0:  # killed by a signal: so is this process
+        signal.signal(-status, signal.SIG_DFL)
+        os.kill(os.getpid(), -status)
+    os._exit(status)
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "serve":
+        request = serve(sys.argv[2], int(sys.argv[3]))
+        if request:
+            run_command(request)
+    else:
+        run(sys.argv[2], sys.argv[3:])
