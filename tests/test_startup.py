@@ -61,6 +61,27 @@ def test_translating_one_sentence_imports_no_corpus_library(folder, tmp_path):
     assert "Loading weights" not in stderr and "\r" not in stderr  # its log, to a pipe: no progress bar
 
 
+def test_the_collector_pauses_while_the_libraries_are_first_imported(monkeypatch):
+    """`_prepare_libraries` imports torch and transformers with the garbage collector off, then freezes what they made
+    and turns it back on, also when an import fails; where they are imported already, the collector stays on."""
+    import gc
+
+    import transformers.modeling_utils  # noqa: F401
+
+    from hf_bahdanau.cli import _uncollected_imports
+
+    with _uncollected_imports():  # the libraries are imported
+        assert gc.isenabled()
+    monkeypatch.delitem(sys.modules, "transformers.modeling_utils")  # as before the first command
+    try:
+        with pytest.raises(ImportError), _uncollected_imports():
+            assert not gc.isenabled()
+            raise ImportError("a library that fails to import")
+        assert gc.isenabled() and gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()
+
+
 def test_translating_with_ctranslate2_imports_neither_torch_nor_the_models(folder, tmp_path):
     """An export, and a model folder with its export cached: the translation that CTranslate2 gives with
     transformers' tokenizer, without importing torch, transformers' modeling code or the shipped pipeline."""
