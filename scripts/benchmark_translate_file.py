@@ -87,9 +87,9 @@ def main() -> None:
             logger.warning("%s: %d of %d translations unlike fixed (lines %s)", name, len(found), len(lines), shown)
     cap = f", at most {args.batch_size} sentences" if args.cap else ""
     ways = {
-        "fixed": f"fixed: {args.batch_size} sentences a batch, input order (before)",
+        "fixed": f"fixed: {args.batch_size} sentences a batch, input order (the pipeline)",
         "unbounded": f"sorted by length, at most {args.batch_tokens} tokens a batch{cap}, the model's max_new_tokens",
-        "sorted": f"sorted by length, at most {args.batch_tokens} tokens a batch{cap}, bounded by the source (now)",
+        "sorted": f"sorted by length, at most {args.batch_tokens} tokens a batch{cap}, bounded by the source (default)",
     }
     table = (
         f"| {len(lines):,} lines, beams {args.num_beams}, {args.threads} threads | seconds | sentences/s | "

@@ -34,10 +34,16 @@ def test_a_malformed_training_command_record_is_named(record, tmp_path):
 @pytest.mark.parametrize("suffix", [".json", ".yaml"])
 def test_a_config_file_nested_too_deeply_is_one_line(suffix, tmp_path, caplog):
     config = tmp_path / f"run{suffix}"
-    # PyYAML composes in Python, more than one frame a level: as many levels as the recursion limit are too deep
-    # (and each level more makes it slower); json reads in C, its depth checked against the C stack: 100,000 levels
-    config.write_text("[" * (100_000 if suffix == ".json" else sys.getrecursionlimit()))
-    assert main(["train", "--config", str(config), "--output-dir", str(tmp_path / "run")]) == 1
+    # PyYAML composes in Python, more than one frame a level: as many levels as Python's default recursion limit
+    # (1000), under that limit, are too deep (a limit that a library raised would let it take seconds, each level
+    # more making it slower); json reads in C, its depth checked against the C stack: 100,000 levels
+    config.write_text("[" * (100_000 if suffix == ".json" else 1000))
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(1000)
+    try:
+        assert main(["train", "--config", str(config), "--output-dir", str(tmp_path / "run")]) == 1
+    finally:
+        sys.setrecursionlimit(limit)
     assert f"config file {config}: nested too deeply to read" in caplog.records[-1].getMessage()
 
 

@@ -281,8 +281,9 @@ def test_attention_functions_registered_with_transformers_run_in_the_transformer
 @pytest.mark.parametrize("model_type", MODEL_TYPES)
 def test_a_training_forward_and_a_decoding_step_compile_into_one_graph(model_type, monkeypatch):
     """`torch.compile(model, fullgraph=True)` (which fails on any graph break) traces a training forward with labels
-    and one cached decoding step, with eager's results. Dynamo traces recurrent layers with `allow_rnn`; an RNN batch
-    without padding (a padded one is packed, which reads its lengths)."""
+    and one cached decoding step (that one through AOTAutograd too, `aot_eager`), with eager's results. Dynamo traces
+    recurrent layers with `allow_rnn`; an RNN batch without padding (a padded one is packed, which reads its
+    lengths)."""
     monkeypatch.setattr(torch._dynamo.config, "allow_rnn", True)
     torch._dynamo.reset()
     model = make_model(model_type).train()
@@ -302,7 +303,7 @@ def test_a_training_forward_and_a_decoding_step_compile_into_one_graph(model_typ
         first = model(encoder_outputs=encoded, attention_mask=mask, decoder_input_ids=start, use_cache=True)
         step = dict(encoder_outputs=encoded, attention_mask=mask, decoder_input_ids=first.logits[:, -1:].argmax(-1))
         state = returned_cache(first)
-        ours = torch.compile(model, fullgraph=True, backend="eager")(cache=copy.deepcopy(state), **step)
+        ours = torch.compile(model, fullgraph=True, backend="aot_eager")(cache=copy.deepcopy(state), **step)
         eager = model(cache=copy.deepcopy(state), **step)
     torch.testing.assert_close(ours.logits, eager.logits)
     assert returned_cache(ours).get_seq_length() == 2

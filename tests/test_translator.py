@@ -317,16 +317,19 @@ def test_train_reports_to_tensorboard_and_records_its_longest_source(tatoeba_tsv
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("options", [["--num-beams", "1"], ["--num-beams", "2", "--length-penalty", "0.5"]])
+# each translation bounded by its source's length (the default), then by --max-new-tokens (a random model runs to each)
+@pytest.mark.parametrize(
+    "options", [["--num-beams", "1"], ["--num-beams", "2", "--length-penalty", "0.5", "--max-new-tokens", "12"]]
+)
 def test_evaluate_writes_what_translate_writes(folder, multi30k_dir, tmp_path, monkeypatch, capsys, options):
     import gzip
 
     hypotheses = tmp_path / "hypotheses.txt"
     evaluate = ["evaluate", "--model", str(folder), "--data", str(multi30k_dir), "--src-lang", "de", "--tgt-lang",
-                "en", "--max-samples", "24", "--batch-size", "8", "--output", str(hypotheses), *options]  # fmt: skip
+                "en", "--max-samples", "16", "--batch-size", "8", "--output", str(hypotheses), *options]  # fmt: skip
     assert main(evaluate) == 0
     with gzip.open(multi30k_dir / "test_2016_flickr.de.gz", "rt", encoding="utf-8") as file:
-        sources = [next(file).rstrip("\n") for _ in range(24)]
+        sources = [next(file).rstrip("\n") for _ in range(16)]
     capsys.readouterr()
     monkeypatch.setattr(sys, "stdin", io.StringIO("".join(f"{line}\n" for line in sources)))
     assert main(["translate", "--model", str(folder), "--batch-size", "8", *options]) == 0
