@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import logging
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -27,8 +28,10 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 # Tiny models compute on one thread, here and in every process a test starts: on tensors this small a second
 # thread costs more in synchronisation than it gains (several times more on a busy machine of two cores).
 os.environ.setdefault("OMP_NUM_THREADS", "1")
-# Every Hugging Face cache (datasets, evaluate modules, remote code) goes to a throw-away folder, not the home.
-os.environ["HF_HOME"] = tempfile.mkdtemp(prefix="hf_bahdanau_tests_")
+# Every Hugging Face cache (datasets, evaluate modules, remote code, trackio's store) goes to a throw-away folder of the
+# run, not the home: one for all its processes (the fork server's imports have read it for the workers it starts).
+os.environ.setdefault("HF_BAHDANAU_TEST_HF_HOME", tempfile.mkdtemp(prefix="hf_bahdanau_tests_"))
+os.environ["HF_HOME"] = os.environ["HF_BAHDANAU_TEST_HF_HOME"]
 # Compiled modules are kept (in the git-ignored __pycache__ folders) where the environment would have Python recompile
 # them in every process: the package's modules in each process a test starts, the test modules' rewritten asserts in
 # each pytest-xdist worker (seconds of CPU each).
@@ -57,27 +60,50 @@ def made_once(tmp_path_factory: pytest.TempPathFactory, name: str, make: Callabl
     return folder
 
 
+FORK_SERVER = Path(__file__).with_name("fork_server.py")
+FORK_SERVER_VARIABLE = "HF_BAHDANAU_TEST_FORK_SERVER"  # the socket of the run's fork server, for its workers
+
+
+def start_fork_server(folder: Path) -> subprocess.Popen:
+    """`tests/fork_server.py` serving on `folder/socket` until this process ends (its log: `folder/server.log`)."""
+    with (folder / "server.log").open("wb") as log:
+        return subprocess.Popen([sys.executable, str(FORK_SERVER), "serve", str(folder / "socket"), str(os.getpid())],
+                                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)  # fmt: skip
+
+
+def warm_command(socket: Path) -> list[str]:
+    return [sys.executable, "-S", str(FORK_SERVER), "run", str(socket)]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Under pytest-xdist the workers start warm as well: the run's fork server starts first, and each worker is its
+    child (`popen//python=...`), its libraries imported already."""
+    if hasattr(config, "workerinput") or not getattr(config.option, "tx", None):  # a worker, or one process
+        return
+    folder = Path(tempfile.mkdtemp(prefix="hf_bahdanau_forks_"))
+    start_fork_server(folder)
+    os.environ[FORK_SERVER_VARIABLE] = str(folder / "socket")
+    python = shlex.join(warm_command(folder / "socket"))
+    config.option.tx = [f"popen//python={python}" if spec == "popen" else spec for spec in config.option.tx]
+
+
 @pytest.fixture(scope="session")
 def warm_python(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
     """What a test runs in place of `python`: `[*warm_python, "-m", MODULE, ARG...]` (or `SCRIPT ARG...`) is a process
-    that runs it with the test's standard streams, environment and signals, started warm by `tests/fork_server.py`
-    (one server a test run, made once; it ends with the run)."""
-    script = Path(__file__).with_name("fork_server.py")
-    # the run's pytest process: under xdist the worker's parent
-    watched = os.getppid() if os.environ.get("PYTEST_XDIST_WORKER") else os.getpid()
+    that runs it with the test's standard streams, environment and signals, started warm by `tests/fork_server.py`:
+    the run's (`pytest_configure`), or in a run of one process one made when a test first asks for it."""
+    if FORK_SERVER_VARIABLE in os.environ:
+        return warm_command(Path(os.environ[FORK_SERVER_VARIABLE]))
 
     def start(folder: Path) -> None:
-        with (folder / "server.log").open("wb") as log:
-            server = subprocess.Popen([sys.executable, str(script), "serve", str(folder / "socket"), str(watched)],
-                                      stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                      start_new_session=True)  # fmt: skip
+        server = start_fork_server(folder)
         deadline = time.monotonic() + 300
         while not (folder / "socket").exists():
             assert server.poll() is None and time.monotonic() < deadline, (folder / "server.log").read_text()[-3000:]
             time.sleep(0.05)
 
-    folder = made_once(tmp_path_factory, "fork-server", start)
-    return [sys.executable, "-S", str(script), "run", str(folder / "socket")]
+    return warm_command(made_once(tmp_path_factory, "fork-server", start) / "socket")
 
 
 @pytest.fixture(scope="session")

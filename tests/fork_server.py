@@ -3,11 +3,12 @@ use, once, and forks a child for each command line, so that a test's process sta
 of paying those imports (seconds of CPU) again.
 
 `python fork_server.py serve SOCKET PID` imports, then listens on the Unix socket SOCKET until process PID ends.
-`python -S fork_server.py run SOCKET -m MODULE ARG...` (or `SCRIPT ARG...`) is what a test starts in place of
-`python -m MODULE ARG...`: it hands its standard input, output and error, its environment and folder to the server,
-whose child runs the module (or script) on them as `python` would; it passes the signals it gets on to that child and
-exits as the child does (with its status, or killed by its signal). A real process with real descriptors and signals,
-only started warm: what a fresh interpreter imports is test_startup.py's."""
+`python -S fork_server.py run SOCKET -m MODULE ARG...` (or `SCRIPT ARG...`, or `-c CODE ARG...`) is what a test
+starts in place of `python -m MODULE ARG...`: it hands its standard input, output and error, its environment and
+folder to the server, whose child runs the module (script, code) on them as `python` would; it passes the signals it
+gets on to that child and exits as the child does (with its status, or killed by its signal). A real process with real
+descriptors and signals, only started warm: what a fresh interpreter imports is test_startup.py's. pytest-xdist's
+workers start this way too (conftest's `pytest_configure`)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ import sys
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
 # What the commands import when they run (the package's own modules import them lazily, for a quick `--help`).
 LIBRARIES = ("torch", "transformers.modeling_utils", "transformers.trainer_seq2seq", "datasets", "accelerate",
-             "safetensors.torch", "sacrebleu", "evaluate", "fastapi", "uvicorn", "httpx")  # fmt: skip
+             "safetensors.torch", "sacrebleu", "evaluate", "fastapi", "uvicorn", "httpx", "pytest")  # fmt: skip
 
 
 def serve(path: str, watched: int) -> dict:
@@ -89,7 +90,8 @@ def serve(path: str, watched: int) -> dict:
         except ProcessLookupError:
             for pid in children:
                 os.kill(pid, signal.SIGKILL)
-            os.unlink(path)
+            if os.path.exists(path):
+                os.unlink(path)
             return {}
 
 
@@ -102,13 +104,18 @@ def run_command(request: dict) -> None:
     import runpy
     import threading
     import traceback
+    import types
 
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
-    argv = request["argv"]
-    sys.path[0] = os.getcwd() if argv[0] == "-m" else os.path.dirname(os.path.abspath(argv[0]))
+    argv = list(request["argv"])
+    while argv[0] in ("-u", "-B"):  # (output is flushed as it is written either way; nothing is compiled here)
+        argv.pop(0)
+    sys.path[0] = (
+        "" if argv[0] == "-c" else os.getcwd() if argv[0] == "-m" else os.path.dirname(os.path.abspath(argv[0]))
+    )
     extra = [entry for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep) if entry not in sys.path]
     sys.path[1:1] = [entry for entry in extra if entry]
     sys.stdin = sys.__stdin__ = io.TextIOWrapper(open(0, "rb", closefd=False))
@@ -118,7 +125,11 @@ def run_command(request: dict) -> None:
     )
     status, killed_by = 0, None
     try:
-        if argv[0] == "-m":
+        if argv[0] == "-c":
+            sys.argv = ["-c", *argv[2:]]
+            main = sys.modules["__main__"] = types.ModuleType("__main__")
+            exec(compile(argv[1], "<string>", "exec"), main.__dict__)
+        elif argv[0] == "-m":
             sys.argv = argv[1:]  # run_module puts the module's file first, as `python -m` does
             runpy.run_module(argv[1], run_name="__main__", alter_sys=True)
         else:
@@ -153,6 +164,11 @@ def run_command(request: dict) -> None:
 
 def run(path: str, argv: list[str]) -> None:
     """The test's side: have the server run `argv`, pass signals on, and end as its child ends."""
+    import time
+
+    deadline = time.monotonic() + 300  # the server may still be importing
+    while not os.path.exists(path) and time.monotonic() < deadline:
+        time.sleep(0.05)
     server = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     server.connect(path)
     request = {"argv": argv, "env": dict(os.environ), "cwd": os.getcwd()}
