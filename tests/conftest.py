@@ -62,6 +62,7 @@ def made_once(tmp_path_factory: pytest.TempPathFactory, name: str, make: Callabl
 
 FORK_SERVER = Path(__file__).with_name("fork_server.py")
 FORK_SERVER_VARIABLE = "HF_BAHDANAU_TEST_FORK_SERVER"  # the socket of the run's fork server, for its workers
+FORKS = sys.platform == "linux"  # (its sockets; elsewhere processes start as `python` starts them)
 
 
 def start_fork_server(folder: Path) -> subprocess.Popen:
@@ -79,7 +80,7 @@ def warm_command(socket: Path) -> list[str]:
 def pytest_configure(config: pytest.Config) -> None:
     """Under pytest-xdist the workers start warm as well: the run's fork server starts first, and each worker is its
     child (`popen//python=...`), its libraries imported already."""
-    if hasattr(config, "workerinput") or not getattr(config.option, "tx", None):  # a worker, or one process
+    if hasattr(config, "workerinput") or not getattr(config.option, "tx", None) or not FORKS:  # a worker, one process
         return
     folder = Path(tempfile.mkdtemp(prefix="hf_bahdanau_forks_"))
     start_fork_server(folder)
@@ -93,6 +94,8 @@ def warm_python(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
     """What a test runs in place of `python`: `[*warm_python, "-m", MODULE, ARG...]` (or `SCRIPT ARG...`) is a process
     that runs it with the test's standard streams, environment and signals, started warm by `tests/fork_server.py`:
     the run's (`pytest_configure`), or in a run of one process one made when a test first asks for it."""
+    if not FORKS:
+        return [sys.executable]
     if FORK_SERVER_VARIABLE in os.environ:
         return warm_command(Path(os.environ[FORK_SERVER_VARIABLE]))
 
