@@ -63,6 +63,7 @@ def made_once(tmp_path_factory: pytest.TempPathFactory, name: str, make: Callabl
 FORK_SERVER = Path(__file__).with_name("fork_server.py")
 FORK_SERVER_VARIABLE = "HF_BAHDANAU_TEST_FORK_SERVER"  # the socket of the run's fork server, for its workers
 FORKS = sys.platform == "linux"  # (its sockets; elsewhere processes start as `python` starts them)
+RUN_FORK_SERVER = pytest.StashKey[tuple[subprocess.Popen, Path]]()  # the run's server and its folder
 
 
 def start_fork_server(folder: Path) -> subprocess.Popen:
@@ -83,10 +84,19 @@ def pytest_configure(config: pytest.Config) -> None:
     if hasattr(config, "workerinput") or not getattr(config.option, "tx", None) or not FORKS:  # a worker, one process
         return
     folder = Path(tempfile.mkdtemp(prefix="hf_bahdanau_forks_"))
-    start_fork_server(folder)
+    config.stash[RUN_FORK_SERVER] = (start_fork_server(folder), folder)
     os.environ[FORK_SERVER_VARIABLE] = str(folder / "socket")
     python = shlex.join(warm_command(folder / "socket"))
     config.option.tx = [f"popen//python={python}" if spec == "popen" else spec for spec in config.option.tx]
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """The run's fork server stops, and its folder goes."""
+    if RUN_FORK_SERVER in config.stash:
+        server, folder = config.stash[RUN_FORK_SERVER]
+        server.terminate()
+        server.wait(timeout=60)
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
