@@ -31,6 +31,7 @@ def serve(path: str, watched: int) -> dict:
     import pkgutil
     import select
 
+    gc.disable()  # while importing: the collections would find next to nothing, going through every object each time
     import hf_bahdanau
 
     for module in pkgutil.walk_packages(hf_bahdanau.__path__, "hf_bahdanau."):
@@ -39,6 +40,7 @@ def serve(path: str, watched: int) -> dict:
     for name in LIBRARIES:
         importlib.import_module(name)
     gc.freeze()  # what is imported stays shared with the children: the collector does not touch it
+    gc.enable()
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     listener.bind(path + ".new")
     listener.listen(64)
