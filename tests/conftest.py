@@ -75,6 +75,7 @@ def start_fork_server(folder: Path) -> subprocess.Popen:
 
 
 def warm_command(socket: Path) -> list[str]:
+    """The command that starts a process through the fork server listening on `socket`."""
     return [sys.executable, "-S", str(FORK_SERVER), "run", str(socket)]
 
 

@@ -46,11 +46,13 @@ def serve(path: str, watched: int) -> dict:
     listener.listen(64)
     os.rename(path + ".new", path)  # the socket appears once it accepts
     children: dict[int, socket.socket] = {}  # pid -> its request's connection
+    killed: set[int] = set()  # children killed because their runner went
     ended, ending = os.pipe2(os.O_NONBLOCK)  # a child's end wakes the loop (its SIGCHLD writes a byte)
     signal.set_wakeup_fd(ending)
     signal.signal(signal.SIGCHLD, lambda *_: None)
     while True:
-        ready = select.select([listener, ended, *children.values()], [], [], 0.5)[0]
+        waiting = [connection for pid, connection in children.items() if pid not in killed]
+        ready = select.select([listener, ended, *waiting], [], [], 0.5)[0]
         for connection in ready:
             if connection == ended:
                 os.read(ended, 4096)
@@ -77,11 +79,13 @@ def serve(path: str, watched: int) -> dict:
             elif not connection.recv(16):  # the runner is gone (killed): so is its child
                 pid = next(pid for pid, known in children.items() if known is connection)
                 os.kill(pid, signal.SIGKILL)
+                killed.add(pid)  # (its connection is at its end until the child is reaped)
         while children:
             pid, status = os.waitpid(-1, os.WNOHANG)
             if pid == 0:
                 break
             connection = children.pop(pid)
+            killed.discard(pid)
             try:
                 connection.send(str(os.waitstatus_to_exitcode(status)).encode())
             except OSError:
