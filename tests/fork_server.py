@@ -4,16 +4,20 @@ of paying those imports (seconds of CPU) again.
 
 `python fork_server.py serve SOCKET PID` imports, then listens on the Unix socket SOCKET until process PID ends.
 `python -S fork_server.py run SOCKET -m MODULE ARG...` (or `SCRIPT ARG...`, or `-c CODE ARG...`) is what a test
-starts in place of `python -m MODULE ARG...`: it hands its standard input, output and error, its environment and
-folder to the server, whose child runs the module (script, code) on them as `python` would; it passes the signals it
-gets on to that child and exits as the child does (with its status, or killed by its signal). A real process with real
-descriptors and signals, only started warm: what a fresh interpreter imports is test_startup.py's. pytest-xdist's
-workers start this way too (conftest's `pytest_configure`)."""
+starts in place of `python -m MODULE ARG...`: it hands its open descriptors (standard input, output and error, and
+any other it inherited, at their numbers), its environment and folder to the server, whose child runs the module
+(script, code) on them as `python` would; it passes the signals it gets on to that child and exits as the child does
+(with its status, or killed by its signal). A real process with real descriptors and signals, only started warm: what
+a fresh interpreter imports is test_startup.py's. pytest-xdist's workers start this way too (conftest's
+`pytest_configure`), and so do the processes a child starts with multiprocessing's "spawn" (uvicorn's workers): their
+interpreter is the script `SOCKET.python`, a runner."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import shlex
 import signal
 import socket
 import sys
@@ -22,6 +26,11 @@ FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signa
 # What the commands import when they run (the package's own modules import them lazily, for a quick `--help`).
 LIBRARIES = ("torch", "transformers.modeling_utils", "transformers.trainer_seq2seq", "datasets", "accelerate",
              "safetensors.torch", "sacrebleu", "evaluate", "fastapi", "uvicorn", "httpx", "pytest")  # fmt: skip
+# Interpreter options a runner may be given (multiprocessing repeats the parent's), which the child leaves aside: those
+# taking a value, and those without (the server's own interpreter settings hold).
+VALUED_OPTIONS = ("-W", "-X")
+PLAIN_OPTIONS = ("-B", "-b", "-bb", "-d", "-E", "-I", "-O", "-OO", "-P", "-q", "-S", "-s", "-u", "-v")
+MAX_DESCRIPTORS = 253  # (SCM_MAX_FD: what one message may carry)
 
 
 def serve(path: str, watched: int) -> dict:
@@ -41,6 +50,9 @@ def serve(path: str, watched: int) -> dict:
         importlib.import_module(name)
     gc.freeze()  # what is imported stays shared with the children: the collector does not touch it
     gc.enable()
+    with open(path + ".python", "w") as runner:  # an interpreter for multiprocessing: a runner of this server
+        runner.write(f'#!/bin/sh\nexec {shlex.join(run_command_line(path))} "$@"\n')
+    os.chmod(path + ".python", 0o755)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     listener.bind(path + ".new")
     listener.listen(64)
@@ -58,7 +70,7 @@ def serve(path: str, watched: int) -> dict:
                 os.read(ended, 4096)
             elif connection is listener:
                 connection, _ = listener.accept()
-                message, fds, _, _ = socket.recv_fds(connection, 1 << 20, 3)
+                message, fds, _, _ = socket.recv_fds(connection, 1 << 20, MAX_DESCRIPTORS)
                 sys.stdout.flush(), sys.stderr.flush()
                 pid = os.fork()
                 if pid == 0:
@@ -68,10 +80,9 @@ def serve(path: str, watched: int) -> dict:
                     for other in children.values():
                         other.close()
                     connection.close()
-                    for target, fd in enumerate(fds):
-                        os.dup2(fd, target)
-                        os.close(fd)
-                    return json.loads(message)
+                    request = json.loads(message)
+                    take_descriptors(fds, request["fds"])
+                    return request
                 for fd in fds:
                     os.close(fd)
                 connection.send(str(pid).encode())
@@ -101,12 +112,30 @@ def serve(path: str, watched: int) -> dict:
             return {}
 
 
-def run_command(request: dict) -> None:
+def take_descriptors(received: list[int], numbers: list[int]) -> None:
+    """Put each received descriptor at the number it had in the runner (moved above all of them first, so that none
+    is overwritten before it is placed)."""
+    above = max(numbers) + 1
+    moved = [fcntl.fcntl(fd, fcntl.F_DUPFD, above) for fd in received]
+    for fd in received:
+        os.close(fd)
+    for number, fd in zip(numbers, moved, strict=True):
+        os.dup2(fd, number)
+        os.close(fd)
+
+
+def run_command_line(path: str) -> list[str]:
+    """The command that starts a process through the fork server listening on `path` (conftest's `warm_command`)."""
+    return [sys.executable, "-S", os.path.abspath(__file__), "run", path]
+
+
+def run_command(request: dict, path: str) -> None:
     """In the server's child: become `python ARGV...` in the runner's folder and environment, and
     end as that process ends: non-daemon threads joined, exit functions run, streams flushed. (It then leaves with
     `os._exit`: tearing down the inherited modules, as an interpreter's exit does, would copy the whole server.)"""
     import atexit
     import io
+    import multiprocessing.spawn
     import runpy
     import threading
     import traceback
@@ -116,9 +145,14 @@ def run_command(request: dict) -> None:
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
+    multiprocessing.spawn.set_executable(path + ".python")
     argv = list(request["argv"])
-    while argv[0] in ("-u", "-B"):  # (output is flushed as it is written either way; nothing is compiled here)
-        argv.pop(0)
+    while argv[0] not in ("-c", "-m") and argv[0].startswith("-"):
+        option = argv.pop(0)
+        if option in VALUED_OPTIONS:
+            argv.pop(0)
+        elif not option.startswith(VALUED_OPTIONS) and option not in PLAIN_OPTIONS:
+            raise SystemExit(f"fork_server.py: the interpreter option {option} is not known here")
     sys.path[0] = (
         "" if argv[0] == "-c" else os.getcwd() if argv[0] == "-m" else os.path.dirname(os.path.abspath(argv[0]))
     )
@@ -172,17 +206,20 @@ def run(path: str, argv: list[str]) -> None:
     """The test's side: have the server run `argv`, pass signals on, and end as its child ends."""
     import time
 
+    inherited = [0, 1, 2] + [fd for fd in map(int, os.listdir("/proc/self/fd")) if fd > 2 and is_open(fd)]
+    if len(inherited) > MAX_DESCRIPTORS:
+        raise SystemExit(f"fork_server.py: {len(inherited)} open descriptors, more than one message carries")
     deadline = time.monotonic() + 300  # the server may still be importing
     while not os.path.exists(path) and time.monotonic() < deadline:
         time.sleep(0.05)
     server = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     server.connect(path)
-    request = {"argv": argv, "env": dict(os.environ), "cwd": os.getcwd()}
-    socket.send_fds(server, [json.dumps(request).encode()], [0, 1, 2])
+    request = {"argv": argv, "env": dict(os.environ), "cwd": os.getcwd(), "fds": inherited}
+    socket.send_fds(server, [json.dumps(request).encode()], inherited)
     child = int(server.recv(32))
     for number in FORWARDED:
         signal.signal(number, lambda number, _: os.kill(child, number))
-    for fd in (0, 1, 2):  # the child holds them now: a pipe ends when the child closes it
+    for fd in inherited:  # the child holds them now: a pipe ends when the child closes it
         os.close(fd)
     status = int(server.recv(32))
     if status < 0:  # killed by a signal: so is this process
@@ -191,10 +228,19 @@ def run(path: str, argv: list[str]) -> None:
     os._exit(status)
 
 
+def is_open(fd: int) -> bool:
+    """Whether `fd` is an open descriptor (the one that listed them is closed again)."""
+    try:
+        os.fstat(fd)
+    except OSError:
+        return False
+    return True
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "serve":
         request = serve(sys.argv[2], int(sys.argv[3]))
         if request:
-            run_command(request)
+            run_command(request, sys.argv[2])
     else:
         run(sys.argv[2], sys.argv[3:])

@@ -9,7 +9,7 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -118,21 +118,43 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 @contextlib.contextmanager
-def terminate_as_interrupt() -> Iterator[None]:
-    """SIGTERM (e.g. `kill`, a job scheduler) raises KeyboardInterrupt as Ctrl-C does, in the main thread, meanwhile."""
+def terminate_as_interrupt() -> Iterator[Callable[[], contextlib.AbstractContextManager[None]]]:
+    """SIGTERM (e.g. `kill`, a job scheduler) raises KeyboardInterrupt as Ctrl-C does, in the main thread, meanwhile.
+    Both wait out a block under the `whole()` it gives, so that what the block writes and counts is done whole, or not
+    at all: the interrupt comes at its end."""
+    held: list[int] = []  # signals received within a block, where one is running ([None] marks it)
 
     def interrupt(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt
+        if held:
+            held.append(signum)
+        else:
+            raise KeyboardInterrupt
+
+    @contextlib.contextmanager
+    def whole() -> Iterator[None]:
+        held.append(None)
+        try:
+            yield
+        finally:
+            received = len(held) > 1
+            held.clear()
+        if received:
+            raise KeyboardInterrupt
 
     try:
         previous = signal.signal(signal.SIGTERM, interrupt)
     except ValueError:  # not the main thread: signals stay as they are
-        yield
+        yield contextlib.nullcontext
         return
+    ctrl_c = signal.getsignal(signal.SIGINT) is signal.default_int_handler  # (one that is ignored stays ignored)
+    if ctrl_c:
+        signal.signal(signal.SIGINT, interrupt)
     try:
-        yield
+        yield whole
     finally:
         signal.signal(signal.SIGTERM, previous)
+        if ctrl_c:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def _interactive_lines(prompt: str) -> Iterable[str]:
@@ -280,23 +302,25 @@ def _translate_documents(translator: Translator, args: argparse.Namespace) -> No
     progress = sys.stderr.isatty()  # a bar on a terminal, not in a log file
     written = 0
     try:  # each paragraph (record) is written as soon as its sentences are translated
-        with terminate_as_interrupt():
+        with terminate_as_interrupt() as whole:
             batches = translator.translate_stream(sentences, progress=progress, **generation_options(args))
             found = grouped(counts, (translation for batch in batches for translation in batch))
             for index, (layout, hypotheses) in enumerate(zip(layouts, found, strict=True)):
                 translation = join_document(layout, [hypothesis.text for hypothesis in hypotheses])
                 if records is None:
-                    sys.stdout.write(f"{translation}\n")
+                    line = f"{translation}\n"
                 elif records[index] is None:
-                    sys.stdout.write("\n")
+                    line = "\n"
                 else:
                     record = {**records[index], "translation": translation}
                     if args.scores:  # null where nothing was translated (0.0 would say "certain")
                         scores = [hypothesis.score for hypothesis in hypotheses if hypothesis.score is not None]
                         record["score"] = round(sum(scores) / len(scores), 4) if scores else None
-                    sys.stdout.write(jsonl_line(record))
-                sys.stdout.flush()
-                written += 1
+                    line = jsonl_line(record)
+                with whole():
+                    sys.stdout.write(line)
+                    sys.stdout.flush()
+                    written += 1
     except KeyboardInterrupt:
         unit = "lines" if jsonl else "paragraph lines"
         raise KeyboardInterrupt(f"interrupted: wrote {written} of {len(layouts)} {unit}") from None
@@ -341,15 +365,17 @@ def run(args: argparse.Namespace) -> None:
     chunks = [list(args.text)] if args.text else _stdin_chunks(SORT_WINDOW)
     written = read = 0
     try:  # each batch is written as soon as it can be, in input order: an interrupted run keeps what it has done
-        with terminate_as_interrupt():
+        with terminate_as_interrupt() as whole:
             if args.heatmap:
                 _write_heatmap(translator, args.text[0], args, **options)
             progress = sys.stderr.isatty()  # a bar on a terminal, not in a log file
             for texts in chunks:
                 read += len(texts)
                 for batch in translator.translate_stream(texts, progress=progress, **decoding):
-                    sys.stdout.write("".join(lines(written + i, translation) for i, translation in enumerate(batch)))
-                    sys.stdout.flush()
-                    written += len(batch)
+                    output = "".join(lines(written + i, translation) for i, translation in enumerate(batch))
+                    with whole():
+                        sys.stdout.write(output)
+                        sys.stdout.flush()
+                        written += len(batch)
     except KeyboardInterrupt:
         raise KeyboardInterrupt(f"interrupted: wrote {written} translations of the {read} lines read") from None
