@@ -3,6 +3,7 @@ Markdown table is logged and written."""
 
 from __future__ import annotations
 
+import gzip
 import re
 
 import pytest
@@ -11,14 +12,12 @@ from helpers import make_model
 from hf_bahdanau.data.tokenization import train_tokenizer
 from hf_bahdanau.models.pipelines import save_for_pipeline
 
-SENTENCES = ["Ein Mann fährt Fahrrad.", "Zwei Hunde spielen im Schnee.", "Eine Frau liest ein Buch im Park.",
-             "Kinder laufen am Strand entlang.", "Ein Junge springt ins Wasser."]  # fmt: skip
-
 
 @pytest.mark.slow
 def test_twenty_lines_give_the_table_of_both_ways_and_compare_their_output(multi30k_dir, tmp_path, monkeypatch,
                                                                           run_script):  # fmt: skip
-    tokenizer = train_tokenizer(SENTENCES, 100, min_freq=1)
+    with gzip.open(multi30k_dir / "test_2016_flickr.de.gz", "rt", encoding="utf-8") as lines:
+        tokenizer = train_tokenizer(lines.read().splitlines()[:20], 300, min_freq=1)  # the lines it translates
     model = make_model("d2l_transformer", width=16, vocab_size=len(tokenizer), source_language="de")
     model.generation_config.max_new_tokens = 10
     folder = save_for_pipeline(model, tokenizer, tmp_path / "model")
