@@ -17,7 +17,6 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from fork_server import run_command_line
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 _DEFAULT_DATA_DIR = REPO_ROOT.parent / "shared" / "data"
@@ -75,6 +74,13 @@ def start_fork_server(folder: Path) -> subprocess.Popen:
                                 start_new_session=True)  # fmt: skip
 
 
+def warm_command(socket: str) -> list[str]:
+    """The command that starts a process through the fork server listening on `socket` (where `FORKS`)."""
+    from fork_server import run_command_line  # (POSIX only)
+
+    return run_command_line(socket)
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """Under pytest-xdist the workers start warm as well: the run's fork server starts first, and each worker is its
     child (`popen//python=...`), its libraries imported already."""
@@ -83,7 +89,7 @@ def pytest_configure(config: pytest.Config) -> None:
     folder = Path(tempfile.mkdtemp(prefix="hf_bahdanau_forks_"))
     config.stash[RUN_FORK_SERVER] = (start_fork_server(folder), folder)
     os.environ[FORK_SERVER_VARIABLE] = str(folder / "socket")
-    python = shlex.join(run_command_line(str(folder / "socket")))
+    python = shlex.join(warm_command(str(folder / "socket")))
     config.option.tx = [f"popen//python={python}" if spec == "popen" else spec for spec in config.option.tx]
 
 
@@ -104,7 +110,7 @@ def warm_python(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
     if not FORKS:
         return [sys.executable]
     if FORK_SERVER_VARIABLE in os.environ:
-        return run_command_line(os.environ[FORK_SERVER_VARIABLE])
+        return warm_command(os.environ[FORK_SERVER_VARIABLE])
 
     def start(folder: Path) -> None:
         server = start_fork_server(folder)
@@ -113,7 +119,7 @@ def warm_python(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
             assert server.poll() is None and time.monotonic() < deadline, (folder / "server.log").read_text()[-3000:]
             time.sleep(0.05)
 
-    return run_command_line(str(made_once(tmp_path_factory, "fork-server", start) / "socket"))
+    return warm_command(str(made_once(tmp_path_factory, "fork-server", start) / "socket"))
 
 
 @pytest.fixture(scope="session")
