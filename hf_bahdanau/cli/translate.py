@@ -122,23 +122,23 @@ def terminate_as_interrupt() -> Iterator[Callable[[], contextlib.AbstractContext
     """SIGTERM (e.g. `kill`, a job scheduler) raises KeyboardInterrupt as Ctrl-C does, in the main thread, meanwhile.
     Both wait out a block under the `whole()` it gives, so that what the block writes and counts is done whole, or not
     at all: the interrupt comes at its end."""
-    held: list[int] = []  # signals received within a block, where one is running ([None] marks it)
+    in_block = interrupted = False
 
     def interrupt(signum: int, frame: object) -> None:
-        if held:
-            held.append(signum)
-        else:
+        nonlocal interrupted
+        if not in_block:
             raise KeyboardInterrupt
+        interrupted = True
 
     @contextlib.contextmanager
     def whole() -> Iterator[None]:
-        held.append(None)
+        nonlocal in_block
+        in_block = True
         try:
             yield
         finally:
-            received = len(held) > 1
-            held.clear()
-        if received:
+            in_block = False
+        if interrupted:
             raise KeyboardInterrupt
 
     try:
