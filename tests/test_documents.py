@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import io
 import json
+import logging
+import os
+import signal
 import sys
 
 import pytest
@@ -100,6 +103,33 @@ def test_translate_document_writes_paragraphs_back_with_their_blank_lines(folder
     path.write_text("\ufeff" + DOCUMENT, encoding="utf-8")  # a byte-order mark, as Windows editors write it
     assert main(["translate", "--model", str(folder), "--document", str(path), "--batch-tokens", "30"]) == 0
     assert capsys.readouterr().out == output
+
+
+def test_an_interrupted_jsonl_translation_keeps_the_whole_records_it_wrote(folder, monkeypatch, capsys, caplog):
+    """SIGTERM once the second batch is translated, before it is written: the records of the first stay, each whole,
+    as the uninterrupted run writes them, and the error line counts them."""
+    texts = ["Eine Frau liest ein Buch.", "Ein Mann fährt Fahrrad.", "Zwei Hunde spielen.", "He is calm.", "I ran.",
+             "Go."]  # fmt: skip
+    stdin = "".join(json.dumps({"id": i, "text": text}) + "\n" for i, text in enumerate(texts))  # longest first
+    command = ["translate", "--model", str(folder), "--input-format", "jsonl", "--batch-size", "2"]
+    monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))
+    assert main(command) == 0
+    whole = capsys.readouterr().out.splitlines()
+    stream = Translator.translate_stream
+
+    def interrupted(self, *args, **kwargs):
+        for number, batch in enumerate(stream(self, *args, **kwargs)):
+            if number == 1:
+                os.kill(os.getpid(), signal.SIGTERM)
+            yield batch
+
+    monkeypatch.setattr(Translator, "translate_stream", interrupted)
+    monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))
+    with caplog.at_level(logging.ERROR):
+        assert main(command) == 130
+    written = capsys.readouterr().out.splitlines()
+    assert 0 < len(written) < len(texts) and written == whole[: len(written)]
+    assert caplog.records[-1].getMessage() == f"interrupted: wrote {len(written)} of {len(texts)} lines"
 
 
 @pytest.mark.slow
