@@ -13,6 +13,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
@@ -62,16 +63,30 @@ def made_once(tmp_path_factory: pytest.TempPathFactory, name: str, make: Callabl
 
 FORK_SERVER = Path(__file__).with_name("fork_server.py")
 FORK_SERVER_VARIABLE = "HF_BAHDANAU_TEST_FORK_SERVER"  # the socket of the run's fork server, for its workers
+# the folder of the run's fork server without the package (its socket, its HF_HOME), for the workers
+WITHOUT_THE_PACKAGE_VARIABLE = "HF_BAHDANAU_TEST_FORK_SERVER_WITHOUT_THE_PACKAGE"
 FORKS = sys.platform == "linux"  # (its sockets; elsewhere processes start as `python` starts them)
-RUN_FORK_SERVER = pytest.StashKey[tuple[subprocess.Popen, Path]]()  # the run's server and its folder
+RUN_FORK_SERVERS = pytest.StashKey[tuple[list[subprocess.Popen], Path]]()  # the run's servers and their folder
 
 
-def start_fork_server(folder: Path) -> subprocess.Popen:
-    """`tests/fork_server.py` serving on `folder/socket` until this process ends (its log: `folder/server.log`)."""
+def start_fork_server(folder: Path, package: bool = True) -> subprocess.Popen:
+    """`tests/fork_server.py` serving on `folder/socket` until this process ends (its log: `folder/server.log`);
+    without the package (`package=False`), with `folder/hf_home` as its HF_HOME and no PYTHONPATH."""
+    env = dict(os.environ) if package else {**os.environ, "HF_HOME": str(folder / "hf_home"), "PYTHONPATH": ""}
+    command = [sys.executable, str(FORK_SERVER), "serve", str(folder / "socket"), str(os.getpid())]
     with (folder / "server.log").open("wb") as log:
-        return subprocess.Popen([sys.executable, str(FORK_SERVER), "serve", str(folder / "socket"), str(os.getpid())],
+        return subprocess.Popen([*command, *([] if package else ["--without-the-package"])], env=env,
                                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                 start_new_session=True)  # fmt: skip
+
+
+def start_and_wait(folder: Path, package: bool = True) -> None:
+    """`start_fork_server`, returning once its socket accepts (failing with its log if it ends first)."""
+    server = start_fork_server(folder, package)
+    deadline = time.monotonic() + 300
+    while not (folder / "socket").exists():
+        assert server.poll() is None and time.monotonic() < deadline, (folder / "server.log").read_text()[-3000:]
+        time.sleep(0.05)
 
 
 def warm_command(socket: str) -> list[str]:
@@ -82,23 +97,29 @@ def warm_command(socket: str) -> list[str]:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Under pytest-xdist the workers start warm as well: the run's fork server starts first, and each worker is its
-    child (`popen//python=...`), its libraries imported already."""
+    """Under pytest-xdist the workers start warm as well: the run's fork servers start first (the one without the
+    package imports while the other does), and each worker is a child of the first (`popen//python=...`), its
+    libraries imported already."""
     if hasattr(config, "workerinput") or not getattr(config.option, "tx", None) or not FORKS:  # a worker, one process
         return
     folder = Path(tempfile.mkdtemp(prefix="hf_bahdanau_forks_"))
-    config.stash[RUN_FORK_SERVER] = (start_fork_server(folder), folder)
+    (folder / "without").mkdir()
+    servers = [start_fork_server(folder), start_fork_server(folder / "without", package=False)]
+    config.stash[RUN_FORK_SERVERS] = (servers, folder)
     os.environ[FORK_SERVER_VARIABLE] = str(folder / "socket")
+    os.environ[WITHOUT_THE_PACKAGE_VARIABLE] = str(folder / "without")
     python = shlex.join(warm_command(str(folder / "socket")))
     config.option.tx = [f"popen//python={python}" if spec == "popen" else spec for spec in config.option.tx]
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    """The run's fork server stops, and its folder goes."""
-    if RUN_FORK_SERVER in config.stash:
-        server, folder = config.stash[RUN_FORK_SERVER]
-        server.terminate()
-        server.wait(timeout=60)
+    """The run's fork servers stop, and their folder goes."""
+    if RUN_FORK_SERVERS in config.stash:
+        servers, folder = config.stash[RUN_FORK_SERVERS]
+        for server in servers:
+            server.terminate()
+        for server in servers:
+            server.wait(timeout=60)
         shutil.rmtree(folder, ignore_errors=True)
 
 
@@ -111,15 +132,30 @@ def warm_python(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
         return [sys.executable]
     if FORK_SERVER_VARIABLE in os.environ:
         return warm_command(os.environ[FORK_SERVER_VARIABLE])
+    return warm_command(str(made_once(tmp_path_factory, "fork-server", start_and_wait) / "socket"))
 
-    def start(folder: Path) -> None:
-        server = start_fork_server(folder)
-        deadline = time.monotonic() + 300
-        while not (folder / "socket").exists():
-            assert server.poll() is None and time.monotonic() < deadline, (folder / "server.log").read_text()[-3000:]
-            time.sleep(0.05)
 
-    return warm_command(str(made_once(tmp_path_factory, "fork-server", start) / "socket"))
+@dataclass(frozen=True)
+class PythonWithoutThePackage:
+    """A `python` for processes that block the package's import (`sys.modules["hf_bahdanau"] = None`), as if it were
+    not installed: `command` in place of `python`, to run with `hf_home` as HF_HOME (its Hub cache, its remote code)."""
+
+    command: list[str]
+    hf_home: Path
+
+
+@pytest.fixture(scope="session")
+def python_without_the_package(tmp_path_factory: pytest.TempPathFactory) -> PythonWithoutThePackage:
+    """Started warm by the run's fork server without the package (which read its HF_HOME as it imported: its
+    processes keep it), or in a run of one process one made when a test first asks for it; elsewhere `python`."""
+    if not FORKS:
+        return PythonWithoutThePackage([sys.executable], tmp_path_factory.mktemp("hf_home"))
+    if WITHOUT_THE_PACKAGE_VARIABLE in os.environ:
+        folder = Path(os.environ[WITHOUT_THE_PACKAGE_VARIABLE])
+    else:
+        folder = made_once(tmp_path_factory, "fork-server-without-the-package",
+                           lambda folder: start_and_wait(folder, package=False))  # fmt: skip
+    return PythonWithoutThePackage(warm_command(str(folder / "socket")), folder / "hf_home")
 
 
 @pytest.fixture(scope="session")
@@ -273,7 +309,9 @@ print(json.dumps(found))
 
 
 @pytest.fixture(scope="session")
-def without_the_package(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
+def without_the_package(
+    tmp_path_factory: pytest.TempPathFactory, python_without_the_package: PythonWithoutThePackage
+) -> dict[str, dict]:
     """Each model type's tiny model (`helpers.make_model`) saved with its remote code, and one with a word tokenizer
     saved for the pipeline, then loaded in one process where `hf_bahdanau` cannot be imported: by
     `AutoModelForSeq2SeqLM` and `AutoModel` (`trust_remote_code=True`), and by `pipeline(task, trust_remote_code=True)`
@@ -283,8 +321,6 @@ def without_the_package(tmp_path_factory: pytest.TempPathFactory) -> dict[str, d
     models, the `generated` ids, the base model's `states` (last hidden states), each pipeline's `translations` and
     the top-level `pipeline_modules` of its class and of its model's class."""
     import json
-    import subprocess
-    import sys
 
     import torch
     from helpers import MODEL_TYPES, PIPELINE_NEW_TOKENS, WORD_CORPUS, WORD_TEXTS, make_model, random_ids
@@ -311,8 +347,9 @@ def without_the_package(tmp_path_factory: pytest.TempPathFactory) -> dict[str, d
             torch.save(made["inputs"], root / model_type / "inputs.pt")
         folders = json.dumps({model_type: str(root / model_type) for model_type in MODEL_TYPES})
         tasks = json.dumps([TASK, *TASK_ALIASES])  # "translation", as transformers v4 users type it
-        env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(root / "hf_home"), "PYTHONPATH": ""}
-        process = subprocess.run([sys.executable, "-c", _WITHOUT_THE_PACKAGE, folders, tasks, json.dumps(texts),
+        python = python_without_the_package
+        env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(python.hf_home), "PYTHONPATH": ""}
+        process = subprocess.run([*python.command, "-c", _WITHOUT_THE_PACKAGE, folders, tasks, json.dumps(texts),
                                   str(PIPELINE_NEW_TOKENS)], cwd=root, env=env, capture_output=True, text=True,
                                  timeout=600)  # fmt: skip
         assert process.returncode == 0, process.stderr[-3000:]

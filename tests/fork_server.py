@@ -2,7 +2,9 @@
 use, once, and forks a child for each command line, so that a test's process starts in a fraction of a second instead
 of paying those imports (seconds of CPU) again.
 
-`python fork_server.py serve SOCKET PID` imports, then listens on the Unix socket SOCKET until process PID ends.
+`python fork_server.py serve SOCKET PID` imports, then listens on the Unix socket SOCKET until process PID ends;
+`serve SOCKET PID --without-the-package` imports only torch and transformers' model and pipeline code, for processes in
+which a test blocks the package's import (`sys.modules["hf_bahdanau"] = None`) as if it were not installed.
 `python -S fork_server.py run SOCKET -m MODULE ARG...` (or `SCRIPT ARG...`, or `-c CODE ARG...`) is what a test
 starts in place of `python -m MODULE ARG...`: it hands its open descriptors (standard input, output and error, and
 any other it inherited, at their numbers), its environment and folder to the server, whose child runs the module
@@ -26,6 +28,8 @@ FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signa
 # What the commands import when they run (the package's own modules import them lazily, for a quick `--help`).
 LIBRARIES = ("torch", "transformers.modeling_utils", "transformers.trainer_seq2seq", "datasets", "accelerate",
              "safetensors.torch", "sacrebleu", "evaluate", "fastapi", "uvicorn", "httpx", "pytest")  # fmt: skip
+# What loading a saved folder's remote code imports, without the package: the Auto classes, generate, the pipeline.
+LIBRARIES_WITHOUT_THE_PACKAGE = ("torch", "transformers.modeling_utils", "transformers.pipelines")
 # Interpreter options a runner may be given (multiprocessing repeats the parent's), which the child leaves aside: those
 # taking a value, and those without (the server's own interpreter settings hold).
 VALUED_OPTIONS = ("-W", "-X")
@@ -33,20 +37,22 @@ PLAIN_OPTIONS = ("-B", "-b", "-bb", "-d", "-E", "-I", "-O", "-OO", "-P", "-q", "
 MAX_DESCRIPTORS = 253  # (SCM_MAX_FD: what one message may carry)
 
 
-def serve(path: str, watched: int) -> dict:
-    """Import, then fork a child for each request until process `watched` ends; returns the request in a child."""
+def serve(path: str, watched: int, package: bool = True) -> dict:
+    """Import (the package too, unless not `package`), then fork a child for each request until process `watched`
+    ends; returns the request in a child."""
     import gc
     import importlib
     import pkgutil
     import select
 
     gc.disable()  # while importing: the collections would find next to nothing, going through every object each time
-    import hf_bahdanau
+    if package:
+        import hf_bahdanau
 
-    for module in pkgutil.walk_packages(hf_bahdanau.__path__, "hf_bahdanau."):
-        if not module.name.endswith(".__main__"):  # (which would run a command)
-            importlib.import_module(module.name)
-    for name in LIBRARIES:
+        for module in pkgutil.walk_packages(hf_bahdanau.__path__, "hf_bahdanau."):
+            if not module.name.endswith(".__main__"):  # (which would run a command)
+                importlib.import_module(module.name)
+    for name in LIBRARIES if package else LIBRARIES_WITHOUT_THE_PACKAGE:
         importlib.import_module(name)
     gc.freeze()  # what is imported stays shared with the children: the collector does not touch it
     gc.enable()
@@ -242,7 +248,7 @@ def is_open(fd: int) -> bool:
 
 if __name__ == "__main__":
     if sys.argv[1] == "serve":
-        request = serve(sys.argv[2], int(sys.argv[3]))
+        request = serve(sys.argv[2], int(sys.argv[3]), package="--without-the-package" not in sys.argv[4:])
         if request:
             run_command(request, sys.argv[2])
     else:
