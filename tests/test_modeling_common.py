@@ -517,12 +517,19 @@ def test_tied_embeddings_share_storage_and_stay_tied_after_resize(model_type):
     assert out.logits.shape == (1, 2, VOCAB + 5)
 
 
-def test_untied_resize_resizes_encoder_too(model_type):
+@pytest.mark.parametrize("mean_resizing", [True, False])
+def test_untied_resize_resizes_encoder_too(model_type, mean_resizing):
     model = make_model(model_type)
-    model.resize_token_embeddings(VOCAB + 3)
+    before = {side: getattr(model.model, side).embed_tokens.weight.detach().clone() for side in ("encoder", "decoder")}
+    model.resize_token_embeddings(VOCAB + 3, mean_resizing=mean_resizing)
     assert model.model.encoder.embed_tokens.num_embeddings == VOCAB + 3
     assert model.lm_head.out_features == VOCAB + 3
     assert model.lm_head.weight is not model.model.decoder.embed_tokens.weight
+    for side, old in before.items():
+        weight = getattr(model.model, side).embed_tokens.weight
+        assert torch.equal(weight[:VOCAB], old)  # each side keeps its rows
+        mean = old.mean(dim=0).expand(3, -1)  # and gains rows at their mean (transformers' within 1e-9 covariance)
+        assert torch.allclose(weight[VOCAB:], mean, atol=1e-3) == mean_resizing, side
 
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.bfloat16])

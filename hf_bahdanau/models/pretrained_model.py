@@ -16,6 +16,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+import torch
 from safetensors import SafetensorError
 from torch import nn
 from transformers import PreTrainedModel
@@ -64,6 +65,22 @@ def quantizer(quantize: str) -> Callable[[nn.Module], nn.Module]:
         f"quantize={quantize!r} needs the hf_bahdanau package (its quantization module is not part of a saved "
         "folder's code): install it, or load the model without quantize="
     )
+
+
+def resized_embedding(
+    old: nn.Embedding, num_tokens: int, mean_resizing: bool, initialise: Callable[[nn.Module], None]
+) -> nn.Embedding:
+    """`old` with `num_tokens` rows, its first ones kept; the rows it gains are the mean of its rows (`mean_resizing`,
+    as transformers starts the decoder's), else `initialise`d as the model's embeddings are."""
+    new = nn.Embedding(num_tokens, old.embedding_dim, old.padding_idx, device=old.weight.device, dtype=old.weight.dtype)
+    kept = min(num_tokens, old.num_embeddings)
+    with torch.no_grad():
+        if mean_resizing:
+            new.weight[kept:] = old.weight.mean(dim=0)
+        else:
+            initialise(new)
+        new.weight[:kept] = old.weight[:kept]
+    return new
 
 
 class TranslationPreTrainedModel(PreTrainedModel):
@@ -180,8 +197,8 @@ class TranslationPreTrainedModel(PreTrainedModel):
         embeddings = super().resize_token_embeddings(new_num_tokens, pad_to_multiple_of, mean_resizing)
         encoder = self.get_encoder()
         if not self.config.tie_encoder_decoder_embeddings:  # the base class only resizes the decoder's
-            encoder.embed_tokens = self._get_resized_embeddings(
-                encoder.embed_tokens, embeddings.num_embeddings, mean_resizing=mean_resizing
+            encoder.embed_tokens = resized_embedding(
+                encoder.embed_tokens, embeddings.num_embeddings, mean_resizing, self._init_weights
             )
         return embeddings
 
