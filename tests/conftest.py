@@ -62,9 +62,7 @@ def made_once(tmp_path_factory: pytest.TempPathFactory, name: str, make: Callabl
 
 
 FORK_SERVER = Path(__file__).with_name("fork_server.py")
-FORK_SERVER_VARIABLE = "HF_BAHDANAU_TEST_FORK_SERVER"  # the socket of the run's fork server, for its workers
-# the folder of the run's fork server without the package (its socket, its HF_HOME), for the workers
-WITHOUT_THE_PACKAGE_VARIABLE = "HF_BAHDANAU_TEST_FORK_SERVER_WITHOUT_THE_PACKAGE"
+FORK_SERVERS = {True: "fork-server", False: "fork-server-without-the-package"}  # by `package`: each one's folder name
 FORKS = sys.platform == "linux"  # (its sockets; elsewhere processes start as `python` starts them)
 RUN_FORK_SERVERS = pytest.StashKey[tuple[list[subprocess.Popen], Path]]()  # the run's servers and their folder
 
@@ -103,12 +101,13 @@ def pytest_configure(config: pytest.Config) -> None:
     if hasattr(config, "workerinput") or not getattr(config.option, "tx", None) or not FORKS:  # a worker, one process
         return
     folder = Path(tempfile.mkdtemp(prefix="hf_bahdanau_forks_"))
-    (folder / "without").mkdir()
-    servers = [start_fork_server(folder), start_fork_server(folder / "without", package=False)]
+    servers = []
+    for package, name in FORK_SERVERS.items():
+        (folder / name).mkdir()
+        servers.append(start_fork_server(folder / name, package))
+        os.environ[fork_server_variable(package)] = str(folder / name)  # for the workers
     config.stash[RUN_FORK_SERVERS] = (servers, folder)
-    os.environ[FORK_SERVER_VARIABLE] = str(folder / "socket")
-    os.environ[WITHOUT_THE_PACKAGE_VARIABLE] = str(folder / "without")
-    python = shlex.join(warm_command(str(folder / "socket")))
+    python = shlex.join(warm_command(str(folder / FORK_SERVERS[True] / "socket")))
     config.option.tx = [f"popen//python={python}" if spec == "popen" else spec for spec in config.option.tx]
 
 
@@ -130,9 +129,21 @@ def warm_python(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
     the run's (`pytest_configure`), or in a run of one process one made when a test first asks for it."""
     if not FORKS:
         return [sys.executable]
-    if FORK_SERVER_VARIABLE in os.environ:
-        return warm_command(os.environ[FORK_SERVER_VARIABLE])
-    return warm_command(str(made_once(tmp_path_factory, "fork-server", start_and_wait) / "socket"))
+    return warm_command(str(fork_server_folder(tmp_path_factory, package=True) / "socket"))
+
+
+def fork_server_folder(tmp_path_factory: pytest.TempPathFactory, package: bool) -> Path:
+    """The folder of the run's fork server (with or without the package: `pytest_configure`'s), or in a run of one
+    process one started when a test first asks for it."""
+    variable = fork_server_variable(package)
+    if variable in os.environ:
+        return Path(os.environ[variable])
+    return made_once(tmp_path_factory, FORK_SERVERS[package], lambda folder: start_and_wait(folder, package))
+
+
+def fork_server_variable(package: bool) -> str:
+    """The environment variable that names the folder of the run's fork server (with or without the package)."""
+    return "HF_BAHDANAU_TEST_" + FORK_SERVERS[package].upper().replace("-", "_")
 
 
 @dataclass(frozen=True)
@@ -150,11 +161,7 @@ def python_without_the_package(tmp_path_factory: pytest.TempPathFactory) -> Pyth
     processes keep it), or in a run of one process one made when a test first asks for it; elsewhere `python`."""
     if not FORKS:
         return PythonWithoutThePackage([sys.executable], tmp_path_factory.mktemp("hf_home"))
-    if WITHOUT_THE_PACKAGE_VARIABLE in os.environ:
-        folder = Path(os.environ[WITHOUT_THE_PACKAGE_VARIABLE])
-    else:
-        folder = made_once(tmp_path_factory, "fork-server-without-the-package",
-                           lambda folder: start_and_wait(folder, package=False))  # fmt: skip
+    folder = fork_server_folder(tmp_path_factory, package=False)
     return PythonWithoutThePackage(warm_command(str(folder / "socket")), folder / "hf_home")
 
 
