@@ -250,6 +250,21 @@ def _check_translate_options(args: argparse.Namespace) -> None:
             raise UsageError(f"{' and '.join(asked)} need --engine torch: CTranslate2 here returns translations only")
     if args.document or args.input_format == "jsonl":
         _check_document_options(args)
+    if args.heatmap:
+        _check_heatmap_files(args)
+
+
+def _check_heatmap_files(args: argparse.Namespace) -> None:
+    """Refuse a --heatmap file (any of the three of --heatmap-all) that is a file translate reads: the model's, the
+    glossary, the avoid list or the document, by inode (through a symlink or a hard link too)."""
+    from hf_bahdanau.folders import files_by_inode, inode
+
+    path = Path(args.heatmap)
+    parts = ("encoder", "decoder") if args.heatmap_all else ()
+    read = files_by_inode([args.model, args.glossary, args.avoid, args.document if args.document != "-" else None])
+    for file in (path, *(path.with_name(f"{path.stem}-{part}{path.suffix}") for part in parts)):
+        if (key := inode(file)) in read:
+            raise UsageError(f"--heatmap {file} would overwrite {read[key]}, which translate reads: choose another")
 
 
 def _check_document_options(args: argparse.Namespace) -> None:
