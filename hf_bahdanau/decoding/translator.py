@@ -120,7 +120,8 @@ class Translator:
         `engine="ctranslate2"` of its CTranslate2 export (an `export`ed folder, or the export cached in the model
         folder); `quantize="int8"`: int8 weights on the CPU; `threads`: CPU threads; `torch_fallback`: a model
         folder's glossary requests go to torch (loaded when first needed); `options`: `Translator`'s."""
-        from .. import register
+        from hf_bahdanau.registry import register_auto_classes
+
         from .sources import trained_source_length
 
         options.setdefault("trained_source_length", trained_source_length(str(path)))
@@ -136,7 +137,7 @@ class Translator:
 
         from hf_bahdanau.models.pipelines import check_tokenizer_matches
 
-        register()
+        register_auto_classes()
         if threads:
             torch.set_num_threads(threads)
         tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=False)
@@ -257,7 +258,7 @@ class Translator:
         with at most `bounds[k]` new tokens unless `max_new_tokens`."""
         import torch
 
-        from hf_bahdanau.models.pipelines import _pad_id
+        from hf_bahdanau.models.pipelines import pad_id
 
         from .alignment import alignments as pharaoh_alignments
         from .search import search
@@ -269,7 +270,7 @@ class Translator:
         if not kept:
             return results
         device = self.model.device
-        input_ids, attention_mask = _pad([rows[i] for i in kept], _pad_id(self.tokenizer), self.tokenizer.padding_side)
+        input_ids, attention_mask = _pad([rows[i] for i in kept], pad_id(self.tokenizer), self.tokenizer.padding_side)
         input_ids, attention_mask = input_ids.to(device), attention_mask.to(device)  # (batch, src_len)
         limits = None
         if max_new_tokens is None:
