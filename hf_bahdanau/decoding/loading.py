@@ -21,11 +21,13 @@ if TYPE_CHECKING:
 def load_translation_model(path: str, quantize: str | None = None) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """A saved model folder's model (in eval mode; `quantize="int8"`: int8 linear and recurrent layers for CPU)
     and tokenizer, checked to belong together."""
-    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+    from transformers import AutoTokenizer
 
     from hf_bahdanau.data.tokenization import check_tokenizer_location
     from hf_bahdanau.models.pipelines import check_tokenizer_matches
     from hf_bahdanau.registry import check_saved_model_type, register_auto_classes
+
+    from .checkpoint import load_checkpoint
 
     register_auto_classes()  # the package's model types, which AutoModelForSeq2SeqLM then loads without remote code
     folder = check_model_folder(path)
@@ -40,10 +42,7 @@ def load_translation_model(path: str, quantize: str | None = None) -> tuple[PreT
                 f"'{folder}', use_safetensors=False).save_pretrained('{folder}')"
             )
         tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=False)
-        # safetensors only; every weight found (strict); no "Loading weights" bar (see the model class)
-        model = AutoModelForSeq2SeqLM.from_pretrained(
-            folder, use_safetensors=True, quantize=quantize, trust_remote_code=False, strict=True
-        ).eval()
+        model = load_checkpoint(folder, quantize=quantize)  # safetensors only; every weight found (strict)
         check_tokenizer_matches(model.config, tokenizer)
     return model, tokenizer
 
