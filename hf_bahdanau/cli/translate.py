@@ -21,6 +21,7 @@ from .arguments import (
     add_generation_arguments,
     check_engine_options,
     generation_options,
+    load_translator,
     positive_int,
 )
 
@@ -374,7 +375,7 @@ def _translate_documents(translator: Translator, args: argparse.Namespace) -> No
 def run(args: argparse.Namespace) -> None:
     """Translate what the options name, writing each batch as soon as it is done."""
     from hf_bahdanau.decoding.batching import SORT_WINDOW
-    from hf_bahdanau.decoding.loading import check_generation_length, load_translator
+    from hf_bahdanau.decoding.loading import check_generation_length
     from hf_bahdanau.decoding.translator import hypothesis_lines
 
     check_generation_length(args.model, args.max_new_tokens)
