@@ -1,5 +1,6 @@
-"""Outputs never destroy inputs: `evaluate --output` refuses a corpus or model file (through links too), and a
-symlinked output folder is locked and replaced as the folder it points at, the link kept."""
+"""Outputs never destroy inputs: `evaluate --output` refuses a corpus or model file (through links too), `translate
+--heatmap` a file it reads, `train --overwrite` its --config file; a symlinked output folder is locked and replaced as
+the folder it points at, the link kept."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import os
 from pathlib import Path
 
 import pytest
-from helpers import TINY, logged_errors
+from helpers import TINY, error_of, logged_errors
 
 from hf_bahdanau.cli import main
 from hf_bahdanau.training import run_folder
@@ -74,3 +75,36 @@ def test_overwrite_through_a_symlinked_output_dir_keeps_the_link(tatoeba_tsv, tm
     assert (real / "model.safetensors").is_file() and not (real / "old.txt").exists()
     assert sorted(os.listdir(tmp_path)) == ["link", "runs"]  # no link.staging, link.replaced or .link.lock
     assert sorted(os.listdir(real.parent)) == [".real.lock", "real"]  # nor real.staging or real.replaced
+
+
+@pytest.mark.parametrize("link", ["same path", "hard link", "symlink"])
+def test_translate_heatmap_is_never_a_file_it_reads(saved, tmp_path, caplog, link):
+    banned = tmp_path / "banned.txt"
+    banned.write_text("chat\n")
+    targets = {"avoid list": banned, "model file": saved / "config.json"}
+    before = {path: path.read_bytes() for path in targets.values()}
+    for target in targets.values():
+        heatmap = target if link == "same path" else tmp_path / f"{target.stem}.png"
+        if link == "hard link":
+            heatmap.hardlink_to(target)
+        elif link == "symlink":
+            heatmap.symlink_to(target)
+        argv = ["translate", "--model", str(saved), "i see the dog .", "--avoid", str(banned), "--heatmap"]
+        assert error_of([*argv, str(heatmap)], caplog).endswith("which translate reads: choose another")
+    encoder = tmp_path / "attention-encoder.png"  # one of the three files of --heatmap-all
+    encoder.symlink_to(saved / "config.json")
+    heatmap = str(tmp_path / "attention.png")
+    assert error_of([*argv, heatmap, "--heatmap-all"], caplog).startswith(f"--heatmap {encoder} would overwrite")
+    assert {path: path.read_bytes() for path in before} == before
+
+
+def test_train_overwrite_refuses_to_delete_its_config_file(tatoeba_tsv, tmp_path, caplog):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "trainer_state.json").write_text("{}")  # an earlier run
+    config = run / "train.yaml"
+    config.write_text(f"data: {tatoeba_tsv}\nmax_steps: 1\n")
+    argv = ["train", "--config", str(config), "--output-dir", str(run), "--overwrite", *TINY, "--eval_strategy", "no",
+            "--save_strategy", "no", "--load_best_model_at_end", "false"]  # fmt: skip
+    assert error_of(argv, caplog).startswith(f"--overwrite would delete {config}, which this run reads")
+    assert sorted(path.name for path in run.iterdir()) == ["train.yaml", "trainer_state.json"]

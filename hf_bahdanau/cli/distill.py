@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from .arguments import UsageError, positive_int
-from .train import parse_train_args
+from .train import parse_train_args, split_config
 
 DISTILL_EPILOG = """\
 Every option of `hf-bahdanau train` is taken too (hf-bahdanau train --help), --config included; the corpus and
@@ -175,7 +175,8 @@ def run(
         raise UsageError("distill does not push: publish the student with `hf-bahdanau publish --model DIR`")
     check_options(*train_args)
     output_dir = Path(training_args.output_dir).resolve()
-    check_output_dir(output_dir, run_args.resume, run_args.overwrite, (str(teacher), data_args.data))
+    inputs = (str(teacher), data_args.data, split_config(rest)[0])
+    check_output_dir(output_dir, run_args.resume, run_args.overwrite, inputs)
     train_split = load_parallel_corpus(
         data_args.data, data_args.src_lang, data_args.tgt_lang, test_split=data_args.test_split,
         normalize=data_args.d2l_normalize, splits=("train",), max_pairs=data_args.max_train_samples,

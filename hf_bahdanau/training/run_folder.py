@@ -194,12 +194,19 @@ def check_output_dir(output_dir: Path, resume: bool, overwrite: bool, inputs: Se
         target = output_dir.resolve()
         if target in (Path.cwd(), *Path.cwd().parents, Path.home()) or not _is_training_run(output_dir):
             raise OutputExistsError(f"--overwrite: {output_dir} does not hold a training run; choose a new directory")
-        for path in filter(None, inputs):
-            if Path(path).exists() and Path(path).resolve().is_relative_to(target):
-                raise OutputExistsError(
-                    f"--overwrite would delete {path}, which this run reads: choose another --output-dir"
-                )
+        check_inputs_kept(output_dir, inputs)
     return None
+
+
+def check_inputs_kept(output_dir: Path, inputs: Sequence[str | None]) -> None:
+    """Refuse an --overwrite of `output_dir` that would delete one of `inputs`, paths the run reads (a model, a
+    tokenizer, a corpus, a --config file)."""
+    target = output_dir.resolve()
+    for path in filter(None, inputs):
+        if Path(path).exists() and Path(path).resolve().is_relative_to(target):
+            raise OutputExistsError(
+                f"--overwrite would delete {path}, which this run reads: choose another --output-dir"
+            )
 
 
 def check_resume_steps(checkpoint: str, max_steps: int) -> None:
@@ -267,6 +274,7 @@ def write_run_files(
 __all__ = [
     "CHECKPOINT_MANIFEST",
     "CheckpointManifest",
+    "check_inputs_kept",
     "check_output_dir",
     "check_resume_steps",
     "choose_work_dir",
