@@ -276,10 +276,9 @@ def _check_translate_options(args: argparse.Namespace) -> None:
     """Refuse options the engine cannot do (before anything is loaded)."""
     check_engine_options(args)
     if args.engine != "torch":
-        asked = [name for name, value in (("--heatmap", args.heatmap), ("--scores", args.scores),
-                 ("--alignments", args.alignments), ("--n-best", args.n_best)) if value]  # fmt: skip
+        asked = [name for name, value in (("--heatmap", args.heatmap), ("--alignments", args.alignments)) if value]
         if asked:
-            raise UsageError(f"{' and '.join(asked)} need --engine torch: CTranslate2 here returns translations only")
+            raise UsageError(f"{' and '.join(asked)} need --engine torch: CTranslate2 gives no attention weights")
     if args.document or args.input_format == "jsonl":
         _check_document_options(args)
     if args.heatmap:

@@ -12,9 +12,9 @@ It owns what decides a translation, so that every front end gets the same one:
 - terminology (`lexical`): a glossary whose applicable terms each translation must hold (beam search with
   dynamic beam allocation, `constraints`), a forced prefix and phrases to avoid; CTranslate2 takes a prefix and
   phrases to avoid itself, and hands a glossary to torch (`fallback`) or refuses it;
-- n-best lists, scores and alignments. A hypothesis's score is its mean token log-probability (`</s>` included)
-  under the model, so a score near 0 is a confident translation and a low one a doubtful one. Alignments are
-  Pharaoh `i-j` pairs (`alignment`); attention maps come from `attention_maps`.
+- n-best lists and scores (both engines), alignments (torch). A hypothesis's score is its mean token
+  log-probability (`</s>` included) under the model, so a score near 0 is a confident translation and a low one a
+  doubtful one. Alignments are Pharaoh `i-j` pairs (`alignment`); attention maps come from `attention_maps`.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ logger = logging.getLogger(__name__)
 
 @dataclass
 class Hypothesis:
-    """One translation of a source: its text, score (mean token log-probability; None from CTranslate2), Pharaoh
+    """One translation of a source: its text, score (mean token log-probability; None for a blank source), Pharaoh
     alignment (when asked for) and token ids (`</s>` included)."""
 
     text: str
@@ -203,8 +203,8 @@ class Translator:
                 progress=progress,
             )  # fmt: skip
             return
-        if self.engine == "ctranslate2" and (n_best > 1 or alignments or settings.do_sample):
-            raise InputError("the CTranslate2 engine gives one translation a source, without alignments or sampling")
+        if self.engine == "ctranslate2" and (alignments or settings.do_sample):
+            raise InputError("the CTranslate2 engine translates without alignments or sampling")
         if lexical is not None and lexical.places_terms and settings.num_beams < 2:
             raise InputError("a glossary needs beam search: num_beams of 2 or more")
         rows = self.source_ids(texts)
@@ -321,17 +321,18 @@ class Translator:
         phrases to avoid become CTranslate2's target prefix and suppressed sequences."""
         limits = {i: max_new_tokens or bounds[i] - 1 for i in indices}
         options = {"num_beams": settings.num_beams, "length_penalty": settings.length_penalty,
-                   "early_stopping": settings.early_stopping}  # fmt: skip
+                   "early_stopping": settings.early_stopping, "num_return_sequences": settings.num_return_sequences,
+                   "end_at_limit": max_new_tokens is None}  # fmt: skip
         if lexical is not None and lexical.avoid:
             options["suppress"] = [lexical.tokens(ids) for ids in lexical.avoided_ids()]
-        found: dict[int, str] = {}
+        found = {}
         for bound in sorted(set(limits.values())):
             group = [i for i in indices if limits[i] == bound]
             prefixes = None if lexical is None else [lexical.tokens(lexical.prefix_ids(i)) for i in group]
-            rows = self.model([texts[i] for i in group], batch_size=len(group), max_new_tokens=bound,
-                              prefixes=prefixes, **options)  # fmt: skip
-            found.update((i, row["translation_text"]) for i, row in zip(group, rows, strict=True))
-        return [Translation([Hypothesis(found[i])]) for i in indices]
+            rows = self.model.hypotheses([texts[i] for i in group], batch_size=len(group), max_new_tokens=bound,
+                                         prefixes=prefixes, **options)  # fmt: skip
+            found.update(zip(group, rows, strict=True))
+        return [Translation([Hypothesis(h.text, h.score, None, h.ids) for h in found[i]]) for i in indices]
 
     def attention_maps(self, text: str, hypothesis: Hypothesis | None = None, **options: Any) -> AttentionMaps:
         """The attention maps of `text`'s translation (`translate(..., **options)`'s best), or of `hypothesis`
