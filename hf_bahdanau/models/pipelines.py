@@ -134,6 +134,7 @@ class TranslationPipeline(Pipeline):
     _load_feature_extractor = False
     _load_video_processor = False
     _pipeline_calls_generate = True
+    modelcard = None  # `Pipeline.save_pretrained` of transformers 5.0-5.3 reads it, which their `__init__` never sets
 
     def __init__(self, *args: Any, check_tokenizer: bool = True, **kwargs: Any) -> None:
         """`Pipeline`'s; a model of this package saved with its tokenizer's fingerprint (`tokenizer_fingerprint`) is
