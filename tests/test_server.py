@@ -189,15 +189,19 @@ def test_a_glossary_field_places_its_terms_as_the_translator_does_and_clients_wi
 
 
 def test_html_is_translated_between_its_tags(served, model, tokenizer):
-    page = '<p class="x">Ein Mann fährt Fahrrad.</p>\n<p>Zwei Hunde <b>spielen</b> im Schnee &amp; Eis.<br></p>'
+    page = ('<p class="x">Ein Mann fährt Fahrrad.</p>\n<p>Zwei Hunde <b>spielen</b> im Schnee &amp; Eis.<br></p>'
+            '<a title="x > y" href="/home">Ein Buch</a>')  # fmt: skip
     answer = post(served, "/translate", json={"q": page, "source": "de", "target": "en", "format": "html",
                                               "api_key": KEY}).json()  # fmt: skip
 
     def t(text: str) -> str:
-        return reference(model, tokenizer, text)[0].replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+        found = reference(model, tokenizer, text)[0]
+        for character, escaped in (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"), ('"', "&quot;"), ("'", "&#x27;")):
+            found = found.replace(character, escaped)
+        return found
 
     expected = (f'<p class="x">{t("Ein Mann fährt Fahrrad.")}</p>\n<p>{t("Zwei Hunde")} <b>{t("spielen")}</b> '
-                f"{t('im Schnee & Eis.')}<br></p>")  # fmt: skip
+                f'{t("im Schnee & Eis.")}<br></p><a title="x > y" href="/home">{t("Ein Buch")}</a>')  # fmt: skip
     assert answer == {"translatedText": expected}
 
 

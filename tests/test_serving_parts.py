@@ -165,6 +165,17 @@ def test_html_pieces_keep_tags_comments_scripts_and_whitespace():
     assert split_markup("no tags") == [(True, "no tags")] and split_markup("") == []
 
 
+def test_html_tags_with_angle_brackets_in_quoted_attributes_stay_whole_and_translations_escape_quotes():
+    page = '<a title="x > y" href="/home">Hallo</a>\n<img alt="<script>"> Welt <b\nclass=\'c\'>und</b>'
+    pieces = split_markup(page)
+    assert pieces == [(False, '<a title="x > y" href="/home">'), (True, "Hallo"), (False, "</a>"),
+                      (False, "\n"), (False, '<img alt="<script>">'), (True, " Welt "), (False, "<b\nclass='c'>"),
+                      (True, "und"), (False, "</b>")]  # fmt: skip
+    found = join_markup(pieces, ['say "hi"', "it's", "<&>"])
+    assert found == ('<a title="x > y" href="/home">say &quot;hi&quot;</a>\n<img alt="<script>"> it&#x27;s '
+                     "<b\nclass='c'>&lt;&amp;&gt;</b>")  # fmt: skip
+
+
 def test_api_keys_are_read_one_a_line_and_checked(tmp_path):
     path = tmp_path / "keys.txt"
     path.write_text("# comment\n\n  alpha  \nbeta\n", encoding="utf-8")
