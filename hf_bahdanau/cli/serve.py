@@ -8,6 +8,7 @@ import dataclasses
 import json
 import logging
 import os
+import sys
 from typing import Any
 
 from hf_bahdanau.choices import ENGINES, QUANTIZATIONS
@@ -17,7 +18,7 @@ from .arguments import UsageError, add_command, positive_int
 logger = logging.getLogger("hf_bahdanau.serving")
 SETTINGS_VARIABLE = "HF_BAHDANAU_SERVE_SETTINGS"  # how `--workers` processes get the settings
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
-WORKER_START_SECONDS = 300
+WORKER_ANSWER_SECONDS = 20  # uvicorn's limit for a worker to answer its parent's ping, and to start after SIGHUP
 SUMMARY = "serve models over HTTP with the LibreTranslate API, batching requests that arrive together"
 EPILOG = """\
 examples:
@@ -142,18 +143,26 @@ def run(args: argparse.Namespace) -> None:
         f"{__name__}:app_from_environment",
         factory=True,
         workers=args.workers,
-        timeout_worker_healthcheck=WORKER_START_SECONDS,  # a worker answers only once its models are loaded
+        timeout_worker_healthcheck=WORKER_ANSWER_SECONDS,  # a worker dying unanswered holds the parent this long
         **options,
     )
 
 
 def app_from_environment() -> Any:
-    """A `--workers` process's app, from the settings the command left in the environment."""
+    """A `--workers` process's app, from the settings the command left in the environment. The process imported
+    the console script's module (`hf_bahdanau_cli`) first, as its parent did, so it registers the model types here,
+    as `main` does. A worker that cannot build its app says why in one line and exits with uvicorn's start-up
+    failure, which stops the parent rather than restarting the worker."""
+    from uvicorn.config import STARTUP_FAILURE
+
+    from hf_bahdanau import register
+    from hf_bahdanau.errors import InputError
     from hf_bahdanau.serving.app import Batching, Settings, build_app
     from hf_bahdanau.serving.limits import Limits
     from hf_bahdanau.serving.model import Decoding
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    register()
     saved = json.loads(os.environ[SETTINGS_VARIABLE])
     settings = Settings(
         models=tuple(saved["models"]),
@@ -162,7 +171,11 @@ def app_from_environment() -> Any:
         limits=Limits(**saved["limits"]),
         api_keys=saved["api_keys"],
     )
-    return build_app(settings)
+    try:
+        return build_app(settings)
+    except InputError as error:
+        logger.error("a worker cannot serve: %s", error)
+        sys.exit(STARTUP_FAILURE)
 
 
 __all__ = ["add_parser", "app_from_environment", "run"]
