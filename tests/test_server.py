@@ -396,3 +396,13 @@ def test_serve_refuses_a_folder_it_cannot_route_to_in_one_line(tokenizer, tmp_pa
     ):
         assert main(["serve", *argv]) == 1
         assert message in caplog.records[-1].getMessage() and "\n" not in caplog.records[-1].getMessage()
+
+
+@pytest.mark.parametrize("given", ["99999", "-1", "65536", "http"])
+def test_serve_refuses_a_port_outside_0_to_65535_before_loading_any_model(given, tmp_path, capsys):
+    from hf_bahdanau.cli import main
+
+    with pytest.raises(SystemExit) as refused:  # argparse's usage error: the missing folder is never looked at
+        main(["serve", "--model", str(tmp_path / "nowhere"), "--port", given])
+    assert refused.value.code == 2
+    assert "argument --port: expected a port number (0-65535)" in capsys.readouterr().err

@@ -44,7 +44,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--quantize", choices=QUANTIZATIONS, help="As `translate --quantize`.")
     parser.add_argument("--threads", type=positive_int, help="CPU threads of each process (default: the engine's).")
     parser.add_argument("--host", default="127.0.0.1", help="The address to listen on (0.0.0.0: every interface).")
-    parser.add_argument("--port", type=int, default=5000, help="The port (0: any free one, logged).")
+    parser.add_argument("--port", type=port, default=5000, help="The port, 0-65535 (0: any free one, logged).")
     parser.add_argument(
         "--workers", type=positive_int, default=1, help="Server processes, each with its own copy of the models."
     )
@@ -80,6 +80,17 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         default=30.0,
         help="Seconds SIGTERM waits for requests in flight to finish.",
     )
+
+
+def port(text: str) -> int:
+    """argparse type: a TCP port, 0-65535 (anything else is a one-line usage error, before any model loads)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a port number (0-65535), got {text!r}") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"expected a port number (0-65535), got {value}")
+    return value
 
 
 def settings_from_args(args: argparse.Namespace) -> Any:
