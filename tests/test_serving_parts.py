@@ -95,6 +95,8 @@ def test_a_glossary_field_is_read_from_json_pairs_and_form_lines_and_refused_whe
     assert parse_translate({**base, "glossary": {"Hund": "hound", "Katze": "cat"}}).glossary == expected
     assert parse_translate({**base, "glossary": [["Hund", "hound"], ["Katze", "cat"]]}).glossary == expected
     assert parse_translate({**base, "glossary": "Hund\thound\nKatze\tcat\n"}).glossary == expected
+    for header in ("source\ttarget", "de\ten", "# a comment\nsrc\ttgt"):  # skipped, as a glossary file's
+        assert parse_translate({**base, "glossary": f"{header}\nHund\thound\nKatze\tcat"}).glossary == expected
     for bad in ("Hund hound", 3, [["Hund"]], {"Hund": ""}):
         with pytest.raises(ApiError) as error:
             parse_translate({**base, "glossary": bad})
