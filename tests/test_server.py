@@ -406,3 +406,13 @@ def test_serve_refuses_a_port_outside_0_to_65535_before_loading_any_model(given,
         main(["serve", "--model", str(tmp_path / "nowhere"), "--port", given])
     assert refused.value.code == 2
     assert "argument --port: expected a port number (0-65535)" in capsys.readouterr().err
+
+
+def test_serve_refuses_a_queue_limit_below_the_sentence_limit_before_loading_any_model(tmp_path, caplog):
+    from hf_bahdanau.cli import main
+
+    argv = ["serve", "--model", str(tmp_path / "nowhere"), "--queue-limit", "20", "--sentence-limit", "25"]
+    assert main(argv) == 1
+    assert caplog.records[-1].getMessage().endswith(
+        "--queue-limit (20) is below --sentence-limit (25): a request of 25 sentences could never be translated"
+    )

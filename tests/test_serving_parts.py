@@ -11,7 +11,7 @@ pytest.importorskip("fastapi")
 
 from hf_bahdanau.decoding.glossary import Glossary  # noqa: E402
 from hf_bahdanau.serving.batching import Batcher  # noqa: E402
-from hf_bahdanau.serving.limits import ApiKeys  # noqa: E402
+from hf_bahdanau.serving.limits import ApiKeys, Limits  # noqa: E402
 from hf_bahdanau.serving.markup import join_markup, split_markup  # noqa: E402
 from hf_bahdanau.serving.shapes import ApiError, form_fields, parse_translate  # noqa: E402
 
@@ -129,6 +129,23 @@ def test_a_full_queue_refuses_with_429_and_a_gone_client_frees_its_place():
     assert full.headers == {"Retry-After": "1"}
     assert found == [[["A"]], [["F"]]] and not answered
     assert [texts for texts, _ in recorder.batches] == [["a"], ["f"]]  # b, c, d never translated
+
+
+def test_a_request_of_more_sentences_than_the_queue_holds_is_refused_with_400_not_told_to_retry():
+    async def main():
+        batcher = Batcher(Recorder().translate, words, wait=0.0, queue_limit=3)
+        batcher.start()
+        with pytest.raises(ApiError) as refused:
+            batcher.submit(["a", "b", "c", "d"])
+        found = await batcher.submit(["a", "b", "c"]).future
+        await asyncio.to_thread(batcher.close)
+        return refused.value, found
+
+    refused, found = run(main())
+    assert (refused.status, refused.message) == (400, "Invalid request: request (4 sentences) exceeds the queue (3)")
+    assert not refused.headers and found == [["A"], ["B"], ["C"]]
+    with pytest.raises(ValueError, match=r"the queue limit \(20\) is below the sentence limit \(25\)"):
+        Limits(sentences=25, queue=20)
 
 
 def test_a_failing_batch_answers_500_and_the_queue_goes_on():

@@ -60,7 +60,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         "--queue_limit",
         type=positive_int,
         default=2000,
-        help="Sentences that may wait for a model; a request beyond gets 429 (retry later).",
+        help="Sentences that may wait for a model (at least --sentence-limit); beyond, 429 (retry later).",
     )
     parser.add_argument(
         "--batch-wait-ms",
@@ -101,6 +101,11 @@ def settings_from_args(args: argparse.Namespace) -> Any:
 
     if args.batch_wait_ms < 0:
         raise UsageError(f"--batch-wait-ms must be 0 or more, got {args.batch_wait_ms:g}")
+    if args.queue_limit < args.sentence_limit:
+        raise UsageError(
+            f"--queue-limit ({args.queue_limit}) is below --sentence-limit ({args.sentence_limit}): a request of "
+            f"{args.sentence_limit} sentences could never be translated"
+        )
     decoding = Decoding(
         engine=args.engine,
         num_beams=args.num_beams,
