@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from hf_bahdanau.cli.arguments import generation_options
 from hf_bahdanau.errors import InputError, as_input_error
 
+from .checkpoint import load_checkpoint
 from .folder_data import check_model_folder
 
 if TYPE_CHECKING:
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
 def load_translation_model(path: str, quantize: str | None = None) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """A saved model folder's model (in eval mode; `quantize="int8"`: int8 linear and recurrent layers for CPU)
     and tokenizer, checked to belong together."""
-    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+    from transformers import AutoTokenizer
 
     from hf_bahdanau.data.tokenization import check_tokenizer_location
     from hf_bahdanau.models.pipelines import check_tokenizer_matches
@@ -44,10 +45,7 @@ def load_translation_model(path: str, quantize: str | None = None) -> tuple[PreT
                 f"'{folder}', use_safetensors=False).save_pretrained('{folder}')"
             )
         tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=False)
-        # safetensors only; every weight found (strict); no "Loading weights" bar (see the model class)
-        model = AutoModelForSeq2SeqLM.from_pretrained(
-            folder, use_safetensors=True, quantize=quantize, trust_remote_code=False, strict=True
-        ).eval()
+        model = load_checkpoint(folder, quantize=quantize)  # safetensors only; every weight found (strict)
         check_tokenizer_matches(model.config, tokenizer)
     return model, tokenizer
 

@@ -132,17 +132,17 @@ class Translator:
                 options["fallback"] = lambda: cls.from_folder(path, quantize=quantize, threads=threads, **options)
             return cls(model, engine=engine, **options)
         import torch
-        from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+        from transformers import AutoTokenizer
 
         from hf_bahdanau.models.pipelines import check_tokenizer_matches
+
+        from .checkpoint import load_checkpoint
 
         register()
         if threads:
             torch.set_num_threads(threads)
         tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=False)
-        model = AutoModelForSeq2SeqLM.from_pretrained(
-            path, use_safetensors=True, quantize=quantize, trust_remote_code=False
-        ).eval()
+        model = load_checkpoint(path, quantize=quantize)
         check_tokenizer_matches(model.config, tokenizer)
         return cls(model, tokenizer, engine=engine, **options)
 
