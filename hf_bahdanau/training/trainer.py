@@ -35,6 +35,7 @@ from hf_bahdanau.errors import InputError
 from hf_bahdanau.metrics import make_compute_metrics
 from hf_bahdanau.models.pretrained_model import TranslationPreTrainedModel
 from hf_bahdanau.training.callbacks import InterruptToCheckpoint, LogEntryLogger, ProgressBar, TrainingStartLogger
+from hf_bahdanau.training.objective import TrainingObjective, scheduled_sampling_outputs
 from hf_bahdanau.training.options import RunArguments
 from hf_bahdanau.training.run_folder import CheckpointManifest, is_complete_checkpoint, write_failure
 
@@ -124,6 +125,24 @@ class TranslationTrainer(Seq2SeqTrainer):
         )
         return self.accelerator.prepare(loader)
 
+    def compute_loss(
+        self,
+        model: torch.nn.Module,
+        inputs: dict[str, Any],
+        return_outputs: bool = False,
+        num_items_in_batch: torch.Tensor | int | None = None,
+    ) -> torch.Tensor | tuple[torch.Tensor, Any]:
+        """The Trainer's (its `compute_loss_func` a `TrainingObjective`), or in training with a teacher-forcing
+        ratio below 1 the objective of `scheduled_sampling_outputs` (one process: `check_objective`)."""
+        objective = self.compute_loss_func
+        if not (model.training and isinstance(objective, TrainingObjective) and objective.teacher_forcing_ratio < 1):
+            return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+        inputs = dict(inputs)
+        labels = inputs.pop("labels")
+        outputs = scheduled_sampling_outputs(model, inputs, objective.teacher_forcing_ratio)
+        loss = objective(outputs, labels, num_items_in_batch)
+        return (loss, outputs) if return_outputs else loss
+
     def prediction_step(self, *args: Any, **kwargs: Any) -> tuple:
         try:
             return super().prediction_step(*args, **kwargs)
@@ -139,8 +158,9 @@ def build_trainer(
     training_args: Seq2SeqTrainingArguments,
     run_args: RunArguments,
 ) -> Seq2SeqTrainer:
-    """A `Seq2SeqTrainer` with length-padded batches, sacreBLEU evaluation, early stopping on BLEU, checkpoints that
-    show whether they are complete, and a checkpoint on Ctrl-C."""
+    """A `Seq2SeqTrainer` with length-padded batches, the run's objective (`--label_smoothing_factor`,
+    `--unlikelihood`, `--teacher_forcing_ratio`), sacreBLEU evaluation, early stopping on BLEU, checkpoints that show
+    whether they are complete, and a checkpoint on Ctrl-C."""
     if getattr(model, "quantization", None) is not None:
         raise InputError(
             f"the model was quantized to {model.quantization} for inference and cannot be trained: train the fp32 "
@@ -149,7 +169,11 @@ def build_trainer(
     if training_args.ddp_find_unused_parameters is None:  # every parameter of both model types takes part
         training_args.ddp_find_unused_parameters = False
     training_args.remove_unused_columns = False  # the datasets hold model inputs only (BPE-dropout: its text too)
+    objective = TrainingObjective(
+        training_args.label_smoothing_factor, run_args.unlikelihood, run_args.teacher_forcing_ratio
+    )
     callbacks: list[TrainerCallback] = [
+        objective,  # recorded in trainer_state.json
         TrainingStartLogger(),
         LogEntryLogger(),
         CheckpointManifest(),
@@ -166,6 +190,7 @@ def build_trainer(
         processing_class=tokenizer,
         compute_metrics=make_compute_metrics(tokenizer),
         callbacks=callbacks,
+        compute_loss_func=objective,
     )
     if trainer.pop_callback(PrinterCallback) is None and trainer.pop_callback(ProgressCallback) is not None:
         trainer.add_callback(ProgressBar)
