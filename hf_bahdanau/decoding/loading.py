@@ -42,7 +42,7 @@ def load_translation_model(path: str, quantize: str | None = None) -> tuple[PreT
                 f"'{folder}', use_safetensors=False).save_pretrained('{folder}')"
             )
         tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=False)
-        model = load_checkpoint(folder, quantize=quantize)  # safetensors only; every weight found (strict)
+        model = load_checkpoint(folder, strict=True, quantize=quantize)  # safetensors only; every weight found
         check_tokenizer_matches(model.config, tokenizer)
     return model, tokenizer
 
