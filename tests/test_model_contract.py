@@ -279,12 +279,12 @@ def test_attention_functions_registered_with_transformers_run_in_the_transformer
 
 @pytest.mark.slow
 @pytest.mark.parametrize("model_type", MODEL_TYPES)
-def test_a_training_forward_and_a_decoding_step_compile_into_one_graph(model_type, monkeypatch):
+def test_a_training_forward_and_a_decoding_step_compile_into_one_graph(model_type):
     """`torch.compile(model, fullgraph=True)` (which fails on any graph break) traces a training forward with labels
     and one cached decoding step (that one through AOTAutograd too, `aot_eager`), with eager's results. Dynamo traces
-    recurrent layers with `allow_rnn`; an RNN batch without padding (a padded one is packed, which reads its
-    lengths)."""
-    monkeypatch.setattr(torch._dynamo.config, "allow_rnn", True)
+    recurrent layers with `allow_rnn`, set for the test through torch's own `config.patch`, which puts it back as it
+    was; an RNN batch without padding (a padded one is packed, which reads its lengths)."""
+    allow_rnn = torch._dynamo.config.allow_rnn
     torch._dynamo.reset()
     model = make_model(model_type).train()
     src, labels = random_ids(2, 6), random_ids(2, 5, seed=1)
@@ -292,18 +292,20 @@ def test_a_training_forward_and_a_decoding_step_compile_into_one_graph(model_typ
     if model_type == "d2l_transformer":
         mask = torch.ones(2, 6, dtype=torch.long)
         mask[1, :2] = 0  # left padding: positions and masks without reading values
-    compiled = torch.compile(model, fullgraph=True, backend="eager")
-    loss = compiled(input_ids=src, attention_mask=mask, labels=labels).loss
-    torch.testing.assert_close(loss, model(input_ids=src, attention_mask=mask, labels=labels).loss)
-    loss.backward()
-    model.eval()
-    with torch.no_grad():
-        encoded = model.get_encoder()(src, mask)
-        start = torch.ones(2, 1, dtype=torch.long)
-        first = model(encoder_outputs=encoded, attention_mask=mask, decoder_input_ids=start, use_cache=True)
-        step = dict(encoder_outputs=encoded, attention_mask=mask, decoder_input_ids=first.logits[:, -1:].argmax(-1))
-        state = returned_cache(first)
-        ours = torch.compile(model, fullgraph=True, backend="aot_eager")(cache=copy.deepcopy(state), **step)
-        eager = model(cache=copy.deepcopy(state), **step)
+    with torch._dynamo.config.patch(allow_rnn=True):
+        compiled = torch.compile(model, fullgraph=True, backend="eager")
+        loss = compiled(input_ids=src, attention_mask=mask, labels=labels).loss
+        torch.testing.assert_close(loss, model(input_ids=src, attention_mask=mask, labels=labels).loss)
+        loss.backward()
+        model.eval()
+        with torch.no_grad():
+            encoded = model.get_encoder()(src, mask)
+            start = torch.ones(2, 1, dtype=torch.long)
+            first = model(encoder_outputs=encoded, attention_mask=mask, decoder_input_ids=start, use_cache=True)
+            step = dict(encoder_outputs=encoded, attention_mask=mask, decoder_input_ids=first.logits[:, -1:].argmax(-1))
+            state = returned_cache(first)
+            ours = torch.compile(model, fullgraph=True, backend="aot_eager")(cache=copy.deepcopy(state), **step)
+            eager = model(cache=copy.deepcopy(state), **step)
     torch.testing.assert_close(ours.logits, eager.logits)
     assert returned_cache(ours).get_seq_length() == 2
+    assert torch._dynamo.config.allow_rnn == allow_rnn  # the next test's Dynamo as this one found it
