@@ -13,12 +13,15 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from hf_bahdanau.errors import UnwritableError
+
 from .arguments import (
     UsageError,
     add_command,
     add_generation_arguments,
     check_engine_options,
     generation_options,
+    load_translator,
     positive_int,
 )
 
@@ -157,6 +160,35 @@ def terminate_as_interrupt() -> Iterator[Callable[[], contextlib.AbstractContext
             signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
+SIGPIPE_STATUS = 128 + signal.SIGPIPE  # the status of a Unix tool whose reader went away (`... | head -1`)
+
+
+def write_out(text: str) -> None:
+    """Write `text` to stdout, now. A reader that went away ends the command quietly, with SIGPIPE's status, as Unix
+    tools end; stdout that cannot be written (a full disk) is a one-line error. Either way what is left unwritten is
+    dropped, so that the interpreter's flush at exit does not fail again."""
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _drop_stdout()
+        raise SystemExit(SIGPIPE_STATUS) from None
+    except OSError as error:
+        _drop_stdout()
+        raise UnwritableError(f"the translations cannot be written to stdout ({error.strerror or error})") from None
+
+
+def _drop_stdout() -> None:
+    """Point stdout's file descriptor at /dev/null (a stand-in without one, such as io.StringIO, stays)."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)
+
+
 def _interactive_lines(prompt: str) -> Iterable[str]:
     """Lines typed at a prompt, until end of input or `q` (like d2l's seed loop)."""
     while True:
@@ -244,12 +276,26 @@ def _check_translate_options(args: argparse.Namespace) -> None:
     """Refuse options the engine cannot do (before anything is loaded)."""
     check_engine_options(args)
     if args.engine != "torch":
-        asked = [name for name, value in (("--heatmap", args.heatmap), ("--scores", args.scores),
-                 ("--alignments", args.alignments), ("--n-best", args.n_best)) if value]  # fmt: skip
+        asked = [name for name, value in (("--heatmap", args.heatmap), ("--alignments", args.alignments)) if value]
         if asked:
-            raise UsageError(f"{' and '.join(asked)} need --engine torch: CTranslate2 here returns translations only")
+            raise UsageError(f"{' and '.join(asked)} need --engine torch: CTranslate2 gives no attention weights")
     if args.document or args.input_format == "jsonl":
         _check_document_options(args)
+    if args.heatmap:
+        _check_heatmap_files(args)
+
+
+def _check_heatmap_files(args: argparse.Namespace) -> None:
+    """Refuse a --heatmap file (any of the three of --heatmap-all) that is a file translate reads: the model's, the
+    glossary, the avoid list or the document, by inode (through a symlink or a hard link too)."""
+    from hf_bahdanau.folders import files_by_inode, inode
+
+    path = Path(args.heatmap)
+    parts = ("encoder", "decoder") if args.heatmap_all else ()
+    read = files_by_inode([args.model, args.glossary, args.avoid, args.document if args.document != "-" else None])
+    for file in (path, *(path.with_name(f"{path.stem}-{part}{path.suffix}") for part in parts)):
+        if (key := inode(file)) in read:
+            raise UsageError(f"--heatmap {file} would overwrite {read[key]}, which translate reads: choose another")
 
 
 def _check_document_options(args: argparse.Namespace) -> None:
@@ -318,8 +364,7 @@ def _translate_documents(translator: Translator, args: argparse.Namespace) -> No
                         record["score"] = round(sum(scores) / len(scores), 4) if scores else None
                     line = jsonl_line(record)
                 with whole():
-                    sys.stdout.write(line)
-                    sys.stdout.flush()
+                    write_out(line)
                     written += 1
     except KeyboardInterrupt:
         unit = "lines" if jsonl else "paragraph lines"
@@ -329,7 +374,7 @@ def _translate_documents(translator: Translator, args: argparse.Namespace) -> No
 def run(args: argparse.Namespace) -> None:
     """Translate what the options name, writing each batch as soon as it is done."""
     from hf_bahdanau.decoding.batching import SORT_WINDOW
-    from hf_bahdanau.decoding.loading import check_generation_length, load_translator
+    from hf_bahdanau.decoding.loading import check_generation_length
     from hf_bahdanau.decoding.translator import hypothesis_lines
 
     check_generation_length(args.model, args.max_new_tokens)
@@ -359,7 +404,7 @@ def run(args: argparse.Namespace) -> None:
     if not args.text and sys.stdin.isatty():
         logger.info("type a sentence and press Enter to translate it; q (or Ctrl-D) quits")
         for line in _interactive_lines(f"{translator.config.source_language or 'source'} > "):
-            sys.stdout.write(lines(0, translator.translate([line], **decoding)[0]))
+            write_out(lines(0, translator.translate([line], **decoding)[0]))
         return
     # stdin in chunks: the sort window's worth of lines, or what came before the input paused
     chunks = [list(args.text)] if args.text else _stdin_chunks(SORT_WINDOW)
@@ -374,8 +419,7 @@ def run(args: argparse.Namespace) -> None:
                 for batch in translator.translate_stream(texts, progress=progress, **decoding):
                     output = "".join(lines(written + i, translation) for i, translation in enumerate(batch))
                     with whole():
-                        sys.stdout.write(output)
-                        sys.stdout.flush()
+                        write_out(output)
                         written += len(batch)
     except KeyboardInterrupt:
         raise KeyboardInterrupt(f"interrupted: wrote {written} translations of the {read} lines read") from None

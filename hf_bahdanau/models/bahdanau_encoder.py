@@ -110,11 +110,9 @@ class BahdanauEncoder(nn.Module):
         return_dict: bool | None = None,
     ) -> BahdanauEncoderOutput:
         """`input_ids` `(batch, src_len)`, `attention_mask` `(batch, src_len)` (1 = token, 0 = padding)."""
-        mask = check_source(input_ids, attention_mask, self.config.vocab_size)
+        mask = check_source(input_ids, attention_mask)
         embeddings = self.dropout(self.embed_tokens(input_ids))  # (batch, src_len, embedding)
-        outputs, final = self._runrecurrent_layers(
-            embeddings, None if attention_mask is None else mask
-        )  # (batch, src_len, encoder_output_size)
+        outputs, final = self._runrecurrent_layers(embeddings, mask)  # (batch, src_len, encoder_output_size)
         hidden, cell = final if isinstance(final, tuple) else (final, None)
         hidden = self._decoder_initial_state(hidden)
         if cell is not None:

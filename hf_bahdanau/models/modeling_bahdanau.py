@@ -23,7 +23,7 @@ from .bahdanau_encoder import BahdanauEncoder
 from .cache_names import returned_cache, with_cache
 from .configuration_bahdanau import BahdanauConfig
 from .configuration_translation import TranslationConfig  # noqa: F401
-from .input_checks import check_ids
+from .input_checks import check_source  # noqa: F401
 from .modeling_translation import TranslationForConditionalGeneration, TranslationModel
 from .pretrained_model import TranslationPreTrainedModel
 
@@ -88,7 +88,6 @@ class BahdanauForConditionalGeneration(
         """Scheduled sampling: after the first step, each sequence is fed its gold previous token with probability
         `teacher_forcing_ratio`, else the model's own greedy prediction; one base-model call per step."""
         use_cache = inputs.pop("use_cache")
-        check_ids("decoder_input_ids", decoder_input_ids, self.config.vocab_size)  # each step sees one column
         for name in ("output_attentions", "output_hidden_states"):  # None: the config's
             inputs[name] = getattr(self.config, name) if inputs[name] is None else inputs[name]
         inputs["encoder_outputs"] = self.model.encode(

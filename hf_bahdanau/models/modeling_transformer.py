@@ -30,7 +30,7 @@ from .attention import MultiHeadAttention, PositionalEncoding
 from .cache_names import with_cache
 from .configuration_transformer import TransformerConfig
 from .configuration_translation import TranslationConfig  # noqa: F401
-from .input_checks import check_source, checking_values
+from .input_checks import check_source
 from .modeling_translation import TranslationForConditionalGeneration, TranslationModel
 from .pretrained_model import TranslationPreTrainedModel
 
@@ -185,12 +185,11 @@ class TransformerStack(nn.Module):
         self, input_ids: torch.LongTensor, what: str, positions: torch.Tensor | None = None, offset: int = 0
     ) -> torch.Tensor:
         """Scaled embeddings plus the encoding of `positions` `(batch, length)` (default: `offset`, `offset + 1`,
-        ...): `(batch, length, d_model)`."""
-        if positions is not None and not checking_values():
-            return self.positions(self.embed_tokens(input_ids) * self.embed_scale, positions, offset)
-        longest = int(positions.max()) + 1 if positions is not None else offset + input_ids.shape[1]
+        ...): `(batch, length, d_model)`. Without `positions`, a sequence longer than the position table is a
+        ValueError (a shape check: a padded batch's positions count its real tokens, which its maker cuts)."""
+        longest = offset + input_ids.shape[1]
         limit = self.config.max_position_embeddings
-        if longest > limit:
+        if positions is None and longest > limit:
             raise ValueError(
                 f"the {what} reaches {longest} tokens but the model's max_position_embeddings is {limit}: "
                 "truncate it (the pipeline and the command line do)"
@@ -216,9 +215,9 @@ class TransformerEncoder(TransformerStack):
         return_dict: bool = True,
     ) -> BaseModelOutput:
         """`input_ids` `(batch, src_len)`, `attention_mask` `(batch, src_len)` (1 = token, 0 = padding)."""
-        mask = check_source(input_ids, attention_mask, self.config.vocab_size)
-        if attention_mask is None or (checking_values() and bool(mask.all())):  # no padding: positions 0, 1, ...
-            mask = positions = None
+        mask = check_source(input_ids, attention_mask)
+        if mask is None:  # no padding: positions 0, 1, ...
+            positions = None
         else:
             positions = (mask.cumsum(-1) - 1).clamp(min=0)  # (batch, src_len), 0 at the first real token
         X = self.embed(input_ids, "source", positions)  # (batch, src_len, d_model)

@@ -7,7 +7,7 @@
 - `TranslationForConditionalGeneration`: the base model under `model` (`base_model_prefix`) and an `lm_head`, with
   labels -> decoder inputs, the loss and `generate()`.
 
-Both derive from `TranslationPreTrainedModel` (`pretrained_model.py`: loading, saving, tying, resizing).
+Both derive from `TranslationPreTrainedModel` (`pretrained_model.py`: saving, resizing, generation defaults).
 
 The cache contract, on every transformers 5 release: `forward` (of both classes) takes the decoder state returned
 by the previous call as `past_key_values=` or as `cache=` (`generate` passes it as `cache` from transformers 5.24
@@ -33,8 +33,7 @@ from transformers.modeling_outputs import ModelOutput, Seq2SeqLMOutput, Seq2SeqM
 
 from .cache_names import given_cache, returned_cache, with_cache
 from .configuration_translation import TranslationConfig
-from .input_checks import check_ids
-from .pretrained_model import TranslationPreTrainedModel
+from .pretrained_model import TranslationPreTrainedModel, generation_defaults, tied_embeddings
 
 # What `generate` hands `prepare_inputs_for_generation` that is not for `forward`.
 GENERATION_ONLY_KWARGS = ("labels", "inputs_embeds", "is_first_iteration", "decoder_attention_mask")
@@ -76,6 +75,7 @@ class TranslationModel(TranslationPreTrainedModel):
         initialises them with its own, module by module, so that a seed draws the same weights as a flat model."""
         super().__init__(config)
         self._initialize = initialize
+        self._tied_weights_keys = tied_embeddings(config)
 
     def init_weights(self) -> None:
         """transformers' (initialise and tie), unless `initialize=False`."""
@@ -148,8 +148,6 @@ class TranslationModel(TranslationPreTrainedModel):
         use_cache = use_cache if use_cache is not None else self.config.use_cache
         if decoder_input_ids is None:
             raise ValueError("pass decoder_input_ids")
-        if cache is None or cache.get_seq_length() == 0:  # later steps feed generated tokens
-            check_ids("decoder_input_ids", decoder_input_ids, self.config.vocab_size)
         encoder_outputs = self.encode(
             input_ids, attention_mask, encoder_outputs, output_attentions, output_hidden_states
         )
@@ -187,12 +185,14 @@ class TranslationForConditionalGeneration(TranslationPreTrainedModel, Generation
         super().__init__(config)
         self.model = self.base_model_class(config, initialize=False)  # initialised below, with lm_head
         self.lm_head = nn.Linear(config.hidden_size, config.vocab_size)
+        prefix = f"{self.base_model_prefix}."
+        self._tied_weights_keys = {"lm_head.weight": f"{prefix}decoder.embed_tokens.weight"}
+        self._tied_weights_keys.update(tied_embeddings(config, prefix))
+        # Tied weights are saved once, as the decoder's embedding: a state dict without the others is complete.
+        self._keys_to_ignore_on_save = list(self._tied_weights_keys) if config.tie_word_embeddings else None
         self.post_init()
-
-    def _tied_embeddings(self) -> dict[str, str]:
-        prefix = self.base_model_prefix
-        tied = {f"{prefix}.{key}": f"{prefix}.{value}" for key, value in super()._tied_embeddings().items()}
-        return {"lm_head.weight": f"{prefix}.decoder.embed_tokens.weight", **tied}
+        if self.generation_config is not None:  # a new model's; a saved folder's generation_config.json replaces it
+            self.generation_config.update(**generation_defaults(config))
 
     def save_pretrained(self, save_directory: str | os.PathLike, *args: Any, **kwargs: Any) -> None:
         """`TranslationPreTrainedModel.save_pretrained`; a folder with remote code (`register_for_auto_class`) maps
@@ -275,7 +275,7 @@ class TranslationForConditionalGeneration(TranslationPreTrainedModel, Generation
             if self.training and self.quantization is not None:  # its int8 layers have no gradients
                 raise ValueError(
                     f"this model was quantized to {self.quantization} for inference and cannot be trained: train "
-                    "the fp32 model (from_pretrained without quantize=) and quantize it when loading it to translate"
+                    "the fp32 model (loaded without quantize=) and quantize it when loading it to translate"
                 )
             use_cache = False
             if decoder_input_ids is None:
