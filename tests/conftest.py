@@ -1,5 +1,6 @@
-"""Shared fixtures: the shared corpora beside the repo (skipped cleanly when absent), tiny tokenizers and folders, and
-the session's trained tiny models (`trained_folder`)."""
+"""Shared fixtures: the shared corpora beside the repo (skipped cleanly when absent), tiny tokenizers and folders, the
+session's trained tiny models (`trained_folder`), and around every test what it changes in the process put back
+(`kept_state`)."""
 
 from __future__ import annotations
 
