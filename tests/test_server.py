@@ -235,6 +235,11 @@ BAD_REQUESTS = [  # (what is sent, status, start of the error message)
         400,
         "Invalid request: request (9 sentences) exceeds sentence limit (8)",
     ),
+    (
+        {"content": b'{"q": ' + b"[" * 1500 + b"]" * 1500 + b"}", "headers": {"content-type": "application/json"}},
+        400,
+        "Invalid JSON format: nested too deeply",
+    ),
     ({"content": b"x" * 5000, "headers": {"content-type": "application/json"}}, 413, "Invalid request: the body"),
     ({"files": {"q": ("a.txt", b"Hallo")}, "data": {"source": "de", "target": "en"}}, 400, "Too many files"),
 ]
@@ -256,6 +261,22 @@ def test_every_bad_request_gets_its_status_and_error_then_the_server_translates(
     answer = post(served, "/translate", data={"q": SENTENCES[1], "source": "de", "target": "en", "api_key": KEY})
     assert answer.json() == {"translatedText": reference(model, tokenizer, SENTENCES[1])[0]}
     assert httpx.get(served + "/health", timeout=10).json()["status"] == "ok"
+
+
+def test_a_lone_surrogate_in_any_field_gets_400_and_in_the_key_403_without_a_traceback(served, caplog):
+    fields = f'"q": "Hallo", "source": "de", "target": "en", "format": "html", "api_key": "{KEY}"'
+    for given, status, message in (
+        (fields.replace('"Hallo"', '"Hallo \\ud800"'), 400, "Invalid request: q holds a lone surrogate, not text"),
+        (fields.replace('"Hallo"', '"<b title=\\"\\udfff\\">Hallo</b>"'), 400, "Invalid request: q holds"),
+        (fields.replace('"de"', '"d\\ud800"'), 400, "Invalid request: source holds a lone surrogate"),
+        (fields.replace('"html"', '"\\ud800"'), 400, "Invalid request: format holds a lone surrogate"),
+        (fields + ', "glossary": {"Hund": "\\ud800"}', 400, "Invalid request: glossary holds a lone surrogate"),
+        (fields.replace(KEY, "\\ud800"), 403, "Invalid API key"),
+    ):
+        body = ("{" + given + "}").encode()
+        response = post(served, "/translate", content=body, headers={"content-type": "application/json"})
+        assert (response.status_code, response.json()["error"][: len(message)]) == (status, message), given
+    assert not [record for record in caplog.records if record.levelname == "ERROR"]
 
 
 def test_a_fixed_load_of_concurrent_requests_is_answered_in_time_and_batched(served, model, tokenizer):
@@ -413,6 +434,10 @@ def test_serve_refuses_a_queue_limit_below_the_sentence_limit_before_loading_any
 
     argv = ["serve", "--model", str(tmp_path / "nowhere"), "--queue-limit", "20", "--sentence-limit", "25"]
     assert main(argv) == 1
-    assert caplog.records[-1].getMessage().endswith(
-        "--queue-limit (20) is below --sentence-limit (25): a request of 25 sentences could never be translated"
+    assert (
+        caplog.records[-1]
+        .getMessage()
+        .endswith(
+            "--queue-limit (20) is below --sentence-limit (25): a request of 25 sentences could never be translated"
+        )
     )

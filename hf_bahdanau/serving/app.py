@@ -133,6 +133,7 @@ def build_app(settings: Settings, models: dict[tuple[str, str], ServedModel] | N
         """Translate `q` (a string or a list) from `source` to `target` (LibreTranslate's fields)."""
         fields = await _read_fields(request)
         keys.check(fields.get("api_key"))
+        _refuse_lone_surrogates(fields)
         parsed = parse_translate(fields)
         pair, detected = _pick(parsed, pairs)
         model = models[pair]
@@ -211,6 +212,25 @@ async def _read_fields(request: Request) -> dict:
     if not await request.body():
         return {}
     raise ApiError(400, "Invalid request: send the parameters as a form or as JSON (Content-Type: application/json)")
+
+
+def _refuse_lone_surrogates(fields: dict) -> None:
+    """A 400 naming the first field that holds a lone surrogate (JSON's `"\\ud800"`): no text can be made of it."""
+    for name, value in fields.items():
+        stack = [name, value]
+        while stack:
+            item = stack.pop()
+            if isinstance(item, dict):
+                stack.extend(item.keys())
+                stack.extend(item.values())
+            elif isinstance(item, list):
+                stack.extend(item)
+            elif isinstance(item, str):
+                try:
+                    item.encode("utf-8")
+                except UnicodeEncodeError:
+                    label = name if name.isascii() else ascii(name)
+                    raise ApiError(400, f"Invalid request: {label} holds a lone surrogate, not text") from None
 
 
 def _pick(request: TranslateRequest, pairs: list[tuple[str, str]]) -> tuple[tuple[str, str], str | None]:

@@ -132,7 +132,7 @@ class BodyLimit:
 
 
 def _digest(key: str) -> bytes:
-    return hashlib.sha256(key.encode("utf-8", "surrogateescape")).digest()
+    return hashlib.sha256(key.encode("utf-8", "surrogatepass")).digest()  # any string, a lone surrogate too
 
 
 __all__ = ["ApiKeys", "BodyLimit", "Limits", "MISSING_KEY"]
