@@ -231,9 +231,14 @@ BAD_REQUESTS = [  # (what is sent, status, start of the error message)
         "Invalid request: request (360) exceeds text limit (300)",
     ),
     (
-        {"json": {"q": ["Ja."] * 9, "source": "de", "target": "en"}},
+        {"json": {"q": ["Ja. Nein."] * 5, "source": "de", "target": "en"}},
         400,
-        "Invalid request: request (9 sentences) exceeds sentence limit (8)",
+        "Invalid request: request (10 sentences) exceeds sentence limit (8)",
+    ),
+    (
+        {"json": {"q": [""] * 9, "source": "de", "target": "en"}},
+        400,
+        "Invalid request: request (9 texts) exceeds sentence limit (8)",
     ),
     (
         {"content": b'{"q": ' + b"[" * 1500 + b"]" * 1500 + b"}", "headers": {"content-type": "application/json"}},

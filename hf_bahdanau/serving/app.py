@@ -135,6 +135,7 @@ def build_app(settings: Settings, models: dict[tuple[str, str], ServedModel] | N
         keys.check(fields.get("api_key"))
         _refuse_lone_surrogates(fields)
         parsed = parse_translate(fields)
+        limits.check_texts(len(parsed.texts))  # before any work a text costs
         pair, detected = _pick(parsed, pairs)
         model = models[pair]
         if parsed.alternatives > model.max_alternatives:

@@ -45,6 +45,11 @@ class Limits:
         if size > self.chars:
             raise ApiError(400, f"Invalid request: request ({size}) exceeds text limit ({self.chars})")
 
+    def check_texts(self, count: int) -> None:
+        """Each text is a sentence at least: more texts than the sentence limit are refused before any is split."""
+        if count > self.sentences:
+            raise ApiError(400, f"Invalid request: request ({count} texts) exceeds sentence limit ({self.sentences})")
+
     def check_sentences(self, count: int) -> None:
         if count > self.sentences:
             raise ApiError(
