@@ -189,6 +189,17 @@ def test_a_glossary_field_places_its_terms_as_the_translator_does_and_clients_wi
     assert refused.status_code == 400 and "glossary" in refused.json()["error"]
 
 
+def test_a_glossary_counts_toward_the_text_limit_and_its_terms_and_their_lengths_are_bounded(served):
+    request = {"q": "Ein Hund.", "source": "de", "target": "en", "api_key": KEY}
+    for glossary, message in (
+        ({f"Wort{i}": "word" for i in range(11)}, "Invalid request: glossary (11 terms) exceeds glossary limit (10)"),
+        ({"Hund": "very " * 9 + "long"}, "Invalid request: a glossary term (49) exceeds term limit (48)"),
+        ({f"{i}" * 40: "x" * 40 for i in range(4)}, "Invalid request: request (329) exceeds text limit (300)"),
+    ):
+        response = post(served, "/translate", json={**request, "glossary": glossary})
+        assert (response.status_code, response.json()) == (400, {"error": message})
+
+
 def test_html_is_translated_between_its_tags(served, model, tokenizer):
     page = ('<p class="x">Ein Mann fährt Fahrrad.</p>\n<p>Zwei Hunde <b>spielen</b> im Schnee &amp; Eis.<br></p>'
             '<a title="x > y" href="/home">Ein Buch</a>')  # fmt: skip

@@ -56,6 +56,20 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         "--sentence-limit", "--sentence_limit", type=positive_int, default=200, help="Sentences a request."
     )
     parser.add_argument(
+        "--glossary-terms",
+        "--glossary_terms",
+        type=positive_int,
+        default=10,
+        help="Terms of a request's glossary (its characters count toward --char-limit).",
+    )
+    parser.add_argument(
+        "--term-chars",
+        "--term_chars",
+        type=positive_int,
+        default=48,
+        help="Characters of each side of a glossary term (a target term lengthens the translations holding it).",
+    )
+    parser.add_argument(
         "--queue-limit",
         "--queue_limit",
         type=positive_int,
@@ -120,7 +134,13 @@ def settings_from_args(args: argparse.Namespace) -> Any:
         models=tuple(args.model),
         decoding=decoding,
         batching=Batching(args.batch_wait_ms / 1000, args.batch_tokens, args.batch_size),
-        limits=Limits(chars=args.char_limit, sentences=args.sentence_limit, queue=args.queue_limit),
+        limits=Limits(
+            chars=args.char_limit,
+            sentences=args.sentence_limit,
+            queue=args.queue_limit,
+            glossary_terms=args.glossary_terms,
+            term_chars=args.term_chars,
+        ),
         api_keys=args.api_keys,
     )
 

@@ -142,7 +142,7 @@ def build_app(settings: Settings, models: dict[tuple[str, str], ServedModel] | N
             raise ApiError(400, f"Invalid request: alternatives parameter must be <= {model.max_alternatives}")
         if parsed.glossary is not None and not model.places_terms:
             raise ApiError(400, "Invalid request: a glossary needs beam search, and this server translates greedily")
-        limits.check_chars(parsed.texts)
+        limits.check_chars(parsed.texts, parsed.glossary)
         plans = [_plan(text, parsed.format, pair[0]) for text in parsed.texts]
         sentences = [sentence for plan, _ in plans for sentence in plan]
         limits.check_sentences(len(sentences))

@@ -16,6 +16,7 @@ from typing import Any
 
 from starlette.responses import JSONResponse
 
+from hf_bahdanau.decoding.glossary import Glossary
 from hf_bahdanau.errors import InputError
 
 from .shapes import ApiError, error_body
@@ -25,13 +26,17 @@ MISSING_KEY = "Please contact the server operator to get an API key"
 
 @dataclass(frozen=True)
 class Limits:
-    """`chars`: characters of one request (all its texts); `sentences`: sentences of one request once split;
-    `queue`: sentences waiting for a model before requests are refused (429); `body_bytes`: the request body."""
+    """`chars`: characters of one request (all its texts and glossary terms); `sentences`: sentences of one request
+    once split; `queue`: sentences waiting for a model before requests are refused (429); `body_bytes`: the request
+    body; `glossary_terms`, `term_chars`: terms of a request's glossary, and characters of each side of a term (a
+    target term lengthens the translations that must hold it)."""
 
     chars: int = 5000
     sentences: int = 200
     queue: int = 2000
     body_bytes: int = 1 << 20
+    glossary_terms: int = 10
+    term_chars: int = 48
 
     def __post_init__(self) -> None:
         if self.queue < self.sentences:
@@ -40,8 +45,17 @@ class Limits:
                 f"{self.sentences} sentences could never be translated"
             )
 
-    def check_chars(self, texts: list[str]) -> None:
-        size = sum(len(text) for text in texts)
+    def check_chars(self, texts: list[str], glossary: Glossary | None = None) -> None:
+        """The texts' and the glossary's characters together within `chars`; the glossary within its limits."""
+        terms = glossary.terms if glossary is not None else ()
+        if len(terms) > self.glossary_terms:
+            raise ApiError(
+                400, f"Invalid request: glossary ({len(terms)} terms) exceeds glossary limit ({self.glossary_terms})"
+            )
+        longest = max((len(side) for term in terms for side in (term.source, term.target)), default=0)
+        if longest > self.term_chars:
+            raise ApiError(400, f"Invalid request: a glossary term ({longest}) exceeds term limit ({self.term_chars})")
+        size = sum(len(text) for text in texts) + sum(len(term.source) + len(term.target) for term in terms)
         if size > self.chars:
             raise ApiError(400, f"Invalid request: request ({size}) exceeds text limit ({self.chars})")
 
