@@ -53,12 +53,13 @@ def reference(model, tokenizer, sentence: str, n_best: int = 1) -> list[str]:
 
 
 class Running:
-    """A server run by uvicorn in a thread of the test process, on a free port of 127.0.0.1."""
+    """A server run by uvicorn in a thread of the test process, on a free port of 127.0.0.1 (`options`: more of
+    uvicorn's settings)."""
 
-    def __init__(self, app) -> None:
+    def __init__(self, app, **options) -> None:
         import uvicorn
 
-        config = uvicorn.Config(app, host="127.0.0.1", port=0, log_config=None, access_log=False)
+        config = uvicorn.Config(app, host="127.0.0.1", port=0, log_config=None, access_log=False, **options)
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)
         self.thread.start()
@@ -72,6 +73,29 @@ class Running:
     def stop(self) -> None:
         self.server.should_exit = True
         self.thread.join(30)
+
+
+class Held:
+    """A served De->En model whose batches wait until `release` is set (`started` is set once one has begun), each
+    text translated as itself upper-cased; `batches` records the texts of each batch done."""
+
+    pair = ("de", "en")
+    folder = "held"
+    max_alternatives = 0
+    places_terms = False
+
+    def __init__(self) -> None:
+        self.started, self.release = threading.Event(), threading.Event()
+        self.batches: list[list[str]] = []
+
+    def count_tokens(self, texts: list[str]) -> list[int]:
+        return [len(text.split()) for text in texts]
+
+    def translate(self, texts: list[str], n_best: int = 1, glossary=None) -> list[list[str]]:
+        self.started.set()
+        assert self.release.wait(60)
+        self.batches.append(list(texts))
+        return [[text.upper()] for text in texts]
 
 
 @pytest.fixture(scope="module")
@@ -399,24 +423,44 @@ def test_the_console_script_serves_with_worker_processes_and_sigterm_lets_reques
         kill_group(process)
 
 
-def test_a_client_that_goes_frees_its_place_in_the_queue(folder):
+def test_a_client_that_goes_frees_its_place_in_the_queue():
     from hf_bahdanau.serving.app import Batching, Settings, build_app
 
-    running = Running(build_app(Settings(models=(str(folder),), batching=Batching(wait=3.0))))  # batches wait 3 s
-
-    def model_state() -> dict:
-        return httpx.get(running.url + "/health", timeout=10).json()["models"][0]
-
+    model = Held()
+    model.release.set()
+    running = Running(build_app(Settings(models=("held",), batching=Batching(wait=2.0)), {model.pair: model}))
+    request = {"q": "Ein Hund.", "source": "de", "target": "en"}
     try:
-        with pytest.raises(httpx.ReadTimeout):  # the client gives up while its sentence waits
-            post(running.url, "/translate", json={"q": SENTENCES[0], "source": "de", "target": "en"}, timeout=0.5)
-        deadline = time.monotonic() + 2
-        while model_state()["waiting"] and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert model_state()["waiting"] == 0  # freed at once, not when the batch would have started
-        time.sleep(3.5)
-        assert model_state()["batches"] == 0  # and never translated
+        with pytest.raises(httpx.ReadTimeout):  # the client gives up while its sentence waits for a batch
+            post(running.url, "/translate", json=request, timeout=0.3)
+        wait_for(lambda: healthy(running.url)["models"][0]["waiting"] == 0, 1.5, "the sentence still waits")
+        later = post(running.url, "/translate", json={**request, "q": "Zwei Katzen."})  # waits 2 s for its batch
+        assert later.json() == {"translatedText": "ZWEI KATZEN."}
+        assert model.batches == [["Zwei Katzen."]]  # the first sentence was never translated
     finally:
+        running.stop()
+
+
+def test_stopping_answers_requests_still_in_flight_after_the_shutdown_timeout_with_503_and_ends_in_time():
+    from hf_bahdanau.serving.app import Batching, Settings, build_app
+
+    model = Held()  # its batch runs until released: longer than the shutdown timeout
+    running = Running(build_app(Settings(models=("held",), batching=Batching(wait=0.0)), {model.pair: model}),
+                      timeout_graceful_shutdown=1)  # fmt: skip
+    answers = []
+    client = threading.Thread(target=lambda: answers.append(
+        post(running.url, "/translate", json={"q": "Ein Hund.", "source": "de", "target": "en"})))  # fmt: skip
+    client.start()
+    try:
+        assert model.started.wait(30)
+        start = time.monotonic()
+        running.server.should_exit = True  # what SIGTERM does
+        running.thread.join(20)
+        assert not running.thread.is_alive() and time.monotonic() - start < 5  # 1 s of grace, then 503 and stop
+        client.join(10)
+        assert (answers[0].status_code, answers[0].json()) == (503, {"error": "The server is shutting down"})
+    finally:
+        model.release.set()
         running.stop()
 
 

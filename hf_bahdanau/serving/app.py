@@ -18,6 +18,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
@@ -48,6 +49,7 @@ from .shapes import (
 logger = logging.getLogger("hf_bahdanau.serving")
 FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
 FRONTEND_TIMEOUT_MS = 500
+CLOSE_SECONDS = 1.0  # how long stopping waits for a model's batch in progress
 
 
 @dataclass(frozen=True)
@@ -108,12 +110,13 @@ def build_app(settings: Settings, models: dict[tuple[str, str], ServedModel] | N
         for batcher in batchers.values():
             batcher.start()
         logger.info("serving %s", ", ".join(f"{s}->{t} ({models[s, t].folder})" for s, t in pairs))
-        yield
-        await asyncio.to_thread(lambda: [batcher.close() for batcher in batchers.values()])
+        yield  # uvicorn has waited `--shutdown-timeout` for requests in flight: a batch still running is left
+        await asyncio.to_thread(lambda: [batcher.close(CLOSE_SECONDS) for batcher in batchers.values()])
 
     app = FastAPI(title="hf-bahdanau serve (LibreTranslate API)", lifespan=lifespan)
     app.add_middleware(BodyLimit, limit=limits.body_bytes)
     app.middleware("http")(_access_log)
+    app.add_middleware(ShutdownAnswer)  # the outermost: whatever a cancellation interrupts inside
 
     @app.exception_handler(ApiError)
     async def refused(request: Request, error: ApiError) -> JSONResponse:
@@ -191,6 +194,35 @@ def build_app(settings: Settings, models: dict[tuple[str, str], ServedModel] | N
         return JSONResponse({"status": "ok", "worker": worker, "models": served})
 
     return app
+
+
+class ShutdownAnswer:
+    """ASGI middleware: a request cancelled before it is answered (uvicorn cancels those still in flight once its
+    graceful shutdown time has passed) gets 503 `{"error": "The server is shutting down"}`, not a plain-text 500."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def watched(message: dict) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, watched)
+        except asyncio.CancelledError:
+            if started:
+                raise
+            task = asyncio.current_task()
+            if hasattr(task, "uncancel"):  # Python 3.11+: the cancellation is handled here
+                task.uncancel()
+            await JSONResponse(error_body("The server is shutting down"), status_code=503)(scope, receive, send)
 
 
 async def _access_log(request: Request, call_next: Callable) -> object:
