@@ -10,6 +10,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -102,6 +103,7 @@ class Held:
 def served(folder, en_fr, tmp_path_factory):
     """The two models served with API keys and small limits (300 characters, 8 sentences a request)."""
     from hf_bahdanau.serving.app import Batching, Settings, build_app
+    from hf_bahdanau.serving.connections import server_options
     from hf_bahdanau.serving.limits import Limits
 
     keys = tmp_path_factory.mktemp("keys") / "keys.txt"
@@ -112,7 +114,7 @@ def served(folder, en_fr, tmp_path_factory):
         limits=Limits(chars=300, sentences=8, queue=64, body_bytes=4096),
         api_keys=str(keys),
     )
-    running = Running(build_app(settings))
+    running = Running(build_app(settings), **server_options(settings.limits))
     yield running.url
     running.stop()
 
@@ -461,6 +463,51 @@ def test_stopping_answers_requests_still_in_flight_after_the_shutdown_timeout_wi
         assert (answers[0].status_code, answers[0].json()) == (503, {"error": "The server is shutting down"})
     finally:
         model.release.set()
+        running.stop()
+
+
+def test_slow_clients_are_cut_off_after_the_read_timeout_and_connections_beyond_the_limit_get_503():
+    from hf_bahdanau.serving.app import Batching, Settings, build_app
+    from hf_bahdanau.serving.connections import server_options
+    from hf_bahdanau.serving.limits import Limits
+
+    model = Held()
+    model.release.set()
+    limits = Limits(read_seconds=1.0, connections=4)
+    settings = Settings(models=("held",), batching=Batching(wait=0.0), limits=limits)
+    running = Running(build_app(settings, {model.pair: model}), **server_options(limits))
+    port = int(running.url.rsplit(":", 1)[1])
+    head = b"POST /translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    body = b'{"q": "Ein Hund.", "source": "de", "target": "en"}'
+    opened: list[socket.socket] = []
+
+    def connect(data: bytes) -> socket.socket:
+        connection = socket.create_connection(("127.0.0.1", port), timeout=10)
+        connection.sendall(data)
+        opened.append(connection)
+        return connection
+
+    def until_closed(connection: socket.socket) -> bytes:
+        """What the server sends until it closes the connection (a socket timeout, 10 s, fails the test)."""
+        chunks = []
+        while chunk := connection.recv(65536):
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    try:
+        start = time.monotonic()
+        stalled = [connect(head) for _ in range(4)]  # headers never finished: the four places taken
+        wait_for(lambda: healthy(running.url) is None, 5, "a fifth connection was served")  # 503: at the limit
+        assert [until_closed(connection) for connection in stalled] == [b""] * 4  # closed, unanswered
+        assert time.monotonic() - start < 6
+        slow = connect(head + b"Content-Length: %d\r\n\r\n" % (len(body) + 10) + body)  # 10 bytes never come
+        answer = until_closed(slow)
+        assert answer.startswith(b"HTTP/1.1 408 ") and b"connection: close" in answer.lower()
+        assert answer.endswith(b'{"error":"Invalid request: the body did not come within 1 s"}')
+        assert post(running.url, "/translate", json=json.loads(body)).json() == {"translatedText": "EIN HUND."}
+    finally:
+        for connection in opened:
+            connection.close()
         running.stop()
 
 

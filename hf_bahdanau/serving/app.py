@@ -114,7 +114,7 @@ def build_app(settings: Settings, models: dict[tuple[str, str], ServedModel] | N
         await asyncio.to_thread(lambda: [batcher.close(CLOSE_SECONDS) for batcher in batchers.values()])
 
     app = FastAPI(title="hf-bahdanau serve (LibreTranslate API)", lifespan=lifespan)
-    app.add_middleware(BodyLimit, limit=limits.body_bytes)
+    app.add_middleware(BodyLimit, limit=limits.body_bytes, seconds=limits.read_seconds)
     app.middleware("http")(_access_log)
     app.add_middleware(ShutdownAnswer)  # the outermost: whatever a cancellation interrupts inside
 

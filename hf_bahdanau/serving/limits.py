@@ -7,8 +7,10 @@ much of it matched; keys are never logged, and a problem with the file is report
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +31,8 @@ class Limits:
     """`chars`: characters of one request (all its texts and glossary terms); `sentences`: sentences of one request
     once split; `queue`: sentences waiting for a model before requests are refused (429); `body_bytes`: the request
     body; `glossary_terms`, `term_chars`: terms of a request's glossary, and characters of each side of a term (a
-    target term lengthens the translations that must hold it)."""
+    target term lengthens the translations that must hold it); `read_seconds`: the time a client has to send a
+    request's headers, and then its body; `connections`: connections served at once (`connections.py`)."""
 
     chars: int = 5000
     sentences: int = 200
@@ -37,6 +40,8 @@ class Limits:
     body_bytes: int = 1 << 20
     glossary_terms: int = 10
     term_chars: int = 48
+    read_seconds: float = 20.0
+    connections: int = 256
 
     def __post_init__(self) -> None:
         if self.queue < self.sentences:
@@ -122,10 +127,11 @@ class ApiKeys:
 
 class BodyLimit:
     """ASGI middleware refusing a request body over `limit` bytes with 413, by its Content-Length at once, or
-    while it is read (a chunked body): nothing larger is ever held in memory."""
+    while it is read (a chunked body): nothing larger is ever held in memory. A body not all come `seconds` after
+    the headers is refused with 408 (and the connection closed)."""
 
-    def __init__(self, app: Any, limit: int) -> None:
-        self.app, self.limit = app, limit
+    def __init__(self, app: Any, limit: int, seconds: float) -> None:
+        self.app, self.limit, self.seconds = app, limit, seconds
 
     async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
         if scope["type"] != "http":
@@ -138,10 +144,20 @@ class BodyLimit:
             await response(scope, receive, send)
             return
         received = 0
+        deadline = time.monotonic() + self.seconds
+        complete = False
 
         async def limited() -> dict:
-            nonlocal received
-            message = await receive()
+            nonlocal received, complete
+            if complete:  # only a disconnect can come
+                return await receive()
+            try:
+                message = await asyncio.wait_for(receive(), max(0.0, deadline - time.monotonic()))
+            except asyncio.TimeoutError:
+                raise ApiError(
+                    408, f"Invalid request: the body did not come within {self.seconds:g} s", {"Connection": "close"}
+                ) from None
+            complete = not message.get("more_body", False)
             received += len(message.get("body", b""))
             if received > self.limit:
                 raise ApiError(413, f"Invalid request: the body exceeds {self.limit} bytes")
