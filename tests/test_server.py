@@ -10,6 +10,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -53,12 +54,13 @@ def reference(model, tokenizer, sentence: str, n_best: int = 1) -> list[str]:
 
 
 class Running:
-    """A server run by uvicorn in a thread of the test process, on a free port of 127.0.0.1."""
+    """A server run by uvicorn in a thread of the test process, on a free port of 127.0.0.1 (`options`: more of
+    uvicorn's settings)."""
 
-    def __init__(self, app) -> None:
+    def __init__(self, app, **options) -> None:
         import uvicorn
 
-        config = uvicorn.Config(app, host="127.0.0.1", port=0, log_config=None, access_log=False)
+        config = uvicorn.Config(app, host="127.0.0.1", port=0, log_config=None, access_log=False, **options)
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)
         self.thread.start()
@@ -74,10 +76,34 @@ class Running:
         self.thread.join(30)
 
 
+class Held:
+    """A served De->En model whose batches wait until `release` is set (`started` is set once one has begun), each
+    text translated as itself upper-cased; `batches` records the texts of each batch done."""
+
+    pair = ("de", "en")
+    folder = "held"
+    max_alternatives = 0
+    places_terms = False
+
+    def __init__(self) -> None:
+        self.started, self.release = threading.Event(), threading.Event()
+        self.batches: list[list[str]] = []
+
+    def count_tokens(self, texts: list[str]) -> list[int]:
+        return [len(text.split()) for text in texts]
+
+    def translate(self, texts: list[str], n_best: int = 1, glossary=None) -> list[list[str]]:
+        self.started.set()
+        assert self.release.wait(60)
+        self.batches.append(list(texts))
+        return [[text.upper()] for text in texts]
+
+
 @pytest.fixture(scope="module")
 def served(folder, en_fr, tmp_path_factory):
     """The two models served with API keys and small limits (300 characters, 8 sentences a request)."""
     from hf_bahdanau.serving.app import Batching, Settings, build_app
+    from hf_bahdanau.serving.connections import server_options
     from hf_bahdanau.serving.limits import Limits
 
     keys = tmp_path_factory.mktemp("keys") / "keys.txt"
@@ -88,7 +114,7 @@ def served(folder, en_fr, tmp_path_factory):
         limits=Limits(chars=300, sentences=8, queue=64, body_bytes=4096),
         api_keys=str(keys),
     )
-    running = Running(build_app(settings))
+    running = Running(build_app(settings), **server_options(settings.limits))
     yield running.url
     running.stop()
 
@@ -189,6 +215,17 @@ def test_a_glossary_field_places_its_terms_as_the_translator_does_and_clients_wi
     assert refused.status_code == 400 and "glossary" in refused.json()["error"]
 
 
+def test_a_glossary_counts_toward_the_text_limit_and_its_terms_and_their_lengths_are_bounded(served):
+    request = {"q": "Ein Hund.", "source": "de", "target": "en", "api_key": KEY}
+    for glossary, message in (
+        ({f"Wort{i}": "word" for i in range(11)}, "Invalid request: glossary (11 terms) exceeds glossary limit (10)"),
+        ({"Hund": "very " * 9 + "long"}, "Invalid request: a glossary term (49) exceeds term limit (48)"),
+        ({f"{i}" * 40: "x" * 40 for i in range(4)}, "Invalid request: request (329) exceeds text limit (300)"),
+    ):
+        response = post(served, "/translate", json={**request, "glossary": glossary})
+        assert (response.status_code, response.json()) == (400, {"error": message})
+
+
 def test_html_is_translated_between_its_tags(served, model, tokenizer):
     page = ('<p class="x">Ein Mann fährt Fahrrad.</p>\n<p>Zwei Hunde <b>spielen</b> im Schnee &amp; Eis.<br></p>'
             '<a title="x > y" href="/home">Ein Buch</a>')  # fmt: skip
@@ -231,9 +268,19 @@ BAD_REQUESTS = [  # (what is sent, status, start of the error message)
         "Invalid request: request (360) exceeds text limit (300)",
     ),
     (
-        {"json": {"q": ["Ja."] * 9, "source": "de", "target": "en"}},
+        {"json": {"q": ["Ja. Nein."] * 5, "source": "de", "target": "en"}},
         400,
-        "Invalid request: request (9 sentences) exceeds sentence limit (8)",
+        "Invalid request: request (10 sentences) exceeds sentence limit (8)",
+    ),
+    (
+        {"json": {"q": [""] * 9, "source": "de", "target": "en"}},
+        400,
+        "Invalid request: request (9 texts) exceeds sentence limit (8)",
+    ),
+    (
+        {"content": b'{"q": ' + b"[" * 1500 + b"]" * 1500 + b"}", "headers": {"content-type": "application/json"}},
+        400,
+        "Invalid JSON format: nested too deeply",
     ),
     ({"content": b"x" * 5000, "headers": {"content-type": "application/json"}}, 413, "Invalid request: the body"),
     ({"files": {"q": ("a.txt", b"Hallo")}, "data": {"source": "de", "target": "en"}}, 400, "Too many files"),
@@ -256,6 +303,22 @@ def test_every_bad_request_gets_its_status_and_error_then_the_server_translates(
     answer = post(served, "/translate", data={"q": SENTENCES[1], "source": "de", "target": "en", "api_key": KEY})
     assert answer.json() == {"translatedText": reference(model, tokenizer, SENTENCES[1])[0]}
     assert httpx.get(served + "/health", timeout=10).json()["status"] == "ok"
+
+
+def test_a_lone_surrogate_in_any_field_gets_400_and_in_the_key_403_without_a_traceback(served, caplog):
+    fields = f'"q": "Hallo", "source": "de", "target": "en", "format": "html", "api_key": "{KEY}"'
+    for given, status, message in (
+        (fields.replace('"Hallo"', '"Hallo \\ud800"'), 400, "Invalid request: q holds a lone surrogate, not text"),
+        (fields.replace('"Hallo"', '"<b title=\\"\\udfff\\">Hallo</b>"'), 400, "Invalid request: q holds"),
+        (fields.replace('"de"', '"d\\ud800"'), 400, "Invalid request: source holds a lone surrogate"),
+        (fields.replace('"html"', '"\\ud800"'), 400, "Invalid request: format holds a lone surrogate"),
+        (fields + ', "glossary": {"Hund": "\\ud800"}', 400, "Invalid request: glossary holds a lone surrogate"),
+        (fields.replace(KEY, "\\ud800"), 403, "Invalid API key"),
+    ):
+        body = ("{" + given + "}").encode()
+        response = post(served, "/translate", content=body, headers={"content-type": "application/json"})
+        assert (response.status_code, response.json()["error"][: len(message)]) == (status, message), given
+    assert not [record for record in caplog.records if record.levelname == "ERROR"]
 
 
 def test_a_fixed_load_of_concurrent_requests_is_answered_in_time_and_batched(served, model, tokenizer):
@@ -362,24 +425,89 @@ def test_the_console_script_serves_with_worker_processes_and_sigterm_lets_reques
         kill_group(process)
 
 
-def test_a_client_that_goes_frees_its_place_in_the_queue(folder):
+def test_a_client_that_goes_frees_its_place_in_the_queue():
     from hf_bahdanau.serving.app import Batching, Settings, build_app
 
-    running = Running(build_app(Settings(models=(str(folder),), batching=Batching(wait=3.0))))  # batches wait 3 s
+    model = Held()
+    model.release.set()
+    running = Running(build_app(Settings(models=("held",), batching=Batching(wait=2.0)), {model.pair: model}))
+    request = {"q": "Ein Hund.", "source": "de", "target": "en"}
+    try:
+        with pytest.raises(httpx.ReadTimeout):  # the client gives up while its sentence waits for a batch
+            post(running.url, "/translate", json=request, timeout=0.3)
+        wait_for(lambda: healthy(running.url)["models"][0]["waiting"] == 0, 1.5, "the sentence still waits")
+        later = post(running.url, "/translate", json={**request, "q": "Zwei Katzen."})  # waits 2 s for its batch
+        assert later.json() == {"translatedText": "ZWEI KATZEN."}
+        assert model.batches == [["Zwei Katzen."]]  # the first sentence was never translated
+    finally:
+        running.stop()
 
-    def model_state() -> dict:
-        return httpx.get(running.url + "/health", timeout=10).json()["models"][0]
+
+def test_stopping_answers_requests_still_in_flight_after_the_shutdown_timeout_with_503_and_ends_in_time():
+    from hf_bahdanau.serving.app import Batching, Settings, build_app
+
+    model = Held()  # its batch runs until released: longer than the shutdown timeout
+    running = Running(build_app(Settings(models=("held",), batching=Batching(wait=0.0)), {model.pair: model}),
+                      timeout_graceful_shutdown=1)  # fmt: skip
+    answers = []
+    client = threading.Thread(target=lambda: answers.append(
+        post(running.url, "/translate", json={"q": "Ein Hund.", "source": "de", "target": "en"})))  # fmt: skip
+    client.start()
+    try:
+        assert model.started.wait(30)
+        start = time.monotonic()
+        running.server.should_exit = True  # what SIGTERM does
+        running.thread.join(20)
+        assert not running.thread.is_alive() and time.monotonic() - start < 5  # 1 s of grace, then 503 and stop
+        client.join(10)
+        assert (answers[0].status_code, answers[0].json()) == (503, {"error": "The server is shutting down"})
+    finally:
+        model.release.set()
+        running.stop()
+
+
+def test_slow_clients_are_cut_off_after_the_read_timeout_and_connections_beyond_the_limit_get_503():
+    from hf_bahdanau.serving.app import Batching, Settings, build_app
+    from hf_bahdanau.serving.connections import server_options
+    from hf_bahdanau.serving.limits import Limits
+
+    model = Held()
+    model.release.set()
+    limits = Limits(read_seconds=1.0, connections=4)
+    settings = Settings(models=("held",), batching=Batching(wait=0.0), limits=limits)
+    running = Running(build_app(settings, {model.pair: model}), **server_options(limits))
+    port = int(running.url.rsplit(":", 1)[1])
+    head = b"POST /translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    body = b'{"q": "Ein Hund.", "source": "de", "target": "en"}'
+    opened: list[socket.socket] = []
+
+    def connect(data: bytes) -> socket.socket:
+        connection = socket.create_connection(("127.0.0.1", port), timeout=10)
+        connection.sendall(data)
+        opened.append(connection)
+        return connection
+
+    def until_closed(connection: socket.socket) -> bytes:
+        """What the server sends until it closes the connection (a socket timeout, 10 s, fails the test)."""
+        chunks = []
+        while chunk := connection.recv(65536):
+            chunks.append(chunk)
+        return b"".join(chunks)
 
     try:
-        with pytest.raises(httpx.ReadTimeout):  # the client gives up while its sentence waits
-            post(running.url, "/translate", json={"q": SENTENCES[0], "source": "de", "target": "en"}, timeout=0.5)
-        deadline = time.monotonic() + 2
-        while model_state()["waiting"] and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert model_state()["waiting"] == 0  # freed at once, not when the batch would have started
-        time.sleep(3.5)
-        assert model_state()["batches"] == 0  # and never translated
+        start = time.monotonic()
+        stalled = [connect(head) for _ in range(4)]  # headers never finished: the four places taken
+        wait_for(lambda: healthy(running.url) is None, 5, "a fifth connection was served")  # 503: at the limit
+        assert [until_closed(connection) for connection in stalled] == [b""] * 4  # closed, unanswered
+        assert time.monotonic() - start < 6
+        slow = connect(head + b"Content-Length: %d\r\n\r\n" % (len(body) + 10) + body)  # 10 bytes never come
+        answer = until_closed(slow)
+        assert answer.startswith(b"HTTP/1.1 408 ") and b"connection: close" in answer.lower()
+        assert answer.endswith(b'{"error":"Invalid request: the body did not come within 1 s"}')
+        assert post(running.url, "/translate", json=json.loads(body)).json() == {"translatedText": "EIN HUND."}
     finally:
+        for connection in opened:
+            connection.close()
         running.stop()
 
 
@@ -413,6 +541,10 @@ def test_serve_refuses_a_queue_limit_below_the_sentence_limit_before_loading_any
 
     argv = ["serve", "--model", str(tmp_path / "nowhere"), "--queue-limit", "20", "--sentence-limit", "25"]
     assert main(argv) == 1
-    assert caplog.records[-1].getMessage().endswith(
-        "--queue-limit (20) is below --sentence-limit (25): a request of 25 sentences could never be translated"
+    assert (
+        caplog.records[-1]
+        .getMessage()
+        .endswith(
+            "--queue-limit (20) is below --sentence-limit (25): a request of 25 sentences could never be translated"
+        )
     )

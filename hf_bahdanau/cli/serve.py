@@ -56,6 +56,20 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         "--sentence-limit", "--sentence_limit", type=positive_int, default=200, help="Sentences a request."
     )
     parser.add_argument(
+        "--glossary-terms",
+        "--glossary_terms",
+        type=positive_int,
+        default=10,
+        help="Terms of a request's glossary (its characters count toward --char-limit).",
+    )
+    parser.add_argument(
+        "--term-chars",
+        "--term_chars",
+        type=positive_int,
+        default=48,
+        help="Characters of each side of a glossary term (a target term lengthens the translations holding it).",
+    )
+    parser.add_argument(
         "--queue-limit",
         "--queue_limit",
         type=positive_int,
@@ -73,6 +87,20 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         "--batch-tokens", "--batch_tokens", type=positive_int, default=4096, help="Padded source tokens a batch."
     )
     parser.add_argument("--batch-size", "--batch_size", type=positive_int, default=64, help="Sentences a batch.")
+    parser.add_argument(
+        "--read-timeout",
+        "--read_timeout",
+        type=float,
+        default=20.0,
+        help="Seconds a client has to send a request's headers, and then as long for its body.",
+    )
+    parser.add_argument(
+        "--max-connections",
+        "--max_connections",
+        type=positive_int,
+        default=256,
+        help="Connections served at once (each may hold a body of 1 MiB); a request beyond gets 503.",
+    )
     parser.add_argument(
         "--shutdown-timeout",
         "--shutdown_timeout",
@@ -99,6 +127,8 @@ def settings_from_args(args: argparse.Namespace) -> Any:
     from hf_bahdanau.serving.limits import Limits
     from hf_bahdanau.serving.model import Decoding
 
+    if not args.read_timeout > 0:
+        raise UsageError(f"--read-timeout must be more than 0, got {args.read_timeout:g}")
     if args.batch_wait_ms < 0:
         raise UsageError(f"--batch-wait-ms must be 0 or more, got {args.batch_wait_ms:g}")
     if args.queue_limit < args.sentence_limit:
@@ -120,7 +150,15 @@ def settings_from_args(args: argparse.Namespace) -> Any:
         models=tuple(args.model),
         decoding=decoding,
         batching=Batching(args.batch_wait_ms / 1000, args.batch_tokens, args.batch_size),
-        limits=Limits(chars=args.char_limit, sentences=args.sentence_limit, queue=args.queue_limit),
+        limits=Limits(
+            chars=args.char_limit,
+            sentences=args.sentence_limit,
+            queue=args.queue_limit,
+            glossary_terms=args.glossary_terms,
+            term_chars=args.term_chars,
+            read_seconds=args.read_timeout,
+            connections=args.max_connections,
+        ),
         api_keys=args.api_keys,
     )
 
@@ -133,6 +171,7 @@ def run(args: argparse.Namespace) -> None:
     except ImportError:
         raise UsageError("the server needs FastAPI and uvicorn: pip install 'hf_bahdanau[serve]'") from None
     from hf_bahdanau.serving.app import build_app, load_models
+    from hf_bahdanau.serving.connections import server_options
     from hf_bahdanau.serving.limits import ApiKeys
 
     settings = settings_from_args(args)
@@ -149,6 +188,7 @@ def run(args: argparse.Namespace) -> None:
         log_config=None,  # the command's logging
         access_log=False,  # the app logs each request without its query string
         timeout_graceful_shutdown=args.shutdown_timeout,
+        **server_options(settings.limits),  # timeouts for slow clients, a bound on connections
     )
     if args.workers == 1:
         uvicorn.run(build_app(settings), **options)

@@ -133,12 +133,15 @@ class Batcher:
                 self._waiting -= job.waiting
                 job.waiting = 0
 
-    def close(self) -> None:
-        """Stop the thread once the batch in progress is done; requests still waiting get 503."""
+    def close(self, timeout: float | None = None) -> None:
+        """Stop the thread once the batch in progress is done, waiting for it at most `timeout` seconds (the thread
+        is a daemon: a batch left unfinished ends with the process); requests still waiting get 503."""
         with self._condition:
             self._closed = True
             self._condition.notify()
-        self._thread.join()
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            logger.warning("stopping with a batch still being translated (its requests were answered 503)")
         for item in self._queue:
             if not item.job.cancelled:
                 _fail(item.job, ApiError(503, "The server is shutting down"))

@@ -50,6 +50,8 @@ def parse_json_fields(body: bytes) -> dict[str, Any]:
         fields = json.loads(body)
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
         raise ApiError(400, f"Invalid JSON format: {error}") from None
+    except RecursionError:
+        raise ApiError(400, "Invalid JSON format: nested too deeply") from None
     if not isinstance(fields, dict):
         raise ApiError(400, "Invalid JSON format: expected an object of parameters")
     return fields
