@@ -8,6 +8,7 @@ import io
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -189,15 +190,19 @@ def test_a_glossary_field_places_its_terms_as_the_translator_does_and_clients_wi
 
 
 def test_html_is_translated_between_its_tags(served, model, tokenizer):
-    page = '<p class="x">Ein Mann fährt Fahrrad.</p>\n<p>Zwei Hunde <b>spielen</b> im Schnee &amp; Eis.<br></p>'
+    page = ('<p class="x">Ein Mann fährt Fahrrad.</p>\n<p>Zwei Hunde <b>spielen</b> im Schnee &amp; Eis.<br></p>'
+            '<a title="x > y" href="/home">Ein Buch</a>')  # fmt: skip
     answer = post(served, "/translate", json={"q": page, "source": "de", "target": "en", "format": "html",
                                               "api_key": KEY}).json()  # fmt: skip
 
     def t(text: str) -> str:
-        return reference(model, tokenizer, text)[0].replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+        found = reference(model, tokenizer, text)[0]
+        for character, escaped in (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"), ('"', "&quot;"), ("'", "&#x27;")):
+            found = found.replace(character, escaped)
+        return found
 
     expected = (f'<p class="x">{t("Ein Mann fährt Fahrrad.")}</p>\n<p>{t("Zwei Hunde")} <b>{t("spielen")}</b> '
-                f"{t('im Schnee & Eis.')}<br></p>")  # fmt: skip
+                f'{t("im Schnee & Eis.")}<br></p><a title="x > y" href="/home">{t("Ein Buch")}</a>')  # fmt: skip
     assert answer == {"translatedText": expected}
 
 
@@ -276,36 +281,60 @@ def test_a_fixed_load_of_concurrent_requests_is_answered_in_time_and_batched(ser
     assert after - before < 48  # requests arriving together shared batches
 
 
-def serve_process(cli_command: list[str], *options: str) -> tuple[subprocess.Popen, str]:
-    """`hf-bahdanau serve` in a process (`cli_command`) on a free port of 127.0.0.1; its URL once it listens."""
+def serve_process(command: list[str], *options: str) -> tuple[subprocess.Popen, str, list[str]]:
+    """`command serve` (the console script, or `cli_command`) in a process group of its own on a free port of
+    127.0.0.1; its URL once it listens, and its log (lines, read on in a thread)."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    process = subprocess.Popen([*cli_command, "serve", "--port", "0", *options],
-                               stderr=subprocess.PIPE, text=True, env=env)  # fmt: skip
+    process = subprocess.Popen([*command, "serve", "--port", "0", *options], stderr=subprocess.PIPE, text=True,
+                               env=env, start_new_session=True)  # fmt: skip
+    log: list[str] = []
     deadline = time.monotonic() + 120
     for line in process.stderr:
+        log.append(line)
         found = re.search(r"running on http://127\.0\.0\.1:(\d+)", line)
         if found:  # the rest of the log read on, so the server never waits on a full pipe
-            threading.Thread(target=process.stderr.read, daemon=True).start()
-            return process, f"http://127.0.0.1:{found.group(1)}"
+            threading.Thread(target=lambda: log.extend(process.stderr), daemon=True).start()
+            return process, f"http://127.0.0.1:{found.group(1)}", log
         assert time.monotonic() < deadline, "the server did not start"
-    raise AssertionError(f"the server stopped: {process.wait(10)}")
+    raise AssertionError(f"the server stopped: {process.wait(10)}\n{''.join(log[-20:])}")
 
 
-def test_worker_processes_serve_the_same_translations_and_sigterm_lets_requests_in_flight_finish(
-    folder, model, tokenizer, cli_command
-):
-    # requests wait for one another: they are in flight when SIGTERM comes
-    process, url = serve_process(cli_command, "--model", str(folder), "--workers", "2", "--batch-wait-ms", "1500")
+def kill_group(process: subprocess.Popen) -> None:
+    """End a `serve_process` and its workers."""
     try:
-        deadline = time.monotonic() + 300
-        while True:  # the port is open before the workers have loaded their models
-            try:
-                if httpx.get(url + "/health", timeout=10).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, "no worker became ready"
-            time.sleep(1)
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    process.wait(30)
+
+
+def wait_for(condition, seconds: float, what: str, log: list[str] = ()) -> None:
+    """Return once `condition()` is true; fail after `seconds` saying `what` (and the end of a server's `log`)."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, f"{what}\n{''.join(log[-30:])}"
+        time.sleep(0.05)
+
+
+def healthy(url: str) -> dict | None:
+    """`/health`'s answer, or None while nothing answers it."""
+    try:
+        answer = httpx.get(url + "/health", timeout=10)
+    except httpx.TransportError:
+        return None
+    return answer.json() if answer.status_code == 200 else None
+
+
+def test_the_console_script_serves_with_worker_processes_and_sigterm_lets_requests_in_flight_finish(
+    folder, model, tokenizer
+):
+    script = shutil.which("hf-bahdanau")
+    if script is None:
+        pytest.skip("the hf-bahdanau console script is not installed")
+    # as the README starts it; requests wait for one another: they are in flight when SIGTERM comes
+    process, url, log = serve_process([script], "--model", str(folder), "--workers", "2", "--batch-wait-ms", "3000")
+    try:
+        wait_for(lambda: healthy(url) is not None, 300, "no worker became ready", log)  # they load the model first
         answers = {}
 
         def ask(sentence: str) -> None:
@@ -314,7 +343,14 @@ def test_worker_processes_serve_the_same_translations_and_sigterm_lets_requests_
         threads = [threading.Thread(target=ask, args=(sentence,)) for sentence in SENTENCES]
         for thread in threads:
             thread.start()
-        time.sleep(0.5)
+        waiting = {}  # each worker's waiting sentences, as its latest /health said
+
+        def all_waiting() -> bool:
+            if (health := healthy(url)) is not None:
+                waiting[health["worker"]] = health["models"][0]["waiting"]
+            return sum(waiting.values()) == len(SENTENCES)
+
+        wait_for(all_waiting, 60, "the requests did not reach the workers", log)
         process.send_signal(signal.SIGTERM)  # while every request waits for its batch
         for thread in threads:
             thread.join(60)
@@ -323,8 +359,7 @@ def test_worker_processes_serve_the_same_translations_and_sigterm_lets_requests_
             assert answers[sentence].status_code == 200
             assert answers[sentence].json() == {"translatedText": reference(model, tokenizer, sentence)[0]}
     finally:
-        process.kill()
-        process.wait(30)
+        kill_group(process)
 
 
 def test_a_client_that_goes_frees_its_place_in_the_queue(folder):
@@ -361,3 +396,23 @@ def test_serve_refuses_a_folder_it_cannot_route_to_in_one_line(tokenizer, tmp_pa
     ):
         assert main(["serve", *argv]) == 1
         assert message in caplog.records[-1].getMessage() and "\n" not in caplog.records[-1].getMessage()
+
+
+@pytest.mark.parametrize("given", ["99999", "-1", "65536", "http"])
+def test_serve_refuses_a_port_outside_0_to_65535_before_loading_any_model(given, tmp_path, capsys):
+    from hf_bahdanau.cli import main
+
+    with pytest.raises(SystemExit) as refused:  # argparse's usage error: the missing folder is never looked at
+        main(["serve", "--model", str(tmp_path / "nowhere"), "--port", given])
+    assert refused.value.code == 2
+    assert "argument --port: expected a port number (0-65535)" in capsys.readouterr().err
+
+
+def test_serve_refuses_a_queue_limit_below_the_sentence_limit_before_loading_any_model(tmp_path, caplog):
+    from hf_bahdanau.cli import main
+
+    argv = ["serve", "--model", str(tmp_path / "nowhere"), "--queue-limit", "20", "--sentence-limit", "25"]
+    assert main(argv) == 1
+    assert caplog.records[-1].getMessage().endswith(
+        "--queue-limit (20) is below --sentence-limit (25): a request of 25 sentences could never be translated"
+    )

@@ -10,7 +10,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .arguments import UsageError, add_command, add_generation_arguments, check_engine_options, positive_int
+from .arguments import (
+    UsageError,
+    add_command,
+    add_generation_arguments,
+    check_engine_options,
+    load_translator,
+    positive_int,
+    translate_texts,
+)
 
 logger = logging.getLogger("hf_bahdanau")
 SUMMARY = "translate a split and score it with sacreBLEU and chrF"
@@ -100,7 +108,7 @@ def run(args: argparse.Namespace) -> None:
     from hf_bahdanau.data.cache import named_corpus_path
     from hf_bahdanau.data.corpora import load_parallel_corpus
     from hf_bahdanau.data.run_settings import corpus_id, read_data_settings
-    from hf_bahdanau.decoding.loading import check_generation_length, load_translator, translate_texts
+    from hf_bahdanau.decoding.loading import check_generation_length
     from hf_bahdanau.metrics import count_repeating, load_metric
     from hf_bahdanau.publishing.evaluations import record_evaluation
 
@@ -235,7 +243,6 @@ def _compare(
 ) -> None:
     """Translate `sources` with the --compare model (the same decoding options), write its translations to `output`
     and print sacreBLEU's paired bootstrap test of both models' BLEU and chrF (--model is the baseline)."""
-    from hf_bahdanau.decoding.loading import load_translator, translate_texts
     from hf_bahdanau.metrics import BOOTSTRAP_SAMPLES, SIGNIFICANCE_LEVEL, paired_bootstrap
 
     translator = load_translator(args, args.compare)

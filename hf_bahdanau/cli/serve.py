@@ -8,6 +8,7 @@ import dataclasses
 import json
 import logging
 import os
+import sys
 from typing import Any
 
 from hf_bahdanau.choices import ENGINES, QUANTIZATIONS
@@ -17,7 +18,7 @@ from .arguments import UsageError, add_command, positive_int
 logger = logging.getLogger("hf_bahdanau.serving")
 SETTINGS_VARIABLE = "HF_BAHDANAU_SERVE_SETTINGS"  # how `--workers` processes get the settings
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
-WORKER_START_SECONDS = 300
+WORKER_ANSWER_SECONDS = 20  # uvicorn's limit for a worker to answer its parent's ping, and to start after SIGHUP
 SUMMARY = "serve models over HTTP with the LibreTranslate API, batching requests that arrive together"
 EPILOG = """\
 examples:
@@ -43,7 +44,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--quantize", choices=QUANTIZATIONS, help="As `translate --quantize`.")
     parser.add_argument("--threads", type=positive_int, help="CPU threads of each process (default: the engine's).")
     parser.add_argument("--host", default="127.0.0.1", help="The address to listen on (0.0.0.0: every interface).")
-    parser.add_argument("--port", type=int, default=5000, help="The port (0: any free one, logged).")
+    parser.add_argument("--port", type=port, default=5000, help="The port, 0-65535 (0: any free one, logged).")
     parser.add_argument(
         "--workers", type=positive_int, default=1, help="Server processes, each with its own copy of the models."
     )
@@ -59,7 +60,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         "--queue_limit",
         type=positive_int,
         default=2000,
-        help="Sentences that may wait for a model; a request beyond gets 429 (retry later).",
+        help="Sentences that may wait for a model (at least --sentence-limit); beyond, 429 (retry later).",
     )
     parser.add_argument(
         "--batch-wait-ms",
@@ -81,6 +82,17 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     )
 
 
+def port(text: str) -> int:
+    """argparse type: a TCP port, 0-65535 (anything else is a one-line usage error, before any model loads)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a port number (0-65535), got {text!r}") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"expected a port number (0-65535), got {value}")
+    return value
+
+
 def settings_from_args(args: argparse.Namespace) -> Any:
     """The server's `Settings` from the command's options."""
     from hf_bahdanau.serving.app import Batching, Settings
@@ -89,6 +101,11 @@ def settings_from_args(args: argparse.Namespace) -> Any:
 
     if args.batch_wait_ms < 0:
         raise UsageError(f"--batch-wait-ms must be 0 or more, got {args.batch_wait_ms:g}")
+    if args.queue_limit < args.sentence_limit:
+        raise UsageError(
+            f"--queue-limit ({args.queue_limit}) is below --sentence-limit ({args.sentence_limit}): a request of "
+            f"{args.sentence_limit} sentences could never be translated"
+        )
     decoding = Decoding(
         engine=args.engine,
         num_beams=args.num_beams,
@@ -142,18 +159,26 @@ def run(args: argparse.Namespace) -> None:
         f"{__name__}:app_from_environment",
         factory=True,
         workers=args.workers,
-        timeout_worker_healthcheck=WORKER_START_SECONDS,  # a worker answers only once its models are loaded
+        timeout_worker_healthcheck=WORKER_ANSWER_SECONDS,  # a worker dying unanswered holds the parent this long
         **options,
     )
 
 
 def app_from_environment() -> Any:
-    """A `--workers` process's app, from the settings the command left in the environment."""
+    """A `--workers` process's app, from the settings the command left in the environment. The process imported
+    the console script's module (`hf_bahdanau_cli`) first, as its parent did, so it registers the model types here,
+    as `main` does. A worker that cannot build its app says why in one line and exits with uvicorn's start-up
+    failure, which stops the parent rather than restarting the worker."""
+    from uvicorn.config import STARTUP_FAILURE
+
+    from hf_bahdanau import register
+    from hf_bahdanau.errors import InputError
     from hf_bahdanau.serving.app import Batching, Settings, build_app
     from hf_bahdanau.serving.limits import Limits
     from hf_bahdanau.serving.model import Decoding
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    register()
     saved = json.loads(os.environ[SETTINGS_VARIABLE])
     settings = Settings(
         models=tuple(saved["models"]),
@@ -162,7 +187,11 @@ def app_from_environment() -> Any:
         limits=Limits(**saved["limits"]),
         api_keys=saved["api_keys"],
     )
-    return build_app(settings)
+    try:
+        return build_app(settings)
+    except InputError as error:
+        logger.error("a worker cannot serve: %s", error)
+        sys.exit(STARTUP_FAILURE)
 
 
 __all__ = ["add_parser", "app_from_environment", "run"]

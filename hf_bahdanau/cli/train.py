@@ -11,7 +11,7 @@ from dataclasses import MISSING, field, fields, make_dataclass
 from pathlib import Path
 from typing import Any, get_args, get_type_hints
 
-from hf_bahdanau.training.redaction import REDACTED, is_secret_option
+from hf_bahdanau.redaction import REDACTED, is_secret_option
 
 from .arguments import Formatter, UsageError, option_names
 

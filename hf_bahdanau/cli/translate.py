@@ -18,6 +18,7 @@ from .arguments import (
     add_generation_arguments,
     check_engine_options,
     generation_options,
+    load_translator,
     positive_int,
 )
 from .streams import interactive_lines, stdin_chunks, stdin_lines, write_out
@@ -186,10 +187,9 @@ def _check_translate_options(args: argparse.Namespace) -> None:
     """Refuse options the engine cannot do (before anything is loaded)."""
     check_engine_options(args)
     if args.engine != "torch":
-        asked = [name for name, value in (("--heatmap", args.heatmap), ("--scores", args.scores),
-                 ("--alignments", args.alignments), ("--n-best", args.n_best)) if value]  # fmt: skip
+        asked = [name for name, value in (("--heatmap", args.heatmap), ("--alignments", args.alignments)) if value]
         if asked:
-            raise UsageError(f"{' and '.join(asked)} need --engine torch: CTranslate2 here returns translations only")
+            raise UsageError(f"{' and '.join(asked)} need --engine torch: CTranslate2 gives no attention weights")
     if args.document or args.input_format == "jsonl":
         _check_document_options(args)
     if args.heatmap:
@@ -285,7 +285,7 @@ def _translate_documents(translator: Translator, args: argparse.Namespace) -> No
 def run(args: argparse.Namespace) -> None:
     """Translate what the options name, writing each batch as soon as it is done."""
     from hf_bahdanau.decoding.batching import SORT_WINDOW
-    from hf_bahdanau.decoding.loading import check_generation_length, load_translator
+    from hf_bahdanau.decoding.loading import check_generation_length
     from hf_bahdanau.decoding.translator import hypothesis_lines
 
     check_generation_length(args.model, args.max_new_tokens)

@@ -172,13 +172,13 @@ def _export(folder: Path, output: Path, quantization: str, overwrite: bool) -> P
     require_ctranslate2()
     from transformers import AutoTokenizer
 
-    from hf_bahdanau import register
     from hf_bahdanau.models.modeling_transformer import TransformerForConditionalGeneration
     from hf_bahdanau.models.pipelines import check_tokenizer_matches
+    from hf_bahdanau.registry import register_auto_classes
 
     from .converter import D2LTransformerConverter
 
-    register()  # the model types, which `translate --engine ctranslate2` leaves unregistered until a model loads
+    register_auto_classes()  # which `translate --engine ctranslate2` leaves undone until a model loads
 
     if quantization not in QUANTIZATIONS:
         raise InputError(f"quantization must be one of {', '.join(QUANTIZATIONS)}, got {quantization!r}")

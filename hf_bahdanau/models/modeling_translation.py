@@ -188,6 +188,8 @@ class TranslationForConditionalGeneration(TranslationPreTrainedModel, Generation
         prefix = f"{self.base_model_prefix}."
         self._tied_weights_keys = {"lm_head.weight": f"{prefix}decoder.embed_tokens.weight"}
         self._tied_weights_keys.update(tied_embeddings(config, prefix))
+        # Tied weights are saved once, as the decoder's embedding: a state dict without the others is complete.
+        self._keys_to_ignore_on_save = list(self._tied_weights_keys) if config.tie_word_embeddings else None
         self.post_init()
         if self.generation_config is not None:  # a new model's; a saved folder's generation_config.json replaces it
             self.generation_config.update(**generation_defaults(config))

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import secrets
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -100,6 +101,7 @@ def build_app(settings: Settings, models: dict[tuple[str, str], ServedModel] | N
         for pair, model in models.items()
     }
     pairs = sorted(models)
+    worker = secrets.token_hex(4)  # names this process in /health (one of `--workers`)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -175,14 +177,16 @@ def build_app(settings: Settings, models: dict[tuple[str, str], ServedModel] | N
     @app.get("/health")
     async def health() -> JSONResponse:
         """200 `{"status": "ok"}` while every model's translating thread runs (a listening server has its models
-        loaded), else 503; with each model's waiting sentences."""
+        loaded), else 503; with each model's waiting sentences, and an id of the process that answered."""
         served = [
             {"source": s, "target": t, "waiting": batchers[s, t].waiting, "batches": batchers[s, t].batches}
             for s, t in pairs
         ]
         if not all(batcher.alive for batcher in batchers.values()):
-            return JSONResponse({"status": "error", "error": "a model's thread has stopped", "models": served}, 503)
-        return JSONResponse({"status": "ok", "models": served})
+            return JSONResponse(
+                {"status": "error", "error": "a model's thread has stopped", "worker": worker, "models": served}, 503
+            )
+        return JSONResponse({"status": "ok", "worker": worker, "models": served})
 
     return app
 

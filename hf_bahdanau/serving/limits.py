@@ -33,6 +33,13 @@ class Limits:
     queue: int = 2000
     body_bytes: int = 1 << 20
 
+    def __post_init__(self) -> None:
+        if self.queue < self.sentences:
+            raise InputError(
+                f"the queue limit ({self.queue}) is below the sentence limit ({self.sentences}): a request of "
+                f"{self.sentences} sentences could never be translated"
+            )
+
     def check_chars(self, texts: list[str]) -> None:
         size = sum(len(text) for text in texts)
         if size > self.chars:

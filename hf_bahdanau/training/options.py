@@ -185,6 +185,20 @@ class RunArguments:
     )
 
 
+# The Trainer's setting for length-grouped batches: `train_sampling_strategy="group_by_length"` from transformers 5.2
+# on, `group_by_length=True` on 5.0 and 5.1.
+LENGTH_GROUPED: dict[str, Any] = (
+    {"train_sampling_strategy": "group_by_length"}
+    if "train_sampling_strategy" in {item.name for item in fields(TrainingArguments)}
+    else {"group_by_length": True}
+)
+
+
+def groups_by_length(args: TrainingArguments) -> bool:
+    """Whether `args` ask for length-grouped batches (`LENGTH_GROUPED`, the installed release's setting)."""
+    return all(getattr(args, name) == value for name, value in LENGTH_GROUPED.items())
+
+
 TRAINING_DEFAULTS = dict(
     per_device_train_batch_size=64,
     per_device_eval_batch_size=64,
@@ -203,7 +217,7 @@ TRAINING_DEFAULTS = dict(
     metric_for_best_model="bleu",
     greater_is_better=True,
     predict_with_generate=True,
-    train_sampling_strategy="group_by_length",
+    **LENGTH_GROUPED,
     dataloader_pin_memory=torch.cuda.is_available(),
     report_to="none",
     disable_tqdm=not sys.stderr.isatty(),  # a progress bar on a terminal; in a log file, one line per log entry
@@ -297,6 +311,7 @@ def new_model_table(model_args: ModelArguments) -> int | None:
 
 __all__ = [
     "DataArguments",
+    "LENGTH_GROUPED",
     "METRIC_NAMES",
     "ModelArguments",
     "RunArguments",
@@ -306,5 +321,6 @@ __all__ = [
     "check_streaming_arguments",
     "check_tokenizer_arguments",
     "check_training_arguments",
+    "groups_by_length",
     "new_model_table",
 ]

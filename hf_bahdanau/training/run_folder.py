@@ -22,7 +22,6 @@ import torch
 from filelock import FileLock, Timeout
 from safetensors import safe_open
 from transformers import PreTrainedTokenizerBase, TrainerCallback, TrainerControl, TrainerState, TrainingArguments
-from transformers.trainer_pt_utils import safe_globals
 
 from hf_bahdanau.data.run_settings import DATA_SETTINGS_FILE, read_data_settings
 from hf_bahdanau.errors import InputError, InputNotFoundError, OutputExistsError, UnwritableError
@@ -64,13 +63,22 @@ def is_complete_checkpoint(folder: Path) -> bool:
         return False
 
 
+def numpy_state_globals() -> list[Any]:
+    """What torch's weights-only loader must allow to read the numpy random state in a checkpoint's `rng_state.pth`
+    (as the Trainer allows it; transformers' own helper for this moved between releases)."""
+    import numpy as np
+
+    multiarray = np._core.multiarray if hasattr(np, "_core") else np.core.multiarray  # numpy 2, numpy 1
+    return [multiarray._reconstruct, np.ndarray, np.dtype, type(np.dtype(np.uint32))]
+
+
 def unreadable_part(folder: Path) -> str | None:
     """The first file of checkpoint `folder` that cannot be read as what it is (torch's `*.pt`/`*.pth` states,
     safetensors weights' header), with the reason, or None: a file of the right size may still be corrupt."""
     for path in sorted(folder.iterdir()):
         try:
             if path.suffix in (".pt", ".pth"):
-                with safe_globals():
+                with torch.serialization.safe_globals(numpy_state_globals()):
                     torch.load(path, map_location="cpu", weights_only=True)
             elif path.suffix == ".safetensors":
                 with safe_open(path, framework="pt") as weights:
