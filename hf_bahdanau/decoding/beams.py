@@ -2,7 +2,7 @@
 `SequenceGenerator` keeps the same), advanced by one step's candidates and pruned when sentences settle.
 
 The arithmetic and the stopping rules are `generate()`'s: the running beams are the best candidates that did not end;
-a candidate among the top `beams` that ends joins the finished ones, scored by its length to the power
+a candidate among the top `beams` that ends joins the finished ones, its score divided by its length to the power
 `length_penalty`; a sentence settles once no running beam can beat its worst finished one (`early_stopping`).
 """
 

@@ -120,7 +120,8 @@ class CTranslate2Translator:
         outputs = [[{"translation_text": hypothesis.text} for hypothesis in hypotheses] for hypotheses in found]
         if single:
             return outputs[0]
-        return [output[0] for output in outputs] if len(outputs[0]) == 1 else outputs
+        per_input = self.options(**options).get("num_hypotheses", 1)
+        return [output[0] for output in outputs] if per_input == 1 else outputs
 
     def hypotheses(
         self,
