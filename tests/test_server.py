@@ -388,6 +388,16 @@ def healthy(url: str) -> dict | None:
     return answer.json() if answer.status_code == 200 else None
 
 
+def test_a_worker_process_answers_its_parent_before_importing_torch():
+    """A `--workers` process unpickles its settings (the connection protocol) before it answers its parent's pings:
+    on a busy machine, importing torch and transformers then would outlast uvicorn's wait, and the worker be killed."""
+    code = ("import sys, hf_bahdanau_cli, hf_bahdanau.serving.connections; "
+            "print(sorted({'torch', 'transformers'} & set(sys.modules)))")  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert (found.returncode, found.stdout) == (0, "[]\n"), found.stderr
+
+
 def test_the_console_script_serves_with_worker_processes_and_sigterm_lets_requests_in_flight_finish(
     folder, model, tokenizer
 ):
