@@ -1,5 +1,6 @@
-"""What `evaluate` refuses: an --output that is a file it reads (through a link too) or lies in either model folder,
-and a model scored in another direction than it translates."""
+"""What `evaluate` refuses: an --output that is a file it reads (a glossary, an avoid list, a model or corpus file,
+through a link too) or lies in either model folder, checked before anything is written; and a model scored in another
+direction than it translates."""
 
 from __future__ import annotations
 
@@ -61,6 +62,46 @@ def test_evaluate_output_is_never_a_file_it_reads_through_a_link(models, corpus,
         assert _evaluate(model, corpus, "--compare", str(other), "--output", str(output)) == 1
         assert f"would overwrite part of the model folder {other}" in caplog.records[-1].getMessage()
     assert _contents(model, other, corpus) == before
+
+
+@pytest.fixture
+def read_files(tmp_path: Path) -> dict[str, Path]:
+    """A glossary and an avoid list that evaluate reads."""
+    files = {"glossary": tmp_path / "terms.tsv", "avoid": tmp_path / "banned.txt"}
+    files["glossary"].write_text("Hunde\tdogs\n")
+    files["avoid"].write_text("bicycle\n")
+    return files
+
+
+def _reading(files: dict[str, Path], other: Path) -> list[str]:
+    return ["--num-beams", "2", "--glossary", str(files["glossary"]), "--avoid", str(files["avoid"]), "--compare",
+            str(other)]  # fmt: skip
+
+
+@pytest.mark.parametrize("read", ["glossary", "avoid", "compare model"])
+@pytest.mark.parametrize("link", ["same path", "hard link", "symlink"])
+def test_evaluate_output_is_never_another_file_it_reads(models, corpus, read_files, tmp_path, caplog, read, link):
+    model, other = models
+    target = read_files.get(read, other / "config.json")
+    output = target if link == "same path" else tmp_path / "hyp.txt"
+    if link == "hard link":
+        output.hardlink_to(target)
+    elif link == "symlink":
+        output.symlink_to(target)
+    before = _contents(model, other, corpus, tmp_path)
+    assert _evaluate(model, corpus, *_reading(read_files, other), "--output", str(output)) == 1
+    message = caplog.records[-1].getMessage()
+    assert message.startswith(f"--output {output}") and ("evaluate reads" in message or "model folder" in message)
+    assert _contents(model, other, corpus, tmp_path) == before
+
+
+def test_the_compare_output_is_checked_before_anything_is_written(models, corpus, read_files, tmp_path, caplog):
+    model, other = models
+    (tmp_path / "hyp.compare.txt").symlink_to(read_files["avoid"])
+    before = _contents(model, other, corpus, tmp_path)
+    assert _evaluate(model, corpus, *_reading(read_files, other), "--output", str(tmp_path / "hyp.txt")) == 1
+    assert "which evaluate reads" in caplog.records[-1].getMessage()
+    assert _contents(model, other, corpus, tmp_path) == before and not (tmp_path / "hyp.txt").exists()
 
 
 def test_evaluate_output_may_be_a_new_file_or_an_earlier_hypotheses_file(models, corpus, tmp_path):

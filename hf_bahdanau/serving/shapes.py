@@ -15,7 +15,7 @@ from typing import Any
 
 from hf_bahdanau.decoding.glossary import Glossary
 from hf_bahdanau.errors import InputError
-from hf_bahdanau.publishing.card import LANGUAGE_NAMES
+from hf_bahdanau.languages import language_name
 
 FORMATS = ("text", "html")
 AUTO = "auto"  # LibreTranslate's "detect the source language"
@@ -42,11 +42,6 @@ class TranslateRequest:
     format: str
     alternatives: int
     glossary: Glossary | None = None
-
-
-def language_name(code: str) -> str:
-    """A language's English name where known, else its code."""
-    return LANGUAGE_NAMES.get(code, code)
 
 
 def parse_json_fields(body: bytes) -> dict[str, Any]:
