@@ -219,6 +219,7 @@ def test_a_glossary_counts_toward_the_text_limit_and_its_terms_and_their_lengths
     request = {"q": "Ein Hund.", "source": "de", "target": "en", "api_key": KEY}
     for glossary, message in (
         ({f"Wort{i}": "word" for i in range(11)}, "Invalid request: glossary (11 terms) exceeds glossary limit (10)"),
+        ("".join(f"Wort{i}\tword\n" for i in range(13)), "Invalid request: glossary (12 terms) exceeds glossary limit"),
         ({"Hund": "very " * 9 + "long"}, "Invalid request: a glossary term (49) exceeds term limit (48)"),
         ({f"{i}" * 40: "x" * 40 for i in range(4)}, "Invalid request: request (329) exceeds text limit (300)"),
     ):
@@ -386,6 +387,16 @@ def healthy(url: str) -> dict | None:
     except httpx.TransportError:
         return None
     return answer.json() if answer.status_code == 200 else None
+
+
+def test_a_worker_process_answers_its_parent_before_importing_torch():
+    """A `--workers` process unpickles its settings (the connection protocol) before it answers its parent's pings:
+    on a busy machine, importing torch and transformers then would outlast uvicorn's wait, and the worker be killed."""
+    code = ("import sys, hf_bahdanau_cli, hf_bahdanau.serving.connections; "
+            "print(sorted({'torch', 'transformers'} & set(sys.modules)))")  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert (found.returncode, found.stdout) == (0, "[]\n"), found.stderr
 
 
 def test_the_console_script_serves_with_worker_processes_and_sigterm_lets_requests_in_flight_finish(

@@ -8,7 +8,6 @@ import dataclasses
 import json
 import logging
 import os
-import sys
 from typing import Any
 
 from hf_bahdanau.choices import ENGINES, QUANTIZATIONS
@@ -18,7 +17,10 @@ from .arguments import UsageError, add_command, positive_int
 logger = logging.getLogger("hf_bahdanau.serving")
 SETTINGS_VARIABLE = "HF_BAHDANAU_SERVE_SETTINGS"  # how `--workers` processes get the settings
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
-WORKER_ANSWER_SECONDS = 20  # uvicorn's limit for a worker to answer its parent's ping, and to start after SIGHUP
+# uvicorn's limit for a worker to answer its parent's ping (from its start, before it loads the models: a process
+# starting on a busy machine), and to be ready after SIGHUP; a worker dying between a ping and its answer holds the
+# parent this long
+WORKER_ANSWER_SECONDS = 60
 SUMMARY = "serve models over HTTP with the LibreTranslate API, batching requests that arrive together"
 EPILOG = """\
 examples:
@@ -199,7 +201,7 @@ def run(args: argparse.Namespace) -> None:
         f"{__name__}:app_from_environment",
         factory=True,
         workers=args.workers,
-        timeout_worker_healthcheck=WORKER_ANSWER_SECONDS,  # a worker dying unanswered holds the parent this long
+        timeout_worker_healthcheck=WORKER_ANSWER_SECONDS,
         **options,
     )
 
@@ -207,8 +209,8 @@ def run(args: argparse.Namespace) -> None:
 def app_from_environment() -> Any:
     """A `--workers` process's app, from the settings the command left in the environment. The process imported
     the console script's module (`hf_bahdanau_cli`) first, as its parent did, so it registers the model types here,
-    as `main` does. A worker that cannot build its app says why in one line and exits with uvicorn's start-up
-    failure, which stops the parent rather than restarting the worker."""
+    as `main` does. A worker that cannot build its app says why in one line and exits at once with uvicorn's
+    start-up failure, which stops the parent rather than restarting the worker."""
     from uvicorn.config import STARTUP_FAILURE
 
     from hf_bahdanau import register
@@ -231,7 +233,8 @@ def app_from_environment() -> Any:
         return build_app(settings)
     except InputError as error:
         logger.error("a worker cannot serve: %s", error)
-        sys.exit(STARTUP_FAILURE)
+        logging.shutdown()
+        os._exit(STARTUP_FAILURE)  # no teardown: its parent's next ping finds it gone, not dying and unanswering
 
 
 __all__ = ["add_parser", "app_from_environment", "run"]

@@ -137,6 +137,7 @@ def build_app(settings: Settings, models: dict[tuple[str, str], ServedModel] | N
         fields = await _read_fields(request)
         keys.check(fields.get("api_key"))
         _refuse_lone_surrogates(fields)
+        limits.check_glossary_field(fields.get("glossary"))  # before its terms are read
         parsed = parse_translate(fields)
         limits.check_texts(len(parsed.texts))  # before any work a text costs
         pair, detected = _pick(parsed, pairs)

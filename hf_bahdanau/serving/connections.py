@@ -11,11 +11,12 @@ implementation (pure Python), with or without httptools installed.
 from __future__ import annotations
 
 import functools
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from .limits import Limits
+if TYPE_CHECKING:  # a `--workers` process unpickles `HeaderDeadline` before it answers its parent: imports stay light
+    from .limits import Limits
 
 KEEP_ALIVE_SECONDS = 5
 HEADER_BYTES = 16 * 1024

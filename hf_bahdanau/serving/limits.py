@@ -50,13 +50,23 @@ class Limits:
                 f"{self.sentences} sentences could never be translated"
             )
 
-    def check_chars(self, texts: list[str], glossary: Glossary | None = None) -> None:
-        """The texts' and the glossary's characters together within `chars`; the glossary within its limits."""
-        terms = glossary.terms if glossary is not None else ()
-        if len(terms) > self.glossary_terms:
+    def check_glossary_field(self, given: object) -> None:
+        """A `glossary` field of more terms than `glossary_terms` (entries, or lines less comments and a header) is
+        refused before it is read."""
+        if isinstance(given, str):
+            lines = [line for line in given.split("\n") if line.strip() and not line.lstrip().startswith("#")]
+            count = len(lines) - 1 if len(lines) > self.glossary_terms else len(lines)  # the first a header, maybe
+        else:
+            count = len(given) if isinstance(given, dict | list) else 0
+        if count > self.glossary_terms:
             raise ApiError(
-                400, f"Invalid request: glossary ({len(terms)} terms) exceeds glossary limit ({self.glossary_terms})"
+                400, f"Invalid request: glossary ({count} terms) exceeds glossary limit ({self.glossary_terms})"
             )
+
+    def check_chars(self, texts: list[str], glossary: Glossary | None = None) -> None:
+        """The texts' and the glossary's characters together within `chars`, each side of a term within
+        `term_chars`."""
+        terms = glossary.terms if glossary is not None else ()
         longest = max((len(side) for term in terms for side in (term.source, term.target)), default=0)
         if longest > self.term_chars:
             raise ApiError(400, f"Invalid request: a glossary term ({longest}) exceeds term limit ({self.term_chars})")
