@@ -8,7 +8,6 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -20,7 +19,7 @@ from hf_bahdanau.models.attention import PositionalEncoding
 from hf_bahdanau.models.pipelines import save_for_pipeline
 
 NORMS = {"MarianMTModel": False, "BlenderbotForConditionalGeneration": True}  # standard class: norm_first
-SENTENCES = [*TINY_CORPUS, *(f"{a} {b}" for a, b in zip(TINY_CORPUS, TINY_CORPUS[3:] + TINY_CORPUS[:3]))]
+SENTENCES = [*TINY_CORPUS, *(f"{a} {b}" for a, b in zip(TINY_CORPUS, TINY_CORPUS[3:] + TINY_CORPUS[:3], strict=True))]
 NEW_TOKENS = 12
 
 # Run where `hf_bahdanau` cannot be imported: each standard folder through the Auto classes (no remote code), its
@@ -59,7 +58,8 @@ print(json.dumps(found))
 def _made_model(norm_first: bool, vocab_size: int, **config):
     """A tiny random Transformer 32 wide whose layer norms, output bias and padding-free tokens are not at their
     initial values (so that a misplaced norm or bias shows)."""
-    model = make_model("d2l_transformer", width=32, vocab_size=vocab_size, norm_first=norm_first, init_std=0.18, **config)
+    settings = dict(width=32, vocab_size=vocab_size, norm_first=norm_first, init_std=0.18)
+    model = make_model("d2l_transformer", **settings, **config)
     generator = torch.Generator().manual_seed(int(norm_first))
     with torch.no_grad():
         for name, parameter in model.named_parameters():
@@ -171,9 +171,10 @@ def test_tied_embeddings_export_exactly_or_are_refused(tokenizer, tmp_path, capl
     standard = AutoModelForSeq2SeqLM.from_pretrained(tmp_path / "export").eval()
     inputs = tokenizer(SENTENCES[:3], padding=True, return_tensors="pt")
     with torch.no_grad():
-        difference = standard(**inputs, decoder_input_ids=inputs["input_ids"]).logits - model(
-            **inputs, decoder_input_ids=inputs["input_ids"]
-        ).logits
+        difference = (
+            standard(**inputs, decoder_input_ids=inputs["input_ids"]).logits
+            - model(**inputs, decoder_input_ids=inputs["input_ids"]).logits
+        )
     assert type(standard).__name__ == name and difference.abs().max() < 1e-4
 
 
