@@ -35,11 +35,9 @@ from .cache_names import given_cache, returned_cache, with_cache
 from .configuration_translation import TranslationConfig
 from .pretrained_model import TranslationPreTrainedModel, generation_defaults, tied_embeddings
 
-# What `generate` hands `prepare_inputs_for_generation` that `forward` takes besides the decoder inputs and state.
-FORWARD_KWARGS = (
-    "attention_mask", "decoder_attention_mask", "encoder_outputs", "use_cache", "output_attentions",
-    "output_hidden_states", "return_dict",
-)  # fmt: skip
+# What `generate` hands `prepare_inputs_for_generation` that is not for `forward` (`cache_position`: up to 5.23;
+# `forward` counts positions from the cache).
+GENERATION_ONLY_KWARGS = ("labels", "inputs_embeds", "decoder_inputs_embeds", "is_first_iteration", "cache_position")
 
 
 def shift_tokens_right(labels: torch.Tensor, pad_token_id: int, decoder_start_token_id: int) -> torch.Tensor:
@@ -258,7 +256,7 @@ class TranslationForConditionalGeneration(TranslationPreTrainedModel, Generation
                 next_sequence_length = input_ids.shape[1] - seen
         if next_sequence_length is not None:
             input_ids = input_ids[:, -next_sequence_length:]
-        inputs = {name: kwargs[name] for name in FORWARD_KWARGS if name in kwargs}
+        inputs = {name: value for name, value in kwargs.items() if name not in GENERATION_ONLY_KWARGS}
         return {**inputs, "decoder_input_ids": input_ids, "cache" if cache is not None else "past_key_values": state}
 
     def forward(
