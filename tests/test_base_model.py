@@ -140,8 +140,8 @@ def test_new_saves_use_the_base_model_prefix_and_load_exactly(model_type, tied, 
 @pytest.mark.parametrize("tied", [False, True], ids=["untied", "tied"])
 @pytest.mark.parametrize("model_type", MODEL_TYPES)
 def test_a_folder_with_flat_keys_loads_with_the_same_logits(model_type, tied, tmp_path):
-    """Keys `encoder.*`, `decoder.*`, `lm_head.*`: `from_pretrained` (head model and `AutoModel`) and `load_state_dict`
-    (the Trainer's resume) load every weight, the logits bit-equal; a new save nests them (`model.encoder.*`)."""
+    """Keys `encoder.*`, `decoder.*`, `lm_head.*`: `from_pretrained` (head model and `AutoModel`) loads every weight,
+    the logits bit-equal; a new save nests them (`model.encoder.*`)."""
     model = make_model(model_type, **(TIED if tied else {}))
     with torch.no_grad():  # non-zero biases, so that every weight matters
         for parameter in model.parameters():
@@ -155,10 +155,6 @@ def test_a_folder_with_flat_keys_loads_with_the_same_logits(model_type, tied, tm
     assert_same_weights_and_logits(loaded, model)
     base = AutoModel.from_pretrained(old)  # strict: every weight of the base model found
     torch.testing.assert_close(base.encoder.embed_tokens.weight, model.model.encoder.embed_tokens.weight)
-    resumed = make_model(model_type, seed=1, **(TIED if tied else {}))
-    result = resumed.load_state_dict(load_file(old / "model.safetensors"), strict=False)
-    assert not result.unexpected_keys and set(result.missing_keys) <= set(resumed._tied_weights_keys)
-    assert_same_weights_and_logits(resumed, model)
     loaded.save_pretrained(tmp_path / "new")
     assert all(key.startswith(("model.", "lm_head.")) for key in load_file(tmp_path / "new" / "model.safetensors"))
 

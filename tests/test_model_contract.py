@@ -14,6 +14,8 @@ from safetensors.torch import load_file, save_file
 from transformers import AttentionInterface, AutoModelForSeq2SeqLM
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
+from hf_bahdanau.decoding.checkpoint import load_checkpoint
+from hf_bahdanau.errors import InputError
 from hf_bahdanau.models.cache_names import returned_cache
 
 # As transformers' `test_generate_continue_from_past_key_values`: no token ends a sequence, greedy, scores kept.
@@ -154,7 +156,7 @@ def saved_without(model, folder, dropped) -> dict:
 @pytest.mark.parametrize("model_type", MODEL_TYPES)
 def test_a_checkpoint_missing_some_weights_loads_the_rest_initialises_them_and_warns(model_type, tmp_path):
     """transformers' contract (a base model's checkpoint under a new head): what matches is loaded, the rest is
-    initialised as a new model's (transformers' load report names them); `strict=True` refuses."""
+    initialised as a new model's (transformers' load report names them); the command line's strict loader refuses."""
     model = make_model(model_type, seed=1)
     kept = saved_without(model, tmp_path, ("lm_head.",))
     loaded, info = AutoModelForSeq2SeqLM.from_pretrained(tmp_path, output_loading_info=True)
@@ -164,8 +166,8 @@ def test_a_checkpoint_missing_some_weights_loads_the_rest_initialises_them_and_w
         torch.testing.assert_close(state[name], value, rtol=0, atol=0)
     assert torch.isfinite(loaded.lm_head.weight).all() and not torch.equal(loaded.lm_head.weight, model.lm_head.weight)
     assert torch.count_nonzero(loaded.lm_head.bias) == 0  # initialised as a new model's: zero biases
-    with pytest.raises(ValueError, match=r"2 missing \(lm_head.bias, lm_head.weight\)"):
-        AutoModelForSeq2SeqLM.from_pretrained(tmp_path, strict=True)
+    with pytest.raises(InputError, match=r"2 missing \(lm_head.bias, lm_head.weight\)"):
+        load_checkpoint(tmp_path)
 
 
 @pytest.mark.parametrize("model_type", MODEL_TYPES)
@@ -186,17 +188,18 @@ def test_a_checkpoint_with_no_weight_loads_a_newly_initialised_model(model_type,
         assert value.device.type == "cpu" and torch.isfinite(value).all(), name
 
 
-def test_a_checkpoint_of_another_architecture_is_refused(tmp_path):
-    """Weights of a Transformer under an RNN's config share (almost) nothing with the model: a ValueError naming
-    them, not a model that translates garbage; `strict=False` loads it anyway."""
+def test_a_checkpoint_of_another_architecture_is_refused_by_the_strict_loader(tmp_path):
+    """Weights of a Transformer under an RNN's config share nothing with the model: transformers loads them with its
+    report (every weight missing or unexpected); the command line's strict loader refuses them with an InputError
+    naming them, not a model that translates garbage."""
     rnn, transformer = make_model("bahdanau"), make_model("d2l_transformer")
     rnn.config.save_pretrained(tmp_path)
     transformer.save_pretrained(tmp_path / "weights")
     (tmp_path / "weights" / "model.safetensors").rename(tmp_path / "model.safetensors")
-    with pytest.raises(ValueError, match=r"do not fit the model its config describes: \d+ missing .*\d+ unexpected"):
-        AutoModelForSeq2SeqLM.from_pretrained(tmp_path)
-    loaded = AutoModelForSeq2SeqLM.from_pretrained(tmp_path, strict=False)
-    assert type(loaded) is type(rnn)
+    loaded, info = AutoModelForSeq2SeqLM.from_pretrained(tmp_path, output_loading_info=True)
+    assert type(loaded) is type(rnn) and info["missing_keys"] and info["unexpected_keys"]
+    with pytest.raises(InputError, match=r"do not fit the model its config describes: \d+ missing .*\d+ unexpected"):
+        load_checkpoint(tmp_path)
 
 
 def test_retain_grad_hidden_states_attentions():
@@ -279,12 +282,12 @@ def test_attention_functions_registered_with_transformers_run_in_the_transformer
 
 @pytest.mark.slow
 @pytest.mark.parametrize("model_type", MODEL_TYPES)
-def test_a_training_forward_and_a_decoding_step_compile_into_one_graph(model_type, monkeypatch):
+def test_a_training_forward_and_a_decoding_step_compile_into_one_graph(model_type):
     """`torch.compile(model, fullgraph=True)` (which fails on any graph break) traces a training forward with labels
     and one cached decoding step (that one through AOTAutograd too, `aot_eager`), with eager's results. Dynamo traces
-    recurrent layers with `allow_rnn`; an RNN batch without padding (a padded one is packed, which reads its
-    lengths)."""
-    monkeypatch.setattr(torch._dynamo.config, "allow_rnn", True)
+    recurrent layers with `allow_rnn`, set for the test through torch's own `config.patch`, which puts it back as it
+    was; an RNN batch without padding (a padded one is packed, which reads its lengths)."""
+    allow_rnn = torch._dynamo.config.allow_rnn
     torch._dynamo.reset()
     model = make_model(model_type).train()
     src, labels = random_ids(2, 6), random_ids(2, 5, seed=1)
@@ -292,18 +295,20 @@ def test_a_training_forward_and_a_decoding_step_compile_into_one_graph(model_typ
     if model_type == "d2l_transformer":
         mask = torch.ones(2, 6, dtype=torch.long)
         mask[1, :2] = 0  # left padding: positions and masks without reading values
-    compiled = torch.compile(model, fullgraph=True, backend="eager")
-    loss = compiled(input_ids=src, attention_mask=mask, labels=labels).loss
-    torch.testing.assert_close(loss, model(input_ids=src, attention_mask=mask, labels=labels).loss)
-    loss.backward()
-    model.eval()
-    with torch.no_grad():
-        encoded = model.get_encoder()(src, mask)
-        start = torch.ones(2, 1, dtype=torch.long)
-        first = model(encoder_outputs=encoded, attention_mask=mask, decoder_input_ids=start, use_cache=True)
-        step = dict(encoder_outputs=encoded, attention_mask=mask, decoder_input_ids=first.logits[:, -1:].argmax(-1))
-        state = returned_cache(first)
-        ours = torch.compile(model, fullgraph=True, backend="aot_eager")(cache=copy.deepcopy(state), **step)
-        eager = model(cache=copy.deepcopy(state), **step)
+    with torch._dynamo.config.patch(allow_rnn=True):
+        compiled = torch.compile(model, fullgraph=True, backend="eager")
+        loss = compiled(input_ids=src, attention_mask=mask, labels=labels).loss
+        torch.testing.assert_close(loss, model(input_ids=src, attention_mask=mask, labels=labels).loss)
+        loss.backward()
+        model.eval()
+        with torch.no_grad():
+            encoded = model.get_encoder()(src, mask)
+            start = torch.ones(2, 1, dtype=torch.long)
+            first = model(encoder_outputs=encoded, attention_mask=mask, decoder_input_ids=start, use_cache=True)
+            step = dict(encoder_outputs=encoded, attention_mask=mask, decoder_input_ids=first.logits[:, -1:].argmax(-1))
+            state = returned_cache(first)
+            ours = torch.compile(model, fullgraph=True, backend="aot_eager")(cache=copy.deepcopy(state), **step)
+            eager = model(cache=copy.deepcopy(state), **step)
     torch.testing.assert_close(ours.logits, eager.logits)
     assert returned_cache(ours).get_seq_length() == 2
+    assert torch._dynamo.config.allow_rnn == allow_rnn  # the next test's Dynamo as this one found it

@@ -7,6 +7,7 @@ import json
 import logging
 import signal
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -55,20 +56,32 @@ def test_an_interrupted_translate_keeps_the_batches_it_wrote(rnn_folder, tmp_pat
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
 def test_an_interrupt_while_a_batch_is_written_comes_once_it_is_written_and_counted(signum):
-    """The window the test above can hit: a signal between a batch's write and its count waits for both."""
-    import os
-
+    """The window the test above can hit: a signal between a batch's write and its count waits for both. Ctrl-C's
+    handler is Python's own, as in a process started from a terminal; the signal goes to this thread, whose handler
+    runs before `pthread_kill` returns (sent to the process, another thread may take it, and the handler run later)."""
     from hf_bahdanau.cli.translate import terminate_as_interrupt
 
+    assert threading.current_thread() is threading.main_thread()  # (where Python runs signal handlers)
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # (the test's fixture puts back the one before)
     handlers = [signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)]
     written = []
     with pytest.raises(KeyboardInterrupt), terminate_as_interrupt() as whole:
         with whole():
-            os.kill(os.getpid(), signum)
-            written.append("the batch")  # (a handler runs between two bytecodes: it would have raised here)
+            signal.pthread_kill(threading.get_ident(), signum)
+            written.append("the batch")  # (a handler that raised would have raised before this line)
         written.append("the next batch")
     assert written == ["the batch"]
     assert [signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)] == handlers
+
+
+def test_ctrl_c_ignored_as_translate_starts_stays_ignored():
+    """A process started in the background of a script (or under nohup) inherits SIGINT ignored: so it stays."""
+    from hf_bahdanau.cli.translate import terminate_as_interrupt
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # (the test's fixture puts back the one before)
+    with terminate_as_interrupt() as whole, whole():
+        signal.pthread_kill(threading.get_ident(), signal.SIGINT)
+    assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
 
 
 @pytest.mark.slow

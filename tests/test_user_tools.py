@@ -3,7 +3,6 @@
 
 import copy
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -13,7 +12,6 @@ from torch import nn
 from transformers.dynamic_module_utils import get_relative_import_files, get_relative_imports
 
 import hf_bahdanau
-from hf_bahdanau.models import pretrained_model
 
 PACKAGE = Path(hf_bahdanau.__file__).parent
 MODELS = PACKAGE / "models"  # the files a saved folder ships
@@ -80,17 +78,6 @@ def test_each_module_a_folder_names_imports_every_sibling_it_needs_itself(model_
         needed = {Path(file).stem for file in get_relative_import_files(path)}
         assert len(needed) > 1 or module.startswith("configuration_"), module
         assert needed - set(get_relative_imports(path)) == set(), module
-
-
-def test_quantize_without_the_package_is_a_clear_error(monkeypatch):
-    assert pretrained_model.quantizer("int8").__name__ == "quantize_for_cpu"
-    with pytest.raises(ValueError, match="quantize must be one of"):
-        pretrained_model.quantizer("int4")
-    monkeypatch.setattr(pretrained_model, "__package__", "transformers_modules.a_folder")  # as remote code
-    assert pretrained_model.quantizer("int8").__name__ == "quantize_for_cpu"  # from the installed package
-    monkeypatch.setitem(sys.modules, "hf_bahdanau.decoding.quantization", None)  # and without it
-    with pytest.raises(ValueError, match="needs the hf_bahdanau package"):
-        pretrained_model.quantizer("int8")
 
 
 def test_a_forward_hook_on_any_linear_layer_changes_the_loss_and_the_logits(model_type):

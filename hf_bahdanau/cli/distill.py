@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from .arguments import UsageError, positive_int
-from .train import parse_train_args
+from .train import parse_train_args, split_config
 
 DISTILL_EPILOG = """\
 Every option of `hf-bahdanau train` is taken too (hf-bahdanau train --help), --config included; the corpus and
@@ -163,10 +163,13 @@ def run(
     from hf_bahdanau.publishing.card import DISTILLATION_FILE
     from hf_bahdanau.training.distillation import Decoding, default_engine, student_pairs, teacher_translations
     from hf_bahdanau.training.run import check_options, release_process_group, train
-    from hf_bahdanau.training.run_folder import check_output_dir
+    from hf_bahdanau.training.run_folder import check_output_dir, locked_output_dir
 
     teacher = Path(args.teacher)
     model_args, tokenizer_args, data_args, training_args, run_args = train_args = parse_train_args(rest)
+    if training_args.process_index == 0:  # a folder train cannot lock fails before the teacher (train locks there)
+        with locked_output_dir(Path(training_args.output_dir)):
+            pass
     prepare()
     adopt_teacher(teacher, model_args, tokenizer_args, data_args)
     if data_args.streaming:
@@ -175,7 +178,8 @@ def run(
         raise UsageError("distill does not push: publish the student with `hf-bahdanau publish --model DIR`")
     check_options(*train_args)
     output_dir = Path(training_args.output_dir).resolve()
-    check_output_dir(output_dir, run_args.resume, run_args.overwrite, (str(teacher), data_args.data))
+    inputs = (str(teacher), data_args.data, split_config(rest)[0])
+    check_output_dir(output_dir, run_args.resume, run_args.overwrite, inputs)
     train_split = load_parallel_corpus(
         data_args.data, data_args.src_lang, data_args.tgt_lang, test_split=data_args.test_split,
         normalize=data_args.d2l_normalize, splits=("train",), max_pairs=data_args.max_train_samples,

@@ -5,12 +5,20 @@ from __future__ import annotations
 
 import argparse
 import logging
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .arguments import UsageError, add_command, add_generation_arguments, check_engine_options, positive_int
+from .arguments import (
+    UsageError,
+    add_command,
+    add_generation_arguments,
+    check_engine_options,
+    load_translator,
+    positive_int,
+    translate_texts,
+)
+from .streams import write_out
 
 logger = logging.getLogger("hf_bahdanau")
 SUMMARY = "translate a split and score it with sacreBLEU and chrF"
@@ -100,7 +108,7 @@ def run(args: argparse.Namespace) -> None:
     from hf_bahdanau.data.cache import named_corpus_path
     from hf_bahdanau.data.corpora import load_parallel_corpus
     from hf_bahdanau.data.run_settings import corpus_id, read_data_settings
-    from hf_bahdanau.decoding.loading import check_generation_length, load_translator, translate_texts
+    from hf_bahdanau.decoding.loading import check_generation_length
     from hf_bahdanau.metrics import count_repeating, load_metric
     from hf_bahdanau.publishing.evaluations import record_evaluation
 
@@ -109,8 +117,9 @@ def run(args: argparse.Namespace) -> None:
     if args.compare:
         _check_comparable(args)
     models = [args.model, *([args.compare] if args.compare else [])]
-    if args.output:
-        _check_output_file(Path(args.output), models)
+    reads = [args.glossary, args.avoid]  # the other files read, beside the models and the corpus
+    for output in _given_outputs(args):  # before any work; the corpus is checked once found
+        _check_output_file(output, models, reads)
     translator = load_translator(args)
     # Unless told otherwise, read the corpus exactly as training did (same normalisation, hence the same split).
     settings = read_data_settings(args.model)
@@ -133,8 +142,6 @@ def run(args: argparse.Namespace) -> None:
     normalize = args.d2l_normalize if args.d2l_normalize is not None else settings.get("d2l_normalize", False)
     test_split = args.test_split or settings.get("test_split", "test_2016_flickr")
     corpus = load_parallel_corpus(data, src_lang, tgt_lang, test_split=test_split, normalize=normalize)
-    if args.output:  # the corpus found (a name resolved to its file or folder) is no place for the hypotheses
-        _check_output_file(Path(args.output), models, [data, named_corpus_path(data)])
     if args.split not in corpus:
         raise UsageError(f"{data} has no {args.split!r} split (it has {', '.join(corpus)})")
     rows = corpus[args.split]
@@ -147,9 +154,12 @@ def run(args: argparse.Namespace) -> None:
     # The test split of a folder by its file (test_2016_flickr): the name the results and the hypotheses file carry.
     split = test_split if args.split == "test" and Path(named_corpus_path(data) or data).is_dir() else args.split
     output = Path(args.output or Path(args.model) / hypotheses_file_name(split, (src_lang, tgt_lang), beams, args))
+    other = _compare_output(args, output)
+    for path in filter(None, (output, other)):  # the corpus found (a name resolved to its file or folder) too
+        _check_output_file(path, models, [data, named_corpus_path(data), *reads])
     _write_lines(output, hypotheses)
     scores = load_metric().compute(predictions=hypotheses, references=[[ref] for ref in references])
-    sys.stdout.write(
+    printed = (
         f"BLEU = {scores['bleu']:.2f}  ({scores['bleu_signature']})\n"
         f"BLEU lowercased = {scores['bleu_lowercase']:.2f}  ({scores['bleu_lowercase_signature']})\n"
         f"chrF = {scores['chrf']:.2f}  ({scores['chrf_signature']})\n"
@@ -160,8 +170,8 @@ def run(args: argparse.Namespace) -> None:
         f"{len(hypotheses)} {args.split} sentences, {src_lang}->{tgt_lang}, beams {beams}; hypotheses in {output}\n"
     )
     if args.glossary:
-        sys.stdout.write(_term_use(args.glossary, sources, hypotheses))
-    sys.stdout.flush()  # the scores stand even where they cannot be stored
+        printed += _term_use(args.glossary, sources, hypotheses)
+    write_out(printed, "the scores")  # now: the scores stand even where they cannot be stored
     if args.glossary or args.avoid:  # the card reports translations as the model makes them, unconstrained
         logger.info("scores with --glossary or --avoid not stored in %s (its card reports plain decoding)", args.model)
     elif args.quantize is None and args.engine == "torch":  # the folder's card reports its fp32 weights' scores only
@@ -173,10 +183,24 @@ def run(args: argparse.Namespace) -> None:
     else:
         engine = f"{args.engine} {args.quantize or 'fp32'}"
         logger.info("scores of the %s engine not stored in %s (its card reports torch fp32)", engine, args.model)
-    if args.compare:
-        other = Path(args.compare) / output.name if args.output is None else output.with_suffix(".compare.txt")
-        _check_output_file(other, models, [data, named_corpus_path(data)])
+    if other is not None:
         _compare(args, sources, references, hypotheses, (src_lang, tgt_lang), other)
+
+
+def _compare_output(args: argparse.Namespace, output: Path) -> Path | None:
+    """Where the --compare model's hypotheses go: OUTPUT.compare.txt with --output, else its folder, under the name
+    the --model's hypotheses file has in its own; None without --compare."""
+    if not args.compare:
+        return None
+    return Path(args.compare) / output.name if args.output is None else output.with_suffix(".compare.txt")
+
+
+def _given_outputs(args: argparse.Namespace) -> list[Path]:
+    """The hypotheses files named by --output (its .compare.txt too, with --compare), known before any work."""
+    if not args.output:
+        return []
+    output = Path(args.output)
+    return [output, *filter(None, [_compare_output(args, output)])]
 
 
 def _term_use(glossary_file: str, sources: Sequence[str], hypotheses: Sequence[str]) -> str:
@@ -219,7 +243,6 @@ def _compare(
 ) -> None:
     """Translate `sources` with the --compare model (the same decoding options), write its translations to `output`
     and print sacreBLEU's paired bootstrap test of both models' BLEU and chrF (--model is the baseline)."""
-    from hf_bahdanau.decoding.loading import load_translator, translate_texts
     from hf_bahdanau.metrics import BOOTSTRAP_SAMPLES, SIGNIFICANCE_LEVEL, paired_bootstrap
 
     translator = load_translator(args, args.compare)
@@ -241,7 +264,7 @@ def _compare(
             f"{result.metric}: {score:.2f} (mean {mean:.2f} ± {ci:.2f}, 95% CI) against {other:.2f} (mean "
             f"{other_mean:.2f} ± {other_ci:.2f}), p = {result.p_value:.4f}: {verdict}  ({result.signature})\n"
         )
-    sys.stdout.write("".join(lines))
+    write_out("".join(lines), "the comparison")
 
 
 # ---- translate --------------------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ from dataclasses import MISSING, field, fields, make_dataclass
 from pathlib import Path
 from typing import Any, get_args, get_type_hints
 
-from hf_bahdanau.training.redaction import REDACTED, is_secret_option
+from hf_bahdanau.redaction import REDACTED, is_secret_option
 
 from .arguments import Formatter, UsageError, option_names
 
@@ -147,6 +147,14 @@ def train_help_parser(full: bool = False) -> argparse.ArgumentParser:
     return parser
 
 
+def split_config(argv: Sequence[str]) -> tuple[str | None, list[str]]:
+    """The --config file `argv` names (or None) and the other arguments."""
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--config")
+    known, rest = pre.parse_known_args(argv)
+    return known.config, rest
+
+
 def parse_train_args(argv: Sequence[str]) -> tuple:
     """The `_train_arguments()` dataclasses from options and `--config`; `-h` and `--help-all` print help and exit."""
     from transformers import HfArgumentParser
@@ -156,18 +164,19 @@ def parse_train_args(argv: Sequence[str]) -> tuple:
     if {"-h", "--help", "--help-all"} & set(argv):
         train_help_parser(full="--help-all" in argv).print_help()
         raise SystemExit(0)
-    pre = argparse.ArgumentParser(add_help=False)
-    pre.add_argument("--config")
-    known, rest = pre.parse_known_args(argv)
+    config, rest = split_config(argv)
     parser = HfArgumentParser(_train_arguments(), prog="hf-bahdanau train", allow_abbrev=False)
     parser.set_defaults(**TRAINING_DEFAULTS)
-    file_values = _read_config_file(known.config) if known.config else {}
+    file_values = _read_config_file(config) if config else {}
     parser.set_defaults(**file_values)
     # TrainingArguments would fall back to ./trainer_output: make the choice explicit.
     given = {arg.split("=")[0] for arg in rest} | {f"--{name}" for name, value in file_values.items() if value}
     if not given & {"--output_dir", "--output-dir"}:
         raise UsageError("train needs --output-dir (on the command line or in the --config file)")
-    *parsed, unknown = parser.parse_args_into_dataclasses(rest, return_remaining_strings=True)
+    try:  # the Trainer's own checks of its options raise ValueErrors, some of several lines
+        *parsed, unknown = parser.parse_args_into_dataclasses(rest, return_remaining_strings=True)
+    except ValueError as error:
+        raise UsageError(" ".join(line.strip() for line in str(error).splitlines() if line.strip())) from None
     if unknown:
         raise UsageError(f"unrecognized arguments: {option_names(unknown)}")
     return tuple(parsed)
@@ -186,6 +195,11 @@ def run(
     train_args = parse_train_args(rest)
     prepare()
     from hf_bahdanau.training.run import release_process_group, train
+    from hf_bahdanau.training.run_folder import check_inputs_kept
+
+    *_, training_args, run_args = train_args
+    if run_args.overwrite:  # the --config file is read again at the end, for the run's card
+        check_inputs_kept(Path(training_args.output_dir), [split_config(rest)[0]])
 
     train(*train_args, command=command)
     release_process_group()

@@ -6,10 +6,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
-import os
 import signal
 import sys
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -19,8 +18,10 @@ from .arguments import (
     add_generation_arguments,
     check_engine_options,
     generation_options,
+    load_translator,
     positive_int,
 )
+from .streams import interactive_lines, stdin_chunks, stdin_lines, write_out
 
 if TYPE_CHECKING:
     from hf_bahdanau.decoding.translator import Translation, Translator
@@ -157,18 +158,6 @@ def terminate_as_interrupt() -> Iterator[Callable[[], contextlib.AbstractContext
             signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
-def _interactive_lines(prompt: str) -> Iterable[str]:
-    """Lines typed at a prompt, until end of input or `q` (like d2l's seed loop)."""
-    while True:
-        try:
-            line = input(prompt)
-        except EOFError:
-            return
-        if line.strip() == "q":
-            return
-        yield line
-
-
 def _write_heatmap(translator: Translator, text: str, args: argparse.Namespace, **options: int) -> str:
     """Translate `text` and draw its attention to `args.heatmap`: one figure of the words' cross-attention (a layer,
     a head), or with `args.heatmap_all` every layer and head, and the self-attention beside it; the translation."""
@@ -194,62 +183,30 @@ def _write_heatmap(translator: Translator, text: str, args: argparse.Namespace, 
     return maps.translation
 
 
-def _stdin_lines() -> list[str]:
-    """Lines of stdin as UTF-8; bad bytes become U+FFFD (a warning names the line), so the rest still translates."""
-    from hf_bahdanau.data.text_lines import decode_lines
-
-    stream = getattr(sys.stdin, "buffer", None)  # None for a text stand-in such as io.StringIO
-    raw = stream if stream is not None else (line.encode("utf-8", "surrogateescape") for line in sys.stdin)
-    return [line.rstrip("\r\n") for line in decode_lines(raw, "stdin", replace=True)]
-
-
-def _stdin_chunks(max_lines: int, pause: float = 0.05) -> Iterator[list[str]]:
-    """The lines of stdin (as `_stdin_lines` reads them) in chunks to translate: `max_lines` at a time, and what has
-    come whenever the input pauses for `pause` seconds, so that a line typed into a pipe is translated at once. A
-    stand-in without a file descriptor (io.StringIO) is one chunk."""
-    import select
-
-    from hf_bahdanau.data.text_lines import decode_lines
-
-    try:
-        fd = sys.stdin.buffer.fileno()
-    except (AttributeError, OSError, ValueError):
-        yield _stdin_lines()
-        return
-    raw: list[bytes] = []
-    pending, number, ended = b"", 1, False
-
-    def taken(count: int) -> list[str]:
-        nonlocal number
-        chunk, raw[:count] = raw[:count], []
-        lines = [line.rstrip("\r\n") for line in decode_lines(chunk, "stdin", replace=True, start=number)]
-        number += len(chunk)
-        return lines
-
-    while not ended:
-        if raw and not select.select([fd], [], [], pause)[0]:
-            yield taken(len(raw))  # the input paused: translate what came
-            continue
-        data = os.read(fd, 1 << 16)
-        ended = not data
-        *lines, pending = (pending + data).split(b"\n") if data else (pending, b"")
-        raw.extend(line + b"\n" for line in lines if data or line)
-        while len(raw) >= max_lines:
-            yield taken(max_lines)
-    if raw:
-        yield taken(len(raw))
-
-
 def _check_translate_options(args: argparse.Namespace) -> None:
     """Refuse options the engine cannot do (before anything is loaded)."""
     check_engine_options(args)
     if args.engine != "torch":
-        asked = [name for name, value in (("--heatmap", args.heatmap), ("--scores", args.scores),
-                 ("--alignments", args.alignments), ("--n-best", args.n_best)) if value]  # fmt: skip
+        asked = [name for name, value in (("--heatmap", args.heatmap), ("--alignments", args.alignments)) if value]
         if asked:
-            raise UsageError(f"{' and '.join(asked)} need --engine torch: CTranslate2 here returns translations only")
+            raise UsageError(f"{' and '.join(asked)} need --engine torch: CTranslate2 gives no attention weights")
     if args.document or args.input_format == "jsonl":
         _check_document_options(args)
+    if args.heatmap:
+        _check_heatmap_files(args)
+
+
+def _check_heatmap_files(args: argparse.Namespace) -> None:
+    """Refuse a --heatmap file (any of the three of --heatmap-all) that is a file translate reads: the model's, the
+    glossary, the avoid list or the document, by inode (through a symlink or a hard link too)."""
+    from hf_bahdanau.folders import files_by_inode, inode
+
+    path = Path(args.heatmap)
+    parts = ("encoder", "decoder") if args.heatmap_all else ()
+    read = files_by_inode([args.model, args.glossary, args.avoid, args.document if args.document != "-" else None])
+    for file in (path, *(path.with_name(f"{path.stem}-{part}{path.suffix}") for part in parts)):
+        if (key := inode(file)) in read:
+            raise UsageError(f"--heatmap {file} would overwrite {read[key]}, which translate reads: choose another")
 
 
 def _check_document_options(args: argparse.Namespace) -> None:
@@ -281,7 +238,7 @@ def _translate_documents(translator: Translator, args: argparse.Namespace) -> No
 
     source = args.document if args.document and args.document != "-" else "stdin"
     if source == "stdin":
-        text = "\n".join(_stdin_lines())
+        text = "\n".join(stdin_lines())
     else:
         try:
             text = Path(source).read_bytes().decode("utf-8-sig")  # a byte-order mark is not text
@@ -318,8 +275,7 @@ def _translate_documents(translator: Translator, args: argparse.Namespace) -> No
                         record["score"] = round(sum(scores) / len(scores), 4) if scores else None
                     line = jsonl_line(record)
                 with whole():
-                    sys.stdout.write(line)
-                    sys.stdout.flush()
+                    write_out(line)
                     written += 1
     except KeyboardInterrupt:
         unit = "lines" if jsonl else "paragraph lines"
@@ -329,7 +285,7 @@ def _translate_documents(translator: Translator, args: argparse.Namespace) -> No
 def run(args: argparse.Namespace) -> None:
     """Translate what the options name, writing each batch as soon as it is done."""
     from hf_bahdanau.decoding.batching import SORT_WINDOW
-    from hf_bahdanau.decoding.loading import check_generation_length, load_translator
+    from hf_bahdanau.decoding.loading import check_generation_length
     from hf_bahdanau.decoding.translator import hypothesis_lines
 
     check_generation_length(args.model, args.max_new_tokens)
@@ -358,11 +314,11 @@ def run(args: argparse.Namespace) -> None:
 
     if not args.text and sys.stdin.isatty():
         logger.info("type a sentence and press Enter to translate it; q (or Ctrl-D) quits")
-        for line in _interactive_lines(f"{translator.config.source_language or 'source'} > "):
-            sys.stdout.write(lines(0, translator.translate([line], **decoding)[0]))
+        for line in interactive_lines(f"{translator.config.source_language or 'source'} > "):
+            write_out(lines(0, translator.translate([line], **decoding)[0]))
         return
     # stdin in chunks: the sort window's worth of lines, or what came before the input paused
-    chunks = [list(args.text)] if args.text else _stdin_chunks(SORT_WINDOW)
+    chunks = [list(args.text)] if args.text else stdin_chunks(SORT_WINDOW)
     written = read = 0
     try:  # each batch is written as soon as it can be, in input order: an interrupted run keeps what it has done
         with terminate_as_interrupt() as whole:
@@ -374,8 +330,7 @@ def run(args: argparse.Namespace) -> None:
                 for batch in translator.translate_stream(texts, progress=progress, **decoding):
                     output = "".join(lines(written + i, translation) for i, translation in enumerate(batch))
                     with whole():
-                        sys.stdout.write(output)
-                        sys.stdout.flush()
+                        write_out(output)
                         written += len(batch)
     except KeyboardInterrupt:
         raise KeyboardInterrupt(f"interrupted: wrote {written} translations of the {read} lines read") from None

@@ -15,7 +15,7 @@ to avoid, as token ids, with the masks and the beam allocation that enforce them
   progress in a trie, a hypothesis's progress here is read off its own tokens (the longest start of each phrase that
   ends it), so a token can advance several phrases at once and a phrase can restart anywhere. Right after a
   phrase is complete, a token that continues its last word is not allowed (`dog` does not become `dogs`). The search
-  stops a sentence once no running hypothesis can beat the ones it returns (`search.py`).
+  stops a sentence once no running hypothesis can beat the ones it returns (`strategies.PhraseAllocation`).
 """
 
 from __future__ import annotations
@@ -159,13 +159,46 @@ class Constraints:
         (`scores` `(size, count)`, flat indices `beam * vocab + token` `(size, count)`, phrases produced
         `(size, count, phrases)`). A slot with no candidate has score -inf."""
         size, beams, vocab = scores.shape
-        device = scores.device
         flat = scores.reshape(size, -1)  # (size, beams * vocab)
+        progress = self.progress(
+            running[:, :, :cur_len].reshape(size * beams, cur_len), sources.repeat_interleave(beams)
+        )
+        pool, empty = self._pool(scores, progress.view(size, beams, -1), met, sources, count)  # (size, pool)
+        pool_scores = flat.gather(1, pool).masked_fill(empty, -torch.inf)  # (size, pool)
+        empty |= pool_scores < DEAD  # forbidden tokens, and the first step's copies of the first beam
+        parents, pool_tokens = pool // vocab, pool % vocab
+        candidates = running.gather(1, parents[:, :, None].expand(-1, -1, running.shape[-1]))[:, :, : cur_len + 1]
+        candidates[:, :, cur_len] = pool_tokens
+        pool_sources = sources.repeat_interleave(pool.shape[1])
+        ended = self.progress(candidates.reshape(-1, cur_len + 1), pool_sources).view(size, pool.shape[1], -1)
+        lengths = self.required_lengths(sources)[:, None]  # (size, 1, phrases)
+        pool_met = met.gather(1, parents[:, :, None].expand(-1, -1, met.shape[-1])) | (
+            (ended == lengths) & (lengths > 0)
+        )  # (size, pool, phrases)
+        partial = ended.masked_fill(pool_met, 0).amax(-1)  # (size, pool): the longest phrase under way
+        bank = (pool_met * lengths).sum(-1) + partial  # (size, pool): phrase tokens produced
+        order = _round_robin(bank, pool_scores, empty)[:, :count]  # (size, count)
+        return (
+            pool_scores.gather(1, order),
+            pool.gather(1, order),
+            pool_met.gather(1, order[:, :, None].expand(-1, -1, pool_met.shape[-1])),
+        )
+
+    def _pool(
+        self,
+        scores: torch.Tensor,  # (size, beams, vocab)
+        progress: torch.Tensor,  # (size, beams, phrases): the longest start of each phrase ending each beam
+        met: torch.Tensor,  # (size, beams, phrases)
+        sources: torch.Tensor,  # (size,)
+        count: int,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The continuations the allocation chooses from, as flat indices `beam * vocab + token` `(size, pool)`:
+        the best `count`, each beam's best, and for each beam each unmet phrase's next and first token; and
+        `(size, pool)` which slots are empty (a repeat, or no phrase)."""
+        size, beams, vocab = scores.shape
+        device = scores.device
         phrases = self.required[sources]  # (size, phrases, longest)
         lengths = (phrases != NO_TOKEN).sum(-1)  # (size, phrases)
-        history = running[:, :, :cur_len].reshape(size * beams, cur_len)
-        beam_sources = sources.repeat_interleave(beams)
-        progress = self.progress(history, beam_sources).view(size, beams, -1)  # (size, beams, phrases)
         # Each unmet phrase's next token (continuing it) and first token (starting it again), for each beam.
         following = (
             phrases[:, None]
@@ -178,33 +211,14 @@ class Constraints:
         beam_ids = torch.arange(beams, device=device)[None, :, None]
         constrained = (beam_ids * vocab + tokens).masked_fill(~wanted, -1).reshape(size, -1)
         best = (torch.arange(beams, device=device) * vocab)[None] + scores.argmax(-1)  # (size, beams)
+        flat = scores.reshape(size, -1)
         top = torch.topk(flat, min(count, flat.shape[1]))[1]  # (size, count)
         pool = torch.cat((top, best, constrained), dim=1)  # (size, pool)
         # One of each: duplicates (and the unwanted -1s) become empty slots.
         pool, _ = pool.sort(dim=1)
         repeated = torch.zeros_like(pool, dtype=torch.bool)
         repeated[:, 1:] = pool[:, 1:] == pool[:, :-1]
-        empty = repeated | (pool < 0)
-        pool = pool.clamp(min=0)
-        pool_scores = flat.gather(1, pool).masked_fill(empty, -torch.inf)  # (size, pool)
-        empty |= pool_scores < DEAD  # forbidden tokens, and the first step's copies of the first beam
-        parents, pool_tokens = pool // vocab, pool % vocab
-        candidates = running.gather(1, parents[:, :, None].expand(-1, -1, running.shape[-1]))[:, :, : cur_len + 1]
-        candidates = candidates.clone()
-        candidates[:, :, cur_len] = pool_tokens
-        pool_sources = sources.repeat_interleave(pool.shape[1])
-        ended = self.progress(candidates.reshape(-1, cur_len + 1), pool_sources).view(size, pool.shape[1], -1)
-        pool_met = met.gather(1, parents[:, :, None].expand(-1, -1, met.shape[-1])) | (
-            (ended == lengths[:, None]) & (lengths[:, None] > 0)
-        )  # (size, pool, phrases)
-        partial = ended.masked_fill(pool_met, 0).amax(-1)  # (size, pool): the longest phrase under way
-        bank = (pool_met * lengths[:, None]).sum(-1) + partial  # (size, pool): phrase tokens produced
-        order = _round_robin(bank, pool_scores, empty)[:, :count]  # (size, count)
-        return (
-            pool_scores.gather(1, order),
-            pool.gather(1, order),
-            pool_met.gather(1, order[:, :, None].expand(-1, -1, pool_met.shape[-1])),
-        )
+        return pool.clamp(min=0), repeated | (pool < 0)
 
 
 def _round_robin(bank: torch.Tensor, scores: torch.Tensor, empty: torch.Tensor) -> torch.Tensor:

@@ -1,14 +1,17 @@
 """Translate with a CTranslate2 export (`decoding/export.py` writes it): the `--engine ctranslate2` engine.
 
-`CTranslate2Translator` answers like the translation pipeline, `[{"translation_text": ...}]`, and maps
-`generate()` options onto CTranslate2's `translate_batch` options. It reads the export's config, generation config and
-tokenizer as data (`folder_data`): translating with it imports neither torch nor transformers.
+`CTranslate2Translator` answers like the translation pipeline, `[{"translation_text": ...}]`, or with scored n-best
+lists (`hypotheses`), and maps `generate()` options onto CTranslate2's `translate_batch` options. A hypothesis's
+score is the torch engine's: its mean token log-probability, `</s>` included (CTranslate2 divides the sum by the
+length to the power `length_penalty`). It reads the export's config, generation config and tokenizer as data
+(`folder_data`): translating with it imports neither torch nor transformers.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +32,16 @@ _OPTIONS = {
     "no_repeat_ngram_size": "no_repeat_ngram_size",
     "repetition_penalty": "repetition_penalty",
 }
+
+
+@dataclass(frozen=True)
+class ScoredHypothesis:
+    """One translation of a source by CTranslate2: its text, score (the mean token log-probability, `</s>` included;
+    None for a blank source) and token ids (`</s>` included where the translation ended)."""
+
+    text: str
+    score: float | None
+    ids: list[int] = field(default_factory=list)
 
 
 class CTranslate2Translator:
@@ -103,33 +116,78 @@ class CTranslate2Translator:
         `prefixes`: the target tokens each translation starts with (one list per text); `suppress`: token
         sequences no translation may contain."""
         single = isinstance(texts, str)
-        texts = [texts] if single else list(texts)
+        found = self.hypotheses([texts] if single else texts, batch_size, prefixes, suppress, **options)
+        outputs = [[{"translation_text": hypothesis.text} for hypothesis in hypotheses] for hypotheses in found]
+        if single:
+            return outputs[0]
+        per_input = self.options(**options).get("num_hypotheses", 1)
+        return [output[0] for output in outputs] if per_input == 1 else outputs
+
+    def hypotheses(
+        self,
+        texts: Sequence[str],
+        batch_size: int = 32,
+        prefixes: Sequence[list[str]] | None = None,
+        suppress: list[list[str]] | None = None,
+        end_at_limit: bool = False,
+        **options: Any,
+    ) -> list[list[ScoredHypothesis]]:
+        """The `num_return_sequences` best translations of each text, best first, scored (`__call__`'s options).
+        `end_at_limit`: a translation stopped by `max_new_tokens` gets `</s>` after it, scored with it (the torch
+        engine's length bound, whose last token is a forced `</s>`)."""
+        texts = list(texts)
         if not all(isinstance(text, str) for text in texts):
             raise TypeError("CTranslate2Translator takes a string or a list of strings")
         settings = self.options(**options)
+        # torch forces `</s>` at a bound within its position table; at the table it stops without it
+        end_at_limit = end_at_limit and settings["max_decoding_length"] < self.config.max_position_embeddings
         if suppress:
             settings["suppress_sequences"] = suppress
-        per_input = settings.get("num_hypotheses", 1)
         sources = [self.source_tokens(text) for text in texts]
         kept = [tokens for tokens in sources if tokens]
         if prefixes is not None:
             given = zip(prefixes, sources, strict=True)
             settings["target_prefix"] = [prefix or None for prefix, tokens in given if tokens]
-        results = iter(
-            self.translator.translate_batch(kept, max_batch_size=batch_size, max_input_length=0, **settings)
-            if kept
-            else []
-        )
-        outputs = []
-        for tokens in sources:
-            hypotheses = next(results).hypotheses if tokens else [[]] * per_input
-            outputs.append([{"translation_text": self.decode(hypothesis)} for hypothesis in hypotheses])
-        if single:
-            return outputs[0]
-        return [output[0] for output in outputs] if per_input == 1 else outputs
+        taken = dict(max_batch_size=batch_size, max_input_length=0, return_scores=True, return_end_token=True)
+        results = iter(self.translator.translate_batch(kept, **taken, **settings) if kept else [])
+        blank = [ScoredHypothesis("", None)] * settings.get("num_hypotheses", 1)
+        return [
+            self._scored(tokens, next(results), settings, end_at_limit, prefix or []) if tokens else blank
+            for tokens, prefix in zip(sources, prefixes or [None] * len(texts), strict=True)
+        ]
+
+    def _scored(
+        self, source: list[str], result: Any, settings: dict[str, Any], end_at_limit: bool, prefix: list[str]
+    ) -> list[ScoredHypothesis]:
+        """The hypotheses of one CTranslate2 `result` for `source`, scored as the torch engine scores them.
+        CTranslate2's score is the sum of the log-probabilities after the `prefix` over the length to the power
+        `length_penalty`; the prefix's log-probabilities come from `score_batch`, and so does the whole score of a
+        hypothesis stopped by its bound without `</s>` (`end_at_limit`: torch forces `</s>` there)."""
+        eos, penalty = self.tokenizer.eos_token, settings.get("length_penalty", 1.0)
+        hypotheses = [list(tokens) for tokens in result.hypotheses]
+        before = sum(self._log_probs([source], [prefix])[0][: len(prefix)]) if prefix else 0.0
+        pairs = zip(hypotheses, result.scores, strict=True)
+        sums = [score * max(len(tokens), 1) ** penalty + before for tokens, score in pairs]
+        cut = [i for i, tokens in enumerate(hypotheses) if end_at_limit and tokens[-1:] != [eos]]
+        for i, log_probs in zip(cut, self._log_probs([source] * len(cut), [hypotheses[i] for i in cut]), strict=True):
+            hypotheses[i].append(eos)
+            sums[i] = sum(log_probs)
+        found = zip(hypotheses, sums, strict=True)
+        return [
+            ScoredHypothesis(self.decode(tokens), total / max(len(tokens), 1), self.ids(tokens))
+            for tokens, total in found
+        ]
+
+    def ids(self, tokens: list[str]) -> list[int]:
+        return self.tokenizer.convert_tokens_to_ids(tokens)
+
+    def _log_probs(self, sources: list[list[str]], targets: list[list[str]]) -> list[list[float]]:
+        """The log-probability of each token of each target, and of the `</s>` after it, given its source."""
+        scored = self.translator.score_batch(sources, targets, max_input_length=0) if targets else []
+        return [result.log_probs for result in scored]
 
     def decode(self, tokens: list[str]) -> str:
-        return self.tokenizer.decode(self.tokenizer.convert_tokens_to_ids(tokens), skip_special_tokens=True)
+        return self.tokenizer.decode(self.ids(tokens), skip_special_tokens=True)
 
 
-__all__ = ["CTranslate2Translator"]
+__all__ = ["CTranslate2Translator", "ScoredHypothesis"]

@@ -1,7 +1,6 @@
-"""int8 inference on CPU: `quantize_for_cpu(model)`, `from_pretrained(..., quantize="int8")`, `--quantize int8`.
+"""int8 inference on CPU: `quantize_for_cpu(model)`, `load_checkpoint(folder, quantize="int8")`, `--quantize int8`.
 
-A feature of this package, kept out of the model files that saved folders ship as remote code: the models'
-`from_pretrained` imports this module only when `quantize=` is given (see `pretrained_model.quantizer`).
+A feature of this package, kept out of the model files that saved folders ship as remote code.
 
 Why torch's dynamic quantization (`torch.ao.quantization.quantize_dynamic`) although torch marks `torch.ao`
 deprecated in favour of torchao: torchao's replacement (`quantize_(model, Int8DynamicActivationInt8WeightConfig())`)

@@ -8,10 +8,9 @@ candidates, length penalty and `early_stopping` heuristic), so the sequences are
 (`tests/test_search.py` checks both model types against it), each with the sum of its tokens' log-probabilities under
 the model (before the length bound and the sampling warpers) for scores.
 
-A sentence with required phrases (glossary terms) has its own stopping rule: its result is final once no running
-hypothesis, normalized as `generate()`'s heuristic does, beats the last of the `num_return_sequences` finished ones
-that hold every phrase. generate()'s rule waits for `num_beams` such hypotheses, which under the allocation's forced
-continuations keeps a sentence, and its batch, running long after its result is settled.
+Beam search is split as fairseq splits it: this module runs the model step by step (`DecoderRows`); the hypotheses
+of the sentences left are a `BeamState` (`beams`); a strategy (`strategies`) picks each step's candidates:
+generate()'s best ones, or dynamic beam allocation where the translations must hold required phrases.
 """
 
 from __future__ import annotations
@@ -32,10 +31,10 @@ from transformers.modeling_outputs import ModelOutput
 from hf_bahdanau.errors import InputError
 from hf_bahdanau.models.cache_names import returned_cache
 
+from .beams import BeamResults, BeamState
 from .constraints import Constraints
 from .settings import SearchSettings
-
-NEG = -1.0e9  # generate()'s "no such hypothesis" score
+from .strategies import PhraseAllocation, strategy_for
 
 
 @dataclass
@@ -210,132 +209,39 @@ def _beam_search(
     constraints: Constraints | None = None,
 ) -> SearchOutput:
     """generate()'s beam search (one `</s>` id), each sentence leaving the batch once its hypotheses are final;
-    with required phrases, its candidates come from dynamic beam allocation (`constraints`), in their order."""
-    beams, returned, eos = settings.num_beams, settings.num_return_sequences, settings.eos_token_id
+    the candidates come from a strategy (`strategies`): generate()'s, or dynamic beam allocation for required
+    phrases."""
     batch, device = input_ids.shape[0], input_ids.device
-    max_length = 1 + settings.max_new_tokens  # the decoder start and the new tokens
-    fill = settings.pad_token_id or eos  # generate()'s fill of beam search (`</s>` where the pad id is 0)
-    penalty, early = settings.length_penalty, settings.early_stopping
-    # The search's state, (sentences left, beams, ...): the running hypotheses and the finished ones.
-    running = torch.full((batch, beams, max_length), fill, dtype=torch.long, device=device)
-    running[:, :, 0] = settings.decoder_start_token_id
-    running_scores = torch.zeros((batch, beams), device=device)
-    running_scores[:, 1:] = NEG  # the first step expands the first beam only
-    running_log_probs = torch.zeros((batch, beams), device=device)
-    finished = running.clone()
-    finished_scores = torch.full((batch, beams), NEG, device=device)
-    finished_log_probs = torch.zeros((batch, beams), device=device)
-    finished_lengths = torch.zeros((batch, beams), dtype=torch.long, device=device)
-    is_finished = torch.zeros((batch, beams), dtype=torch.bool, device=device)
-    improvable = torch.ones(batch, dtype=torch.bool, device=device)  # generate()'s early stopping heuristic
-    top_beams = torch.arange(2 * beams, device=device) < beams  # candidates that may finish (the top `beams`)
-    left = torch.arange(batch, device=device)  # the sentence of each slot
-    row_limits = None if limits is None else limits.repeat_interleave(beams)
-    results = torch.full((batch, returned, max_length), fill, dtype=torch.long, device=device)
-    result_lengths = torch.zeros((batch, returned), dtype=torch.long, device=device)
-    result_log_probs = torch.zeros((batch, returned), device=device)
-    placing = constraints is not None and constraints.has_required
-    phrases = constraints.required.shape[1] if placing else 0
-    lengths = constraints.required_lengths(torch.arange(batch, device=device)) if placing else None  # (batch, phrases)
-    has_phrases = (lengths > 0).any(-1) if placing else None  # (batch,)
-    running_met = torch.zeros((batch, beams, phrases), dtype=torch.bool, device=device)
-    finished_met = torch.ones((batch, beams), dtype=torch.bool, device=device)  # whether it holds every phrase
-    result_met = torch.ones((batch, returned), dtype=torch.bool, device=device)
-    in_order = -torch.arange(2 * beams, dtype=torch.float32, device=device)  # the allocation's order, as a score
-    decoder = DecoderRows(model, input_ids, attention_mask, beams)
-    for cur_len in range(1, max_length):
-        size = left.shape[0]
-        logits = decoder.step(running[:, :, cur_len - 1].reshape(size * beams, 1))  # (rows, vocab)
-        token_log_probs = torch.log_softmax(logits, dim=-1)  # (rows, vocab)
-        vocab = token_log_probs.shape[-1]
-        scores = token_log_probs
-        if constraints is not None:
-            unmet = ((~running_met) & (lengths[left, None] > 0)).any(-1).flatten() if placing else None  # (rows,)
-            history = running[:, :, :cur_len].reshape(size * beams, cur_len)
-            scores = constraints.mask(scores, history, left.repeat_interleave(beams), eos, unmet)
-        scores = force_end(scores, row_limits, cur_len - 1, eos)
-        scores = scores.view(size, beams, vocab) + running_scores[:, :, None]  # (size, beams, vocab)
-        if placing:
-            top_scores, top_indices, top_met = constraints.candidates(scores, running, running_met, left, cur_len,
-                                                                      2 * beams)  # fmt: skip
-            ranks = in_order.expand(size, -1)  # (size, 2 * beams): taken in the allocation's order
-            holds_all = (top_met | (lengths[left, None] == 0)).all(-1)  # (size, 2 * beams)
-        else:
-            top_scores, top_indices = torch.topk(scores.view(size, -1), 2 * beams)  # (size, 2 * beams)
-            ranks = top_scores
-        parents, top_tokens = top_indices // vocab, top_indices % vocab
-        candidates = running.gather(1, parents[:, :, None].expand(-1, -1, max_length)).clone()
-        candidates[:, :, cur_len] = top_tokens
-        candidate_log_probs = running_log_probs.gather(1, parents) + token_log_probs.view(size, -1).gather(
-            1, top_indices
-        )  # (size, 2 * beams)
-        hits = top_tokens == eos  # (size, 2 * beams)
-        if cur_len + 1 >= max_length:
-            hits[:] = True
-        # The running beams: the best candidates that did not end.
-        alive_scores = top_scores + hits.to(torch.float32) * NEG
-        chosen = torch.topk(ranks + hits.to(torch.float32) * NEG, beams)[1]  # (size, beams)
-        running = candidates.gather(1, chosen[:, :, None].expand(-1, -1, max_length))
-        running_scores = alive_scores.gather(1, chosen)
-        running_log_probs = candidate_log_probs.gather(1, chosen)
-        if placing:
-            running_met = top_met.gather(1, chosen[:, :, None].expand(-1, -1, phrases))
-        # The finished hypotheses: the best of those kept and of the top candidates that ended.
-        ended = hits & top_beams[None, :]
-        ended_scores = top_scores / (cur_len**penalty)
-        ended_scores += (is_finished.all(-1, keepdim=True) & (early is True)).to(torch.float32) * NEG
-        ended_scores += (~improvable[:, None]).to(torch.float32) * NEG
-        ended_scores += (~ended) * NEG
-        if placing:  # a hypothesis cut off by its bound without every phrase ranks below all that hold them
-            ended_scores += (~holds_all) * (NEG / 2)
-            finished_met = torch.cat((finished_met, holds_all), 1)
-        merged_scores = torch.cat((finished_scores, ended_scores), dim=1)
-        best = torch.topk(merged_scores, beams)[1]  # (size, beams)
-        if placing:
-            finished_met = finished_met.gather(1, best)
-        finished = torch.cat((finished, candidates), 1).gather(1, best[:, :, None].expand(-1, -1, max_length))
-        finished_scores = merged_scores.gather(1, best)
-        finished_log_probs = torch.cat((finished_log_probs, candidate_log_probs), 1).gather(1, best)
-        ended_lengths = torch.full_like(top_tokens, cur_len)
-        finished_lengths = torch.cat((finished_lengths, ended_lengths), 1).gather(1, best)
-        is_finished = torch.cat((is_finished, ended), 1).gather(1, best)
-        rows = (torch.arange(size, device=device)[:, None] * beams + parents.gather(1, chosen)).flatten()
+    state = BeamState.start(settings, batch, limits, device)
+    strategy = strategy_for(settings, constraints, batch, device)
+    results = BeamResults(settings, batch, device)
+    decoder = DecoderRows(model, input_ids, attention_mask, settings.num_beams)
+    for cur_len in range(1, 1 + settings.max_new_tokens):
+        logits = decoder.step(state.running[:, :, cur_len - 1].reshape(-1, 1))  # (size * beams, vocab)
+        log_probs = torch.log_softmax(logits, dim=-1)  # (size * beams, vocab)
+        scores = strategy.mask(log_probs, state, cur_len)
+        scores = force_end(scores, state.row_limits(), cur_len - 1, settings.eos_token_id)
+        scores = scores.view(state.size, settings.num_beams, -1) + state.running_scores[:, :, None]
+        candidates = strategy.candidates(scores, state, cur_len)  # (size, 2 * beams)
+        chosen, rows, hits = state.advance(candidates, log_probs, cur_len, settings)
+        strategy.follow(candidates, chosen)
         decoder.reorder(rows)
-        # generate()'s heuristic: can a running beam still beat the worst finished one?
-        best_length = (max_length - 1) if early == "never" and penalty > 0.0 else cur_len
-        best_running = running_scores.max(1, keepdim=True)[0] / (best_length**penalty)
-        worst = torch.where(is_finished, finished_scores.min(1, keepdim=True)[0], NEG)
-        improvable = improvable & (best_running > worst).any(-1)
-        settled = ~improvable | bool(hits.all())  # (size,): results final from now on
-        if early is True:
-            settled |= is_finished.all(1)
-        if placing:  # a sentence with phrases is final once no running hypothesis can beat those it returns
-            last_returned = finished_scores[:, returned - 1]  # (size,): below NEG / 4 where it lacks a phrase
-            settled |= has_phrases[left] & (last_returned > NEG / 4) & (best_running[:, 0] <= last_returned)
+        best_running = state.best_running(cur_len, settings)  # (size,)
+        settled = strategy.settles(state, best_running, state.settled(best_running, hits, settings))  # (size,)
         if not bool(settled.any()):
             continue
-        where = left[settled]
-        results[where] = finished[settled, :returned]
-        result_lengths[where] = finished_lengths[settled, :returned]
-        result_log_probs[where] = finished_log_probs[settled, :returned]
-        result_met[where] = finished_met[settled, :returned]
+        results.store(state, settled)
         if bool(settled.all()):
             break
         kept = (~settled).nonzero().squeeze(1)  # (sentences kept,)
-        kept_rows = (kept[:, None] * beams + torch.arange(beams, device=device)).flatten()  # (rows kept,)
-        left, improvable, is_finished = left[kept], improvable[kept], is_finished[kept]
-        running, running_scores, running_log_probs = running[kept], running_scores[kept], running_log_probs[kept]
-        finished, finished_scores = finished[kept], finished_scores[kept]
-        finished_log_probs, finished_lengths = finished_log_probs[kept], finished_lengths[kept]
-        running_met, finished_met = running_met[kept], finished_met[kept]
-        decoder.keep(kept_rows)
-        row_limits = None if row_limits is None else row_limits[kept_rows]
-    longest = 1 + int(result_lengths.max())
+        decoder.keep(state.keep(kept))
+        strategy.keep(kept)
+    longest = 1 + int(results.lengths.max())
     return SearchOutput(
-        results[:, :, :longest].reshape(batch * returned, -1),
-        result_lengths.flatten(),
-        result_log_probs.flatten(),
-        result_met.flatten() if placing else None,
+        results.sequences[:, :, :longest].reshape(-1, longest),
+        results.lengths.flatten(),
+        results.log_probs.flatten(),
+        results.holds.flatten() if isinstance(strategy, PhraseAllocation) else None,
     )
 
 

@@ -12,9 +12,9 @@ It owns what decides a translation, so that every front end gets the same one:
 - terminology (`lexical`): a glossary whose applicable terms each translation must hold (beam search with
   dynamic beam allocation, `constraints`), a forced prefix and phrases to avoid; CTranslate2 takes a prefix and
   phrases to avoid itself, and hands a glossary to torch (`fallback`) or refuses it;
-- n-best lists, scores and alignments. A hypothesis's score is its mean token log-probability (`</s>` included)
-  under the model, so a score near 0 is a confident translation and a low one a doubtful one. Alignments are
-  Pharaoh `i-j` pairs (`alignment`); attention maps come from `attention_maps`.
+- n-best lists and scores (both engines), alignments (torch). A hypothesis's score is its mean token
+  log-probability (`</s>` included) under the model, so a score near 0 is a confident translation and a low one a
+  doubtful one. Alignments are Pharaoh `i-j` pairs (`alignment`); attention maps come from `attention_maps`.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from hf_bahdanau.choices import ENGINES
-from hf_bahdanau.errors import InputError
+from hf_bahdanau.errors import InputError, as_input_error
 from hf_bahdanau.models.source_length import source_limit
 
 from .batching import in_input_order
@@ -47,7 +47,7 @@ logger = logging.getLogger(__name__)
 
 @dataclass
 class Hypothesis:
-    """One translation of a source: its text, score (mean token log-probability; None from CTranslate2), Pharaoh
+    """One translation of a source: its text, score (mean token log-probability; None for a blank source), Pharaoh
     alignment (when asked for) and token ids (`</s>` included)."""
 
     text: str
@@ -116,34 +116,38 @@ class Translator:
         torch_fallback: bool = False,
         **options: Any,
     ) -> Translator:
-        """The translator of a saved model folder (safetensors only, no code from the folder), or for
-        `engine="ctranslate2"` of its CTranslate2 export (an `export`ed folder, or the export cached in the model
-        folder); `quantize="int8"`: int8 weights on the CPU; `threads`: CPU threads; `torch_fallback`: a model
-        folder's glossary requests go to torch (loaded when first needed); `options`: `Translator`'s."""
-        from .. import register
+        """The translator of a saved model folder, or for `engine="ctranslate2"` of its CTranslate2 export (an
+        `export`ed folder, or the export cached in the model folder): the one loader of every front end.
+
+        A model folder loads as `loading.load_translation_model` checks it: a model type of this package's (no code
+        from the folder), safetensors only, every weight found, the tokenizer it was saved with. `quantize="int8"`:
+        int8 weights on the CPU; `threads`: CPU threads; `torch_fallback`: a model folder's glossary requests go to
+        torch (loaded alike, when first needed); `options`: `Translator`'s (`trained_source_length` defaults to the
+        folder's record). What is wrong with the folder is a one-line InputError."""
         from .sources import trained_source_length
 
-        options.setdefault("trained_source_length", trained_source_length(str(path)))
+        path = str(path)
+        if engine not in ENGINES:
+            raise InputError(f"engine {engine!r}: choose one of {', '.join(ENGINES)}")
+        options.setdefault("trained_source_length", trained_source_length(path))
         if engine == "ctranslate2":
             from .ctranslate2 import CTranslate2Translator
+            from .loading import check_ctranslate2
 
-            model = CTranslate2Translator.from_model(path, quantize, threads=threads or 0)
+            check_ctranslate2()
             if torch_fallback and os.path.isfile(os.path.join(path, "config.json")):
-                options["fallback"] = lambda: cls.from_folder(path, quantize=quantize, threads=threads, **options)
-            return cls(model, engine=engine, **options)
-        import torch
-        from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+                torch_options = dict(options)
+                options["fallback"] = lambda: cls.from_folder(path, quantize=quantize, threads=threads, **torch_options)
+            with as_input_error(ValueError, OSError):  # the export, its JSON, tokenizer and generation config
+                return cls(CTranslate2Translator.from_model(path, quantize, threads=threads or 0), engine=engine,
+                           **options)  # fmt: skip
+        from .loading import load_translation_model
 
-        from hf_bahdanau.models.pipelines import check_tokenizer_matches
-
-        register()
         if threads:
+            import torch
+
             torch.set_num_threads(threads)
-        tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=False)
-        model = AutoModelForSeq2SeqLM.from_pretrained(
-            path, use_safetensors=True, quantize=quantize, trust_remote_code=False
-        ).eval()
-        check_tokenizer_matches(model.config, tokenizer)
+        model, tokenizer = load_translation_model(path, quantize)
         return cls(model, tokenizer, engine=engine, **options)
 
     @property
@@ -199,8 +203,8 @@ class Translator:
                 progress=progress,
             )  # fmt: skip
             return
-        if self.engine == "ctranslate2" and (n_best > 1 or alignments or settings.do_sample):
-            raise InputError("the CTranslate2 engine gives one translation a source, without alignments or sampling")
+        if self.engine == "ctranslate2" and (alignments or settings.do_sample):
+            raise InputError("the CTranslate2 engine translates without alignments or sampling")
         if lexical is not None and lexical.places_terms and settings.num_beams < 2:
             raise InputError("a glossary needs beam search: num_beams of 2 or more")
         rows = self.source_ids(texts)
@@ -257,7 +261,7 @@ class Translator:
         with at most `bounds[k]` new tokens unless `max_new_tokens`."""
         import torch
 
-        from hf_bahdanau.models.pipelines import _pad_id
+        from hf_bahdanau.models.pipelines import pad_id
 
         from .alignment import alignments as pharaoh_alignments
         from .search import search
@@ -269,7 +273,7 @@ class Translator:
         if not kept:
             return results
         device = self.model.device
-        input_ids, attention_mask = _pad([rows[i] for i in kept], _pad_id(self.tokenizer), self.tokenizer.padding_side)
+        input_ids, attention_mask = _pad([rows[i] for i in kept], pad_id(self.tokenizer), self.tokenizer.padding_side)
         input_ids, attention_mask = input_ids.to(device), attention_mask.to(device)  # (batch, src_len)
         limits = None
         if max_new_tokens is None:
@@ -317,17 +321,18 @@ class Translator:
         phrases to avoid become CTranslate2's target prefix and suppressed sequences."""
         limits = {i: max_new_tokens or bounds[i] - 1 for i in indices}
         options = {"num_beams": settings.num_beams, "length_penalty": settings.length_penalty,
-                   "early_stopping": settings.early_stopping}  # fmt: skip
+                   "early_stopping": settings.early_stopping, "num_return_sequences": settings.num_return_sequences,
+                   "end_at_limit": max_new_tokens is None}  # fmt: skip
         if lexical is not None and lexical.avoid:
             options["suppress"] = [lexical.tokens(ids) for ids in lexical.avoided_ids()]
-        found: dict[int, str] = {}
+        found = {}
         for bound in sorted(set(limits.values())):
             group = [i for i in indices if limits[i] == bound]
             prefixes = None if lexical is None else [lexical.tokens(lexical.prefix_ids(i)) for i in group]
-            rows = self.model([texts[i] for i in group], batch_size=len(group), max_new_tokens=bound,
-                              prefixes=prefixes, **options)  # fmt: skip
-            found.update((i, row["translation_text"]) for i, row in zip(group, rows, strict=True))
-        return [Translation([Hypothesis(found[i])]) for i in indices]
+            rows = self.model.hypotheses([texts[i] for i in group], batch_size=len(group), max_new_tokens=bound,
+                                         prefixes=prefixes, **options)  # fmt: skip
+            found.update(zip(group, rows, strict=True))
+        return [Translation([Hypothesis(h.text, h.score, None, h.ids) for h in found[i]]) for i in indices]
 
     def attention_maps(self, text: str, hypothesis: Hypothesis | None = None, **options: Any) -> AttentionMaps:
         """The attention maps of `text`'s translation (`translate(..., **options)`'s best), or of `hypothesis`

@@ -19,7 +19,7 @@ from safetensors.torch import load_file
 from transformers import Trainer, TrainingArguments
 
 from hf_bahdanau.errors import InputError, InputNotFoundError
-from hf_bahdanau.models.pretrained_model import TranslationPreTrainedModel, rename_unprefixed_keys
+from hf_bahdanau.models.pretrained_model import TranslationPreTrainedModel
 from hf_bahdanau.training.run_folder import is_complete_checkpoint, numbered_checkpoints
 
 logger = logging.getLogger(__name__)
@@ -77,6 +77,16 @@ def average_state_dicts(state_dicts: Sequence[Mapping[str, torch.Tensor]]) -> di
                              rounding_mode="floor").to(tensor.dtype)  # fmt: skip
         averaged[name] = done[key] = mean
     return averaged
+
+
+def rename_unprefixed_keys(model: TranslationPreTrainedModel, state_dict: dict[str, torch.Tensor]) -> None:
+    """Rename in place the keys of a head model's state dict saved before the base-model split (`encoder.*`,
+    `decoder.*`) to today's (`model.encoder.*`, ...); `from_pretrained` adds the prefix itself."""
+    base = getattr(model, model.base_model_prefix, None)
+    if base is None or base is model:  # a base model: its keys never had a prefix
+        return
+    for key in [key for key in state_dict if key.split(".", 1)[0] in ("encoder", "decoder")]:
+        state_dict[f"{model.base_model_prefix}.{key}"] = state_dict.pop(key)
 
 
 def average_checkpoints(

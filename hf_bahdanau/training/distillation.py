@@ -5,12 +5,11 @@ those translations. They are cached as a `datasets.Dataset` on disk (columns `so
 under a key made of a fingerprint of the teacher folder's model and tokenizer files, a hash of the source sentences
 and the decoding settings: the same key reuses it, anything else translates anew. The translation is written in
 chunks; an interrupted one resumes from the chunks already written. `info.json` beside the dataset records its disk
-size and the teacher's translation time.
+size and the teacher's translation time. The cache's folders, its lock and its repairs: `distillation_cache`.
 """
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import importlib.util
 import json
@@ -29,10 +28,12 @@ import datasets
 from hf_bahdanau.data.cache import CACHE_DIR_ENV
 from hf_bahdanau.json_files import read_json
 
+from . import distillation_cache
+from .distillation_cache import DATASET_FOLDER
+
 logger = logging.getLogger(__name__)
 
 CHUNK_SIZE = 2000  # sentences a chunk: what an interruption can lose
-INFO_FILE = "info.json"
 
 Translate = Callable[[Sequence[str]], list[str]]
 
@@ -85,23 +86,13 @@ def cache_key(teacher_hash: str, corpus_hash: str, decoding: Decoding) -> str:
 
 def teacher_translator(teacher: str | Path, decoding: Decoding) -> Translate:
     """The teacher's translation function: the `Translator` that `hf-bahdanau translate` uses, with `decoding`."""
-    from hf_bahdanau.decoding.loading import load_translator
+    from hf_bahdanau.decoding.translator import Translator
 
-    options = {"model": str(teacher), "engine": decoding.engine, "quantize": None, "threads": None,
-               "batch_size": decoding.batch_size}  # fmt: skip
-    translator = load_translator(argparse.Namespace(**options))
+    translator = Translator.from_folder(teacher, engine=decoding.engine, batch_size=decoding.batch_size)
     generation = {"num_beams": decoding.num_beams}
     if decoding.max_new_tokens is not None:
         generation["max_new_tokens"] = decoding.max_new_tokens
     return lambda texts: [found.text for found in translator.translate(texts, **generation)]
-
-
-def _save_atomically(dataset: datasets.Dataset, folder: Path) -> None:
-    """Save `dataset` to `folder` through a `.part` folder renamed at the end: a folder that exists is complete."""
-    part = folder.with_name(folder.name + ".part")
-    shutil.rmtree(part, ignore_errors=True)
-    dataset.save_to_disk(str(part))
-    part.rename(folder)
 
 
 def _folder_bytes(folder: Path) -> int:
@@ -116,30 +107,36 @@ def translate_in_chunks(
     stop_after: int | None = None,
 ) -> tuple[list[str], float]:
     """Translate `sources` chunk by chunk into `chunks_dir/NNNNN/` (each translation with its share of the chunk's
-    seconds), skipping the chunks already there, with a progress bar; the translations and the seconds the teacher
-    spent on them. `stop_after`: raise KeyboardInterrupt after translating that many chunks (as an interruption)."""
+    seconds), reusing the chunks already there (one that cannot be read is translated again), with a progress bar;
+    the translations and the seconds the teacher spent on them. `stop_after`: raise KeyboardInterrupt after
+    translating that many chunks (as an interruption)."""
     from tqdm.auto import tqdm
 
-    folders = [chunks_dir / f"{number:05d}" for number in range(math.ceil(len(sources) / chunk_size))]
-    done = sum(folder.is_dir() for folder in folders)
+    count = math.ceil(len(sources) / chunk_size)
+    done = sum((chunks_dir / f"{number:05d}").is_dir() for number in range(count))
     if done:
-        logger.info("resuming the teacher's translation: %d of %d chunks already written", done, len(folders))
+        logger.info("resuming the teacher's translation: %d of %d chunks already written", done, count)
+    translations: list[str] = []
+    seconds = 0.0
     translated = 0
     with tqdm(total=len(sources), desc="teacher translating", unit="sent", disable=None) as bar:  # a terminal only
-        for number, folder in enumerate(folders):
+        for number in range(count):
+            folder = chunks_dir / f"{number:05d}"
             texts = list(sources[number * chunk_size : (number + 1) * chunk_size])
-            if not folder.is_dir():
+            chunk = distillation_cache.read_chunk(folder, number, len(texts))
+            if chunk is None:
                 if stop_after is not None and translated >= stop_after:
                     raise KeyboardInterrupt(f"stopped after {translated} chunks")
                 began = time.perf_counter()
                 outputs = translate(texts)
-                share = (time.perf_counter() - began) / len(texts)
-                _save_atomically(datasets.Dataset.from_dict({"translation": outputs, "seconds": [share] * len(texts)}),
-                                 folder)  # fmt: skip
-                translated += 1
+                shares = [(time.perf_counter() - began) / len(texts)] * len(texts)
+                distillation_cache.commit(datasets.Dataset.from_dict({"translation": outputs, "seconds": shares}),
+                                          folder)  # fmt: skip
+                chunk, translated = (outputs, shares), translated + 1
+            translations += chunk[0]
+            seconds += sum(chunk[1])
             bar.update(len(texts))
-    chunks = [datasets.load_from_disk(str(folder)) for folder in folders]
-    return [text for chunk in chunks for text in chunk["translation"]], float(sum(sum(c["seconds"]) for c in chunks))
+    return translations, seconds
 
 
 @dataclass
@@ -170,31 +167,32 @@ def teacher_translations(
     teacher_hash = teacher_fingerprint(teacher)
     key = cache_key(teacher_hash, sources_hash(sources), decoding)
     folder = Path(cache_root or default_cache_root()) / key
-    dataset_dir = folder / "dataset"
-    if dataset_dir.is_dir():
-        logger.info("the teacher's translations, from the cache: %s", dataset_dir)
-        info = json.loads((folder / INFO_FILE).read_text(encoding="utf-8"))
-        return TeacherTranslations(datasets.load_from_disk(str(dataset_dir)), info, folder)
-    logger.info("the teacher translates %d sentences (%s, beam %d) into %s", len(sources), decoding.engine,
-                decoding.num_beams, folder)  # fmt: skip
-    translate = translate or teacher_translator(teacher, decoding)
-    chunks_dir = folder / f"chunks-of-{chunk_size}"
-    outputs, seconds = translate_in_chunks(translate, sources, chunks_dir, chunk_size, stop_after)
-    rows = {"source": sources, "translation": outputs, "reference": references}
-    _save_atomically(datasets.Dataset.from_dict(rows), dataset_dir)
-    shutil.rmtree(chunks_dir)
-    info = {
-        "key": key,
-        "teacher": str(Path(teacher).resolve()),
-        "teacher_fingerprint": teacher_hash,
-        "corpus": corpus,
-        "languages": [src_lang, tgt_lang],
-        **asdict(decoding),
-        "pairs": len(sources),
-        "teacher_seconds": round(seconds, 3),
-        "disk_bytes": _folder_bytes(dataset_dir),
-    }
-    (folder / INFO_FILE).write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
+    with distillation_cache.locked(folder):  # a second run on this key waits, then finds the translations
+        if (found := distillation_cache.read_translations(folder, key, len(sources))) is not None:
+            logger.info("the teacher's translations, from the cache: %s", folder / DATASET_FOLDER)
+            shutil.rmtree(folder / f"chunks-of-{chunk_size}", ignore_errors=True)  # left by a run cut off at its end
+            return TeacherTranslations(*found, folder)
+        logger.info("the teacher translates %d sentences (%s, beam %d) into %s", len(sources), decoding.engine,
+                    decoding.num_beams, folder)  # fmt: skip
+        translate = translate or teacher_translator(teacher, decoding)
+        chunks_dir = folder / f"chunks-of-{chunk_size}"
+        outputs, seconds = translate_in_chunks(translate, sources, chunks_dir, chunk_size, stop_after)
+        rows = {"source": sources, "translation": outputs, "reference": references}
+        dataset_dir = folder / DATASET_FOLDER
+        distillation_cache.commit(datasets.Dataset.from_dict(rows), dataset_dir)
+        info = {
+            "key": key,
+            "teacher": str(Path(teacher).resolve()),
+            "teacher_fingerprint": teacher_hash,
+            "corpus": corpus,
+            "languages": [src_lang, tgt_lang],
+            **asdict(decoding),
+            "pairs": len(sources),
+            "teacher_seconds": round(seconds, 3),
+            "disk_bytes": _folder_bytes(dataset_dir),
+        }
+        distillation_cache.write_info(folder, info)  # (cut off before it: the next run remakes the dataset from chunks)
+        shutil.rmtree(chunks_dir)
     logger.info("%d translations in %.0f s, %.1f MB on disk", len(sources), seconds, info["disk_bytes"] / 1e6)
     return TeacherTranslations(datasets.load_from_disk(str(dataset_dir)), info, folder)
 

@@ -50,9 +50,8 @@ class TokenizerArguments:
     )
 
 
-# Config fields that are not model options: those that are not architecture, the tokenizer's vocabulary size and the
-# Trainer's label smoothing (--label_smoothing_factor).
-_NOT_MODEL_OPTIONS = {*NOT_ARCHITECTURE, "vocab_size", "label_smoothing"}
+# Config fields that are not model options: those that are not architecture, and the tokenizer's vocabulary size.
+_NOT_MODEL_OPTIONS = {*NOT_ARCHITECTURE, "vocab_size"}
 
 
 def _documented_fields(config_class: type) -> dict[str, str]:
@@ -169,7 +168,23 @@ class DataArguments:
 
 @dataclass
 class RunArguments:
-    """How this run relates to earlier ones."""
+    """The run's own options beside the Trainer's: its objective and how it relates to earlier runs."""
+
+    unlikelihood: float = field(
+        default=0.0,
+        metadata={
+            "help": "Weight of the token-level unlikelihood loss (Welleck et al., 2020) added in training: at each "
+            "target position, -log(1 - p) of every earlier target token but the right one, which trains the decoder "
+            "against repeating itself (0: off)."
+        },
+    )
+    teacher_forcing_ratio: float = field(
+        default=1.0,
+        metadata={
+            "help": "The probability of feeding the decoder the gold previous token in training; below 1, its own "
+            "greedy prediction otherwise (scheduled sampling, one decoder step at a time, one process)."
+        },
+    )
 
     resume: bool = field(default=False, metadata={"help": "Continue from the last checkpoint in output_dir."})
     overwrite: bool = field(default=False, metadata={"help": "Replace an existing, non-empty output_dir."})
@@ -264,6 +279,21 @@ def check_training_arguments(training_args: Seq2SeqTrainingArguments) -> None:
         raise InputError(f"--optim {optim}: {str(error).splitlines()[0]}") from None
 
 
+def check_objective(run_args: RunArguments, training_args: TrainingArguments) -> None:
+    """Raise a one-line InputError for an objective the run cannot train with."""
+    if not 0.0 <= training_args.label_smoothing_factor < 1.0:
+        raise InputError(f"--label_smoothing_factor must be in [0, 1), got {training_args.label_smoothing_factor}")
+    if run_args.unlikelihood < 0:
+        raise InputError(f"--unlikelihood must be 0 or more, got {run_args.unlikelihood}")
+    if not 0.0 <= run_args.teacher_forcing_ratio <= 1.0:
+        raise InputError(f"--teacher_forcing_ratio must be in [0, 1], got {run_args.teacher_forcing_ratio}")
+    if run_args.teacher_forcing_ratio < 1 and training_args.world_size > 1:
+        raise InputError(
+            "--teacher_forcing_ratio below 1 (scheduled sampling) trains in one process: run it without accelerate "
+            "launch or torchrun, or leave the ratio at 1"
+        )
+
+
 def check_streaming_arguments(data_args: DataArguments, training_args: TrainingArguments) -> None:
     """Raise a one-line InputError for --streaming without what it needs (a stream has no length to count epochs in)."""
     if not data_args.streaming:
@@ -326,6 +356,7 @@ __all__ = [
     "RunArguments",
     "TRAINING_DEFAULTS",
     "TokenizerArguments",
+    "check_objective",
     "check_position_lengths",
     "check_streaming_arguments",
     "check_tokenizer_arguments",

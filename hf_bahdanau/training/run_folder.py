@@ -13,6 +13,7 @@ import json
 import logging
 import os
 import shutil
+import tempfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -145,10 +146,28 @@ def _check_not_a_users(staging: Path) -> None:
         )
 
 
+def check_output_place(output_dir: Path) -> None:
+    """Refuse an --output-dir that cannot be made or written, before any work: a file, one under a file, or one in a
+    folder that takes no new folders (its lock and staging folder go beside it)."""
+    real = output_dir.resolve()
+    if real.exists() and not real.is_dir():
+        raise UnwritableError(f"--output-dir {output_dir} is a file, not a folder: choose another")
+    existing = next((folder for folder in real.parents if folder.exists()), real)  # (the root has no parent)
+    if not existing.is_dir():
+        raise UnwritableError(f"--output-dir {output_dir} cannot be made: {existing} is a file, not a folder")
+    try:  # permissions, a read-only or immutable folder, a virtual file system: a folder made and removed says
+        os.rmdir(tempfile.mkdtemp(prefix=f".{real.name}.probe-", dir=existing))
+    except OSError as error:
+        raise UnwritableError(
+            f"--output-dir {output_dir} cannot be made: {existing} takes no new folders ({error.strerror or error})"
+        ) from None
+
+
 @contextlib.contextmanager
 def locked_output_dir(output_dir: Path) -> Iterator[None]:
     """Hold an exclusive lock on `output_dir` (a lock file beside the folder it is, symlinks followed: a link and
     the folder it points at are one lock) for the whole run."""
+    check_output_place(output_dir)  # so that a lock that cannot be taken means another run holds it
     real = output_dir.resolve()
     real.parent.mkdir(parents=True, exist_ok=True)
     lock = FileLock(real.with_name(f".{real.name}.lock"))
@@ -202,12 +221,19 @@ def check_output_dir(output_dir: Path, resume: bool, overwrite: bool, inputs: Se
         target = output_dir.resolve()
         if target in (Path.cwd(), *Path.cwd().parents, Path.home()) or not _is_training_run(output_dir):
             raise OutputExistsError(f"--overwrite: {output_dir} does not hold a training run; choose a new directory")
-        for path in filter(None, inputs):
-            if Path(path).exists() and Path(path).resolve().is_relative_to(target):
-                raise OutputExistsError(
-                    f"--overwrite would delete {path}, which this run reads: choose another --output-dir"
-                )
+        check_inputs_kept(output_dir, inputs)
     return None
+
+
+def check_inputs_kept(output_dir: Path, inputs: Sequence[str | None]) -> None:
+    """Refuse an --overwrite of `output_dir` that would delete one of `inputs`, paths the run reads (a model, a
+    tokenizer, a corpus, a --config file)."""
+    target = output_dir.resolve()
+    for path in filter(None, inputs):
+        if Path(path).exists() and Path(path).resolve().is_relative_to(target):
+            raise OutputExistsError(
+                f"--overwrite would delete {path}, which this run reads: choose another --output-dir"
+            )
 
 
 def check_resume_steps(checkpoint: str, max_steps: int) -> None:
@@ -275,7 +301,9 @@ def write_run_files(
 __all__ = [
     "CHECKPOINT_MANIFEST",
     "CheckpointManifest",
+    "check_inputs_kept",
     "check_output_dir",
+    "check_output_place",
     "check_resume_steps",
     "choose_work_dir",
     "is_complete_checkpoint",
