@@ -19,25 +19,35 @@ pytest.importorskip("ctranslate2")
 TEXTS = [*TINY_CORPUS, "", "Hund"]
 
 
-@pytest.fixture(scope="module")
-def folder(tokenizer, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def eager_folder(tokenizer, folder: Path, **config) -> Path:
     """A tiny random Transformer whose `</s>` logit is raised, so that hypotheses end at different lengths (some cut
-    by their length bound), saved with the module's tokenizer."""
-    model = make_model("d2l_transformer", width=32, vocab_size=len(tokenizer))
+    by their length bound), saved with `tokenizer` in `folder`."""
+    model = make_model("d2l_transformer", width=32, vocab_size=len(tokenizer), **config)
     with torch.no_grad():
         model.lm_head.weight[2] += 0.5 * model.lm_head.weight.mean(0)
         model.lm_head.weight[2] *= 8.0
-    return save_for_pipeline(model, tokenizer, tmp_path_factory.mktemp("ct2") / "model")
+    return save_for_pipeline(model, tokenizer, folder)
+
+
+@pytest.fixture(scope="module")
+def folder(tokenizer, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return eager_folder(tokenizer, tmp_path_factory.mktemp("ct2") / "model")
+
+
+def both_engines(folder: Path) -> dict[str, Translator]:
+    return {engine: Translator.from_folder(folder, engine=engine) for engine in ("torch", "ctranslate2")}
 
 
 @pytest.fixture(scope="module")
 def engines(folder) -> dict[str, Translator]:
-    return {engine: Translator.from_folder(folder, engine=engine) for engine in ("torch", "ctranslate2")}
+    return both_engines(folder)
 
 
-def teacher_forced_score(model, tokenizer, text: str, ids: list[int]) -> float:
-    """The mean log-probability of the generated `ids` given `text`, by one forward pass."""
-    source = torch.tensor([tokenizer(text)["input_ids"]])
+def teacher_forced_score(translator: Translator, text: str, ids: list[int]) -> float:
+    """The mean log-probability of the generated `ids` given `text` (cut to the model's limit), by one forward pass
+    of the torch translator's model."""
+    model = translator.model
+    source = torch.tensor(translator.source_ids([text]))
     decoder = torch.tensor([[model.config.decoder_start_token_id, *ids[:-1]]])
     with torch.no_grad():
         logits = model(input_ids=source, decoder_input_ids=decoder).logits[0]
@@ -56,6 +66,21 @@ def teacher_forced_score(model, tokenizer, text: str, ids: list[int]) -> float:
     ids=["n-best", "length-penalty", "greedy", "max-new-tokens", "prefix"],
 )
 def test_n_best_lists_and_scores_are_the_torch_engine_s(engines, options, agreeing):
+    assert_scored_as_torch(engines, options, agreeing)
+
+
+@pytest.mark.parametrize("prefix", [None, "A"])
+def test_hypotheses_that_fill_the_position_table_are_scored_as_torch_s(tokenizer, tmp_path, prefix, caplog):
+    """Sources whose length bound (3 tokens a source token) passes the table of 12 positions: their hypotheses stop
+    at the table without `</s>`, as torch's do."""
+    engines = both_engines(eager_folder(tokenizer, tmp_path / "model", max_position_embeddings=12))
+    found = assert_scored_as_torch(engines, dict(num_beams=3, n_best=2, prefix=prefix), 0.3)
+    assert max(len(h.ids) for translation in found for h in translation.hypotheses) == 12
+
+
+def assert_scored_as_torch(engines: dict[str, Translator], options: dict, agreeing: float) -> list:
+    """CTranslate2's translations of TEXTS with `options`: n-best lists as long as asked, at least `agreeing` of
+    their hypotheses torch's, and each scored as torch scores it."""
     found = {engine: translator.translate(TEXTS, **options) for engine, translator in engines.items()}
     n = options.get("n_best", 1)
     assert [len(translation.hypotheses) for translation in found["ctranslate2"]] == [n] * len(TEXTS)
@@ -66,11 +91,11 @@ def test_n_best_lists_and_scores_are_the_torch_engine_s(engines, options, agreei
     assert len(same) >= agreeing * len(pairs)
     assert all(theirs.text == ours.text and theirs.score == pytest.approx(ours.score, abs=1e-4)
                for ours, theirs in same)  # fmt: skip
-    torch_engine = engines["torch"]
     for text, translation in zip(TEXTS, found["ctranslate2"], strict=True):
         for hypothesis in translation.hypotheses if text else []:  # every score is its hypothesis's, by hand
-            by_hand = teacher_forced_score(torch_engine.model, torch_engine.tokenizer, text, hypothesis.ids)
+            by_hand = teacher_forced_score(engines["torch"], text, hypothesis.ids)
             assert hypothesis.score == pytest.approx(by_hand, abs=1e-4)
+    return found["ctranslate2"]
 
 
 def test_translate_prints_torch_s_n_best_lists_and_scores(folder, capsys):

@@ -167,8 +167,9 @@ def run(
 
     teacher = Path(args.teacher)
     model_args, tokenizer_args, data_args, training_args, run_args = train_args = parse_train_args(rest)
-    with locked_output_dir(Path(training_args.output_dir)):  # a folder train cannot lock fails before the teacher
-        pass
+    if training_args.process_index == 0:  # a folder train cannot lock fails before the teacher (train locks there)
+        with locked_output_dir(Path(training_args.output_dir)):
+            pass
     prepare()
     adopt_teacher(teacher, model_args, tokenizer_args, data_args)
     if data_args.streaming:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from .arguments import (
     positive_int,
     translate_texts,
 )
+from .streams import write_out
 
 logger = logging.getLogger("hf_bahdanau")
 SUMMARY = "translate a split and score it with sacreBLEU and chrF"
@@ -159,7 +159,7 @@ def run(args: argparse.Namespace) -> None:
         _check_output_file(path, models, [data, named_corpus_path(data), *reads])
     _write_lines(output, hypotheses)
     scores = load_metric().compute(predictions=hypotheses, references=[[ref] for ref in references])
-    sys.stdout.write(
+    printed = (
         f"BLEU = {scores['bleu']:.2f}  ({scores['bleu_signature']})\n"
         f"BLEU lowercased = {scores['bleu_lowercase']:.2f}  ({scores['bleu_lowercase_signature']})\n"
         f"chrF = {scores['chrf']:.2f}  ({scores['chrf_signature']})\n"
@@ -170,8 +170,8 @@ def run(args: argparse.Namespace) -> None:
         f"{len(hypotheses)} {args.split} sentences, {src_lang}->{tgt_lang}, beams {beams}; hypotheses in {output}\n"
     )
     if args.glossary:
-        sys.stdout.write(_term_use(args.glossary, sources, hypotheses))
-    sys.stdout.flush()  # the scores stand even where they cannot be stored
+        printed += _term_use(args.glossary, sources, hypotheses)
+    write_out(printed, "the scores")  # now: the scores stand even where they cannot be stored
     if args.glossary or args.avoid:  # the card reports translations as the model makes them, unconstrained
         logger.info("scores with --glossary or --avoid not stored in %s (its card reports plain decoding)", args.model)
     elif args.quantize is None and args.engine == "torch":  # the folder's card reports its fp32 weights' scores only
@@ -264,7 +264,7 @@ def _compare(
             f"{result.metric}: {score:.2f} (mean {mean:.2f} ± {ci:.2f}, 95% CI) against {other:.2f} (mean "
             f"{other_mean:.2f} ± {other_ci:.2f}), p = {result.p_value:.4f}: {verdict}  ({result.signature})\n"
         )
-    sys.stdout.write("".join(lines))
+    write_out("".join(lines), "the comparison")
 
 
 # ---- translate --------------------------------------------------------------------------------------------

@@ -13,10 +13,10 @@ from hf_bahdanau.errors import UnwritableError
 SIGPIPE_STATUS = 128 + signal.SIGPIPE  # the status of a Unix tool whose reader went away (`... | head -1`)
 
 
-def write_out(text: str) -> None:
-    """Write `text` to stdout, now. A reader that went away ends the command quietly, with SIGPIPE's status, as Unix
-    tools end; stdout that cannot be written (a full disk) is a one-line error. Either way what is left unwritten is
-    dropped, so that the interpreter's flush at exit does not fail again."""
+def write_out(text: str, what: str = "the translations") -> None:
+    """Write `text` (`what` it is, for an error) to stdout, now. A reader that went away ends the command quietly,
+    with SIGPIPE's status, as Unix tools end; stdout that cannot be written (a full disk) is a one-line error. Either
+    way what is left unwritten is dropped, so that the interpreter's flush at exit does not fail again."""
     try:
         sys.stdout.write(text)
         sys.stdout.flush()
@@ -25,7 +25,7 @@ def write_out(text: str) -> None:
         raise SystemExit(SIGPIPE_STATUS) from None
     except OSError as error:
         _drop_stdout()
-        raise UnwritableError(f"the translations cannot be written to stdout ({error.strerror or error})") from None
+        raise UnwritableError(f"{what} cannot be written to stdout ({error.strerror or error})") from None
 
 
 def _drop_stdout() -> None:

@@ -139,6 +139,8 @@ class CTranslate2Translator:
         if not all(isinstance(text, str) for text in texts):
             raise TypeError("CTranslate2Translator takes a string or a list of strings")
         settings = self.options(**options)
+        # torch forces `</s>` at a bound within its position table; at the table it stops without it
+        end_at_limit = end_at_limit and settings["max_decoding_length"] < self.config.max_position_embeddings
         if suppress:
             settings["suppress_sequences"] = suppress
         sources = [self.source_tokens(text) for text in texts]
@@ -149,38 +151,43 @@ class CTranslate2Translator:
         taken = dict(max_batch_size=batch_size, max_input_length=0, return_scores=True, return_end_token=True)
         results = iter(self.translator.translate_batch(kept, **taken, **settings) if kept else [])
         blank = [ScoredHypothesis("", None)] * settings.get("num_hypotheses", 1)
-        prefixed = [bool(prefix) for prefix in prefixes] if prefixes is not None else [False] * len(texts)
         return [
-            self._scored(tokens, next(results), settings, end_at_limit, prefix) if tokens else blank
-            for tokens, prefix in zip(sources, prefixed, strict=True)
+            self._scored(tokens, next(results), settings, end_at_limit, prefix or []) if tokens else blank
+            for tokens, prefix in zip(sources, prefixes or [None] * len(texts), strict=True)
         ]
 
     def _scored(
-        self, source: list[str], result: Any, settings: dict[str, Any], end_at_limit: bool, prefixed: bool
+        self, source: list[str], result: Any, settings: dict[str, Any], end_at_limit: bool, prefix: list[str]
     ) -> list[ScoredHypothesis]:
         """The hypotheses of one CTranslate2 `result` for `source`, scored as the torch engine scores them.
-        CTranslate2's score is the sum of the log-probabilities after the prefix over the length to the power
-        `length_penalty`; a hypothesis after a prefix (`prefixed`), or stopped by its bound without `</s>`
-        (`end_at_limit`: torch forces `</s>` there), is scored again as a whole (`score_batch`)."""
+        CTranslate2's score is the sum of the log-probabilities after the `prefix` over the length to the power
+        `length_penalty`; the prefix's log-probabilities come from `score_batch`, and so does the whole score of a
+        hypothesis stopped by its bound without `</s>` (`end_at_limit`: torch forces `</s>` there)."""
         eos, penalty = self.tokenizer.eos_token, settings.get("length_penalty", 1.0)
         hypotheses = [list(tokens) for tokens in result.hypotheses]
+        before = sum(self._log_probs([source], [prefix])[0][: len(prefix)]) if prefix else 0.0
         pairs = zip(hypotheses, result.scores, strict=True)
-        means = [score * max(len(tokens), 1) ** (penalty - 1) for tokens, score in pairs]
-        ended = [tokens[-1:] == [eos] for tokens in hypotheses]
-        again = [i for i in range(len(hypotheses)) if prefixed or (end_at_limit and not ended[i])]
-        targets = [hypotheses[i][:-1] if ended[i] else hypotheses[i] for i in again]
-        for i, target, scoring in zip(again, targets, self._score([source] * len(again), targets), strict=True):
-            hypotheses[i] = [*target, eos] if ended[i] or end_at_limit else target
-            means[i] = sum(scoring.log_probs[: len(hypotheses[i])]) / max(len(hypotheses[i]), 1)
-        return [ScoredHypothesis(self.decode(tokens), mean, self.tokenizer.convert_tokens_to_ids(tokens))
-                for tokens, mean in zip(hypotheses, means, strict=True)]  # fmt: skip
+        sums = [score * max(len(tokens), 1) ** penalty + before for tokens, score in pairs]
+        cut = [i for i, tokens in enumerate(hypotheses) if end_at_limit and tokens[-1:] != [eos]]
+        for i, log_probs in zip(cut, self._log_probs([source] * len(cut), [hypotheses[i] for i in cut]), strict=True):
+            hypotheses[i].append(eos)
+            sums[i] = sum(log_probs)
+        found = zip(hypotheses, sums, strict=True)
+        return [
+            ScoredHypothesis(self.decode(tokens), total / max(len(tokens), 1), self.ids(tokens))
+            for tokens, total in found
+        ]
 
-    def _score(self, sources: list[list[str]], targets: list[list[str]]) -> list[Any]:
-        """CTranslate2's token log-probabilities of each target (`</s>` appended) after its source."""
-        return self.translator.score_batch(sources, targets, max_input_length=0) if targets else []
+    def ids(self, tokens: list[str]) -> list[int]:
+        return self.tokenizer.convert_tokens_to_ids(tokens)
+
+    def _log_probs(self, sources: list[list[str]], targets: list[list[str]]) -> list[list[float]]:
+        """The log-probability of each token of each target, and of the `</s>` after it, given its source."""
+        scored = self.translator.score_batch(sources, targets, max_input_length=0) if targets else []
+        return [result.log_probs for result in scored]
 
     def decode(self, tokens: list[str]) -> str:
-        return self.tokenizer.decode(self.tokenizer.convert_tokens_to_ids(tokens), skip_special_tokens=True)
+        return self.tokenizer.decode(self.ids(tokens), skip_special_tokens=True)
 
 
 __all__ = ["CTranslate2Translator", "ScoredHypothesis"]

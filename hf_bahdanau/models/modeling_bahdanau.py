@@ -49,11 +49,6 @@ class BahdanauPreTrainedModel(TranslationPreTrainedModel):
         elif isinstance(module, nn.Embedding):
             init.normal_(module.weight, mean=0.0, std=1.0)
 
-    @classmethod
-    def _supports_default_dynamic_cache(cls) -> bool:
-        # The recurrent state is not a key/value cache: `forward` returns a BahdanauDecoderState.
-        return False
-
 
 class BahdanauModel(BahdanauPreTrainedModel, TranslationModel):
     """The bare Bahdanau encoder-decoder: the decoder RNN's outputs for the target tokens, no head."""

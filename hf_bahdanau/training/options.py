@@ -214,6 +214,14 @@ def groups_by_length(args: TrainingArguments) -> bool:
     return all(getattr(args, name) == value for name, value in LENGTH_GROUPED.items())
 
 
+def stop_grouping_by_length(args: TrainingArguments) -> None:
+    """Turn the Trainer's length-grouped sampler off, for a stream that is batched by length as it is read (which
+    transformers 5.0 and 5.1 refuse to combine with the sampler; later releases ignore the sampler there)."""
+    defaults = {item.name: item.default for item in fields(TrainingArguments)}
+    for name in LENGTH_GROUPED:
+        setattr(args, name, defaults[name])
+
+
 TRAINING_DEFAULTS = dict(
     per_device_train_batch_size=64,
     per_device_eval_batch_size=64,
@@ -353,5 +361,6 @@ __all__ = [
     "check_tokenizer_arguments",
     "check_training_arguments",
     "groups_by_length",
+    "stop_grouping_by_length",
     "new_model_table",
 ]

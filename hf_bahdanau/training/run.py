@@ -60,6 +60,7 @@ from hf_bahdanau.training.options import (
     check_tokenizer_arguments,
     check_training_arguments,
     new_model_table,
+    stop_grouping_by_length,
 )
 from hf_bahdanau.training.run_folder import (
     CheckpointManifest,
@@ -282,6 +283,7 @@ def _train_in(
         )
         if data_args.streaming:
             tokenized["train"] = _train_stream(data_args, training_args, tokenizer)
+            stop_grouping_by_length(training_args)
         elif tokenizer_args.bpe_dropout:  # the train pairs re-encoded with dropout each read; the tokenizer as is
             lengths = (data_args.max_source_length, data_args.max_target_length)
             languages = (data_args.src_lang, data_args.tgt_lang)
