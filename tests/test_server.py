@@ -349,8 +349,8 @@ def test_a_fixed_load_of_concurrent_requests_is_answered_in_time_and_batched(ser
 
 
 def serve_process(command: list[str], *options: str) -> tuple[subprocess.Popen, str, list[str]]:
-    """`command serve` (the console script, or `cli_command`) in a process group of its own on a free port of
-    127.0.0.1; its URL once it listens, and its log (lines, read on in a thread)."""
+    """`command serve` (the console script) in a process group of its own on a free port of 127.0.0.1; its URL once
+    it listens, and its log (lines, read on in a thread)."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     process = subprocess.Popen([*command, "serve", "--port", "0", *options], stderr=subprocess.PIPE, text=True,
                                env=env, start_new_session=True)  # fmt: skip
