@@ -219,7 +219,10 @@ def test_a_glossary_counts_toward_the_text_limit_and_its_terms_and_their_lengths
     request = {"q": "Ein Hund.", "source": "de", "target": "en", "api_key": KEY}
     for glossary, message in (
         ({f"Wort{i}": "word" for i in range(11)}, "Invalid request: glossary (11 terms) exceeds glossary limit (10)"),
-        ("".join(f"Wort{i}\tword\n" for i in range(13)), "Invalid request: glossary (12 terms) exceeds glossary limit"),
+        (
+            "".join(f"Wort{i}\tword\n" for i in range(13)),
+            "Invalid request: glossary (12 terms) exceeds glossary limit (10)",
+        ),
         ({"Hund": "very " * 9 + "long"}, "Invalid request: a glossary term (49) exceeds term limit (48)"),
         ({f"{i}" * 40: "x" * 40 for i in range(4)}, "Invalid request: request (329) exceeds text limit (300)"),
     ):
@@ -346,8 +349,8 @@ def test_a_fixed_load_of_concurrent_requests_is_answered_in_time_and_batched(ser
 
 
 def serve_process(command: list[str], *options: str) -> tuple[subprocess.Popen, str, list[str]]:
-    """`command serve` (the console script, or `cli_command`) in a process group of its own on a free port of
-    127.0.0.1; its URL once it listens, and its log (lines, read on in a thread)."""
+    """`command serve` (the console script) in a process group of its own on a free port of 127.0.0.1; its URL once
+    it listens, and its log (lines, read on in a thread)."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     process = subprocess.Popen([*command, "serve", "--port", "0", *options], stderr=subprocess.PIPE, text=True,
                                env=env, start_new_session=True)  # fmt: skip
