@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -36,7 +37,7 @@ for name, folder in folders.items():
     model = AutoModelForSeq2SeqLM.from_pretrained(folder).eval()
     tokenizer = AutoTokenizer.from_pretrained(folder)
     batch = tokenizer(sentences, padding=True, return_tensors="pt")
-    inputs = torch.load(f"{folder}/../inputs.pt")
+    inputs = torch.load(f"{folder}/../inputs.pt")  # beside the export
     with torch.no_grad():
         logits = model(**inputs).logits
         greedy = model.generate(**batch, num_beams=1, max_new_tokens=new_tokens)
@@ -68,6 +69,38 @@ def _made_model(norm_first: bool, vocab_size: int, **config):
     return model
 
 
+def _without_the_package(made: dict[str, dict], sentences: list[str], root: Path) -> None:
+    """Run `_STANDARD` on the `export` of each entry of `made` (with its `inputs`), where this package cannot be
+    imported; add what it found to each entry (`found`, and the `logits` it computed)."""
+    for entry in made.values():
+        torch.save(entry["inputs"], entry["export"].parent / "inputs.pt")
+    folders = json.dumps({name: str(entry["export"]) for name, entry in made.items()})
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(root / "hf_home"), "PYTHONPATH": ""}
+    process = subprocess.run([sys.executable, "-c", _STANDARD, folders, json.dumps(sentences), str(NEW_TOKENS)],
+                             cwd=root, env=env, capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert process.returncode == 0, process.stderr[-3000:]
+    for name, found in json.loads(process.stdout.strip().splitlines()[-1]).items():
+        made[name].update(found=found, logits=torch.load(made[name]["export"].parent / "logits.pt"))
+
+
+def _inputs(tokenizer, sentences: list[str]) -> dict[str, torch.Tensor]:
+    """A padded batch of `sentences` with random target tokens `(batch, 7)`, for the logits."""
+    batch = tokenizer(sentences, padding=True, return_tensors="pt")
+    targets = torch.randint(3, len(tokenizer), (len(sentences), 7), generator=torch.Generator().manual_seed(1))
+    return {**batch, "decoder_input_ids": targets}
+
+
+def _check_same_translations(made: dict, tokenizer, sentences: list[str], beams: int) -> None:
+    """`made`'s standard folder translated `sentences` as its `model` does, token for token, with `beams` beams."""
+    batch = tokenizer(sentences, padding=True, return_tensors="pt")
+    assert made["found"]["input_ids"] == batch["input_ids"].tolist()
+    with torch.no_grad():
+        ours = made["model"].generate(**batch, num_beams=beams, max_new_tokens=NEW_TOKENS)
+    theirs = made["found"]["greedy" if beams == 1 else "beam"]
+    assert theirs == ours.tolist()
+    assert len({tuple(row) for row in theirs}) > len(sentences) // 4  # the sentences translate differently
+
+
 @pytest.fixture(scope="module")
 def exported(tokenizer, tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
     """By standard class: our `model`, its `folder`, the `export` and what the process without the package found
@@ -78,18 +111,8 @@ def exported(tokenizer, tmp_path_factory: pytest.TempPathFactory) -> dict[str, d
         model = _made_model(norm_first, len(tokenizer))
         folder = save_for_pipeline(model, tokenizer, root / name / "model")
         export = export_transformers(folder, root / name / "export")
-        batch = tokenizer(SENTENCES[:4], padding=True, return_tensors="pt")
-        targets = torch.randint(3, len(tokenizer), (4, 7), generator=torch.Generator().manual_seed(1))
-        inputs = {**batch, "decoder_input_ids": targets}
-        torch.save(inputs, root / name / "inputs.pt")
-        made[name] = {"model": model, "folder": folder, "export": export, "inputs": inputs}
-    folders = json.dumps({name: str(entry["export"]) for name, entry in made.items()})
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(root / "hf_home"), "PYTHONPATH": ""}
-    process = subprocess.run([sys.executable, "-c", _STANDARD, folders, json.dumps(SENTENCES), str(NEW_TOKENS)],
-                             cwd=root, env=env, capture_output=True, text=True, timeout=600)  # fmt: skip
-    assert process.returncode == 0, process.stderr[-3000:]
-    for name, found in json.loads(process.stdout.strip().splitlines()[-1]).items():
-        made[name].update(found=found, logits=torch.load(root / name / "logits.pt"))
+        made[name] = {"model": model, "folder": folder, "export": export, "inputs": _inputs(tokenizer, SENTENCES[:4])}
+    _without_the_package(made, SENTENCES, root)
     return made
 
 
@@ -122,14 +145,27 @@ def test_the_standard_folder_gives_our_logits(exported, name):
 @pytest.mark.parametrize("name", NORMS)
 @pytest.mark.parametrize("beams", [1, 5])
 def test_the_standard_folder_translates_as_we_do(exported, tokenizer, name, beams):
-    made = exported[name]
-    batch = tokenizer(SENTENCES, padding=True, return_tensors="pt")
-    assert made["found"]["input_ids"] == batch["input_ids"].tolist()
+    _check_same_translations(exported[name], tokenizer, SENTENCES, beams)
+
+
+@pytest.mark.slow  # the session's tiny trained Transformer (post-norm)
+def test_a_trained_model_translates_as_we_do(trained_folder, tatoeba_tsv, tmp_path):
+    from transformers import AutoTokenizer
+
+    from hf_bahdanau.models.modeling_transformer import TransformerForConditionalGeneration
+
+    folder = trained_folder("d2l_transformer")
+    lines = tatoeba_tsv.read_text(encoding="utf-8").splitlines()
+    sentences = [line.split("\t")[0] for line in lines[1000::1500][:36]]
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    model = TransformerForConditionalGeneration.from_pretrained(folder).eval()
+    export = export_transformers(folder, tmp_path / "trained" / "export")
+    made = {"trained": {"model": model, "export": export, "inputs": _inputs(tokenizer, sentences[:4])}}
+    _without_the_package(made, sentences, tmp_path)
     with torch.no_grad():
-        ours = made["model"].generate(**batch, num_beams=beams, max_new_tokens=NEW_TOKENS)
-    theirs = made["found"]["greedy" if beams == 1 else "beam"]
-    assert theirs == ours.tolist()
-    assert len({tuple(row) for row in theirs}) > len(SENTENCES) // 2  # the sentences translate differently
+        assert (made["trained"]["logits"] - model(**made["trained"]["inputs"]).logits).abs().max() < 1e-4
+    for beams in (1, 5):
+        _check_same_translations(made["trained"], tokenizer, sentences, beams)
 
 
 @pytest.mark.parametrize("name", NORMS)
