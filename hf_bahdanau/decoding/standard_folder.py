@@ -170,11 +170,12 @@ def to_standard_model(model: Any) -> Any:
 
 def _save_tokenizer(folder: Path, staging: Path) -> None:
     """Our `tokenizer.json` as it is, with a `tokenizer_config.json` that any transformers release reads
-    (`PreTrainedTokenizerFast`, padding on the right as the standard models count positions)."""
+    (`PreTrainedTokenizerFast`, padding on the right as the standard models count positions, no token type ids)."""
     shutil.copy2(folder / "tokenizer.json", staging / "tokenizer.json")
     ours = read_json(folder / "tokenizer_config.json") if (folder / "tokenizer_config.json").is_file() else {}
     settings = {name: ours[name] for name in TOKENIZER_SETTINGS if name in ours}
     settings.update(tokenizer_class="PreTrainedTokenizerFast", padding_side="right", clean_up_tokenization_spaces=False)
+    settings["model_input_names"] = ["input_ids", "attention_mask"]  # not transformers 4's token_type_ids
     text = json.dumps(settings, indent=2, sort_keys=True) + "\n"
     (staging / "tokenizer_config.json").write_text(text, encoding="utf-8")
 
