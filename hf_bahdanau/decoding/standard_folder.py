@@ -197,6 +197,14 @@ def export_transformers(
     fingerprint = source_fingerprint(folder)
     model, _ = load_exportable(folder)
     standard = to_standard_model(model)
+    if model.config.norm_first and not torch.equal(
+        model.model.encoder.embed_tokens.weight, model.model.decoder.embed_tokens.weight
+    ):
+        logger.warning(
+            "%s needs transformers 5: on transformers 4 Blenderbot's encoder and decoder share one embedding, and "
+            "this model's two differ",
+            output,
+        )
 
     def write(staging: Path) -> None:
         standard.save_pretrained(staging, safe_serialization=True)
