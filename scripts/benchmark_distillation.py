@@ -27,7 +27,7 @@ import sacrebleu
 from hf_bahdanau import register
 from hf_bahdanau.data.corpora import load_parallel_corpus
 from hf_bahdanau.data.run_settings import read_data_settings
-from hf_bahdanau.decoding.loading import load_translator
+from hf_bahdanau.decoding.translator import Translator
 from hf_bahdanau.publishing.card import count_parameters
 
 logger = logging.getLogger("benchmark_distillation")
@@ -68,9 +68,8 @@ def split_pairs(teacher: Path, split: str, max_samples: int | None) -> tuple[lis
 
 def measure(folder: Path, engine: str, quantize: str | None, sources: list[str], references: list[str], args) -> Row:
     """BLEU and sentences per second of one model on one engine, for each of `BEAMS`."""
-    options = {"model": str(folder), "engine": engine, "quantize": quantize, "threads": args.threads,
-               "batch_size": args.batch_size}  # fmt: skip
-    translator = load_translator(argparse.Namespace(**options))
+    translator = Translator.from_folder(folder, engine=engine, quantize=quantize, threads=args.threads,
+                                        batch_size=args.batch_size)  # fmt: skip
     bleu, per_second = {}, {}
     for beams in BEAMS:
         translator.translate(sources[: args.batch_size], num_beams=beams)  # warm-up

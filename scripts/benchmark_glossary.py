@@ -27,7 +27,7 @@ import sacrebleu
 
 from hf_bahdanau import register
 from hf_bahdanau.decoding.glossary import Glossary, Term, term_used
-from hf_bahdanau.decoding.loading import load_translator
+from hf_bahdanau.decoding.translator import Translator
 
 logger = logging.getLogger("benchmark_glossary")
 SCRIPTS = Path(__file__).resolve().parent
@@ -70,9 +70,7 @@ def subset_bleu(outputs: list[str], references: list[str], agreeing: list[bool],
 def measure(folder: Path, glossary: Glossary, args: argparse.Namespace) -> dict[str, dict[str, float]]:
     """Term use, BLEU, chrF and sentences per second of one model, without and with the glossary."""
     sources, references = split_pairs(folder, args.split, args.max_samples)
-    options = {"model": str(folder), "engine": "torch", "quantize": None, "threads": args.threads,
-               "batch_size": args.batch_size}  # fmt: skip
-    translator = load_translator(argparse.Namespace(**options))
+    translator = Translator.from_folder(folder, threads=args.threads, batch_size=args.batch_size)
     applying = [glossary.terms_for(source) for source in sources]  # the terms that apply to each source
     used, applied = term_use(applying, references)
     agreeing = [all(term_used(term.target, reference) for term in found)

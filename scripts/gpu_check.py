@@ -185,15 +185,12 @@ def unit_environment(data_dir: Path, site: Path | None = None) -> dict[str, str]
             "TOKENIZERS_PARALLELISM": "false"}  # fmt: skip
 
 
-def run_unit(
-    unit: Unit, output: Path, env: dict[str, str], time_scale: float, python: Sequence[str] = (sys.executable,)
-) -> dict[str, Any]:
-    """One measurement in its own process (of the interpreter command `python`); its figures, or what went wrong,
-    with the seconds it took."""
+def run_unit(unit: Unit, output: Path, env: dict[str, str], time_scale: float) -> dict[str, Any]:
+    """One measurement in its own process; its figures, or what went wrong, with the seconds it took."""
     result_file = output / "units" / f"{unit.name}.json"
     result_file.unlink(missing_ok=True)
     limit = unit.seconds * time_scale
-    command = [*python, str(UNITS_SCRIPT), unit.kind, str(output), unit.name, *unit.options]
+    command = [sys.executable, str(UNITS_SCRIPT), unit.kind, str(output), unit.name, *unit.options]
     start = time.perf_counter()
     status, tail = run_bounded(command, limit, env)
     row: dict[str, Any] = {"seconds": round(time.perf_counter() - start, 1), "limit_s": round(limit)}

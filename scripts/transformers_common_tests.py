@@ -31,6 +31,9 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
+sys.path.insert(0, str(HERE))
+from version_matrix import VARIANTS  # noqa: E402
+
 TESTS_ENV = "HF_BAHDANAU_TRANSFORMERS_TESTS"  # the folder holding transformers' `tests/`, set for the pytest process
 NOT_APPLICABLE_PREFIX = "not applicable: "
 # Sizes of the tiny models (dropout as Marian's tester); the config settings of a variant come from the version matrix.
@@ -39,20 +42,23 @@ SIZES = {
     "d2l_transformer": dict(d_model=16, ffn_dim=8, attention_heads=4, encoder_layers=2, decoder_layers=2),
 }
 
-# Tests of transformers' mixins that ask for something a model does not have: {test: reason} for every variant, and
-# {model type or variant: {test: reason}} for some.
-NOT_APPLICABLE_TO_ANY = {
-    "test_model_weights_reload_no_missing_tied_weights": "it loads a checkpoint holding none of the model's weights "
-    "but another tensor, which from_pretrained refuses by design unless strict=False (the weights of another model "
-    "type or architecture would translate garbage); a checkpoint without any weight loads newly initialised, every "
-    "weight reported missing (tests/test_model_contract.py)",
-}
+# Tests of transformers' mixins that ask for something a model does not have: {model type or variant: {test: reason}}.
+OWN_TABLES = (
+    "it embeds the source with get_input_embeddings(), the decoder's table, but the encoder reads its own (untied "
+    "embeddings: tie_encoder_decoder_embeddings=False), so inputs_embeds and input_ids differ by design; the "
+    "shared-embeddings variant runs it, and tests/test_modeling_common.py checks the encoder's own table"
+)
 UNTIED = (
     "it turns tie_word_embeddings off but leaves tie_encoder_decoder_embeddings on, a combination the config refuses "
     "with a ValueError naming it (the encoder shares the decoder's embedding, tied to the output layer); the untied "
     "variants run it"
 )
 NOT_APPLICABLE: dict[str, dict[str, str]] = {
+    **{
+        variant: {"test_inputs_embeds_matches_input_ids": OWN_TABLES}
+        for variant in VARIANTS
+        if variant != "shared embeddings"
+    },
     "bahdanau": {
         "test_attention_outputs": "it checks per-layer self-attentions of the encoder and decoder, shaped by "
         "num_attention_heads; the RNN has no self-attention, only the decoder's attention over the source, returned "
@@ -67,9 +73,6 @@ NOT_APPLICABLE: dict[str, dict[str, str]] = {
 # weights) and a seq2seq language model (labels; the loss's alignment) apart: ours join them in the test module, as
 # transformers' own models are in them.
 MAPPINGS = {"MODEL_MAPPING_NAMES": "base model", "MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES": "head"}
-
-sys.path.insert(0, str(HERE))
-from version_matrix import VARIANTS  # noqa: E402
 
 
 def class_name(variant: str) -> str:
@@ -209,7 +212,6 @@ def build_test_cases() -> dict[str, type]:
             **{
                 test: not_applicable(reason)
                 for test, reason in {
-                    **NOT_APPLICABLE_TO_ANY,
                     **NOT_APPLICABLE.get(model_type, {}),
                     **NOT_APPLICABLE.get(variant, {}),
                 }.items()
@@ -242,7 +244,7 @@ def run_variant(variant: str, root: Path, log_dir: Path, timeout: int, select: s
     ini = log_dir / "pytest.ini"
     # Neither this repository's pytest settings nor transformers' (whose markers are not registered here).
     ini.write_text("[pytest]\nfilterwarnings = ignore::pytest.PytestUnknownMarkWarning\n")
-    command = [sys.executable, "-m", "pytest", f"{__file__}::{class_name(variant)}", "-c", str(ini)]
+    command = [sys.executable, "-m", "pytest", f"{Path(__file__).resolve()}::{class_name(variant)}", "-c", str(ini)]
     command += ["--rootdir", str(root), "-p", "no:cacheprovider", "-q", "-rs", f"--junitxml={report}"]
     try:
         import pytest_timeout  # noqa: F401
@@ -257,7 +259,10 @@ def run_variant(variant: str, root: Path, log_dir: Path, timeout: int, select: s
     env["TRANSFORMERS_OFFLINE"] = "1"
     try:
         with log.open("w") as out:
-            subprocess.run(command, env=env, stdout=out, stderr=subprocess.STDOUT, timeout=timeout, check=False)
+            # From the log folder, outside this repository: neither its conftest.py nor its tests/ package is seen.
+            subprocess.run(
+                command, cwd=log_dir, env=env, stdout=out, stderr=subprocess.STDOUT, timeout=timeout, check=False
+            )
     except subprocess.TimeoutExpired:
         return {"error": f"timed out after {timeout} s (log: {log})"}
     if not report.is_file():

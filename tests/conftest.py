@@ -1,19 +1,17 @@
-"""Shared fixtures: the shared corpora beside the repo (skipped cleanly when absent), tiny tokenizers and folders, and
-the session's trained tiny models (`trained_folder`)."""
+"""Shared fixtures: the shared corpora beside the repo (skipped cleanly when absent), tiny tokenizers and folders, the
+session's trained tiny models (`trained_folder`), and around every test what it changes in the process put back
+(`kept_state`)."""
 
 from __future__ import annotations
 
 import importlib.util
 import logging
 import os
-import shlex
 import shutil
 import subprocess
 import sys
 import tempfile
-import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
 
@@ -30,12 +28,11 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 # thread costs more in synchronisation than it gains (several times more on a busy machine of two cores).
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 # Every Hugging Face cache (datasets, evaluate modules, remote code, trackio's store) goes to a throw-away folder of the
-# run, not the home: one for all its processes (the fork server's imports have read it for the workers it starts).
+# run, not the home: one for all its processes (pytest-xdist's workers inherit it from the process that starts them).
 os.environ.setdefault("HF_BAHDANAU_TEST_HF_HOME", tempfile.mkdtemp(prefix="hf_bahdanau_tests_"))
 os.environ["HF_HOME"] = os.environ["HF_BAHDANAU_TEST_HF_HOME"]
-# Compiled modules are kept (in the git-ignored __pycache__ folders) where the environment would have Python recompile
-# them in every process: the package's modules in each process a test starts, the test modules' rewritten asserts in
-# each pytest-xdist worker (seconds of CPU each).
+# Python keeps compiled modules (in the git-ignored __pycache__ folders) even where the environment says not to: each
+# process a test starts, and each pytest-xdist worker's rewritten asserts, would otherwise compile them again.
 sys.dont_write_bytecode = False
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
@@ -61,114 +58,22 @@ def made_once(tmp_path_factory: pytest.TempPathFactory, name: str, make: Callabl
     return folder
 
 
-FORK_SERVER = Path(__file__).with_name("fork_server.py")
-FORK_SERVERS = {True: "fork-server", False: "fork-server-without-the-package"}  # by `package`: each one's folder name
-FORKS = sys.platform == "linux"  # (its sockets; elsewhere processes start as `python` starts them)
-RUN_FORK_SERVERS = pytest.StashKey[tuple[list[subprocess.Popen], Path]]()  # the run's servers and their folder
+@pytest.fixture(autouse=True)
+def kept_state() -> Iterator[None]:
+    """What a test changes in this process - environment, folder, signal handlers, the root logger's own handlers,
+    torch's thread count, the libraries' progress bars - is as it was after it (`helpers.kept_process_state`): a
+    command run in-process (`main(argv)`) leaves the next test nothing, in any order and in any worker."""
+    from helpers import kept_process_state
 
-
-def start_fork_server(folder: Path, package: bool = True) -> subprocess.Popen:
-    """`tests/fork_server.py` serving on `folder/socket` until this process ends (its log: `folder/server.log`);
-    without the package (`package=False`), with `folder/hf_home` as its HF_HOME and no PYTHONPATH."""
-    env = dict(os.environ) if package else {**os.environ, "HF_HOME": str(folder / "hf_home"), "PYTHONPATH": ""}
-    command = [sys.executable, str(FORK_SERVER), "serve", str(folder / "socket"), str(os.getpid())]
-    with (folder / "server.log").open("wb") as log:
-        return subprocess.Popen([*command, *([] if package else ["--without-the-package"])], env=env,
-                                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True)  # fmt: skip
-
-
-def start_and_wait(folder: Path, package: bool = True) -> None:
-    """`start_fork_server`, returning once its socket accepts (failing with its log if it ends first)."""
-    server = start_fork_server(folder, package)
-    deadline = time.monotonic() + 300
-    while not (folder / "socket").exists():
-        assert server.poll() is None and time.monotonic() < deadline, (folder / "server.log").read_text()[-3000:]
-        time.sleep(0.05)
-
-
-def warm_command(socket: str) -> list[str]:
-    """The command that starts a process through the fork server listening on `socket` (where `FORKS`)."""
-    from fork_server import run_command_line  # (POSIX only)
-
-    return run_command_line(socket)
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    """Under pytest-xdist the workers start warm as well: the run's fork servers start first (the one without the
-    package imports while the other does), and each worker is a child of the first (`popen//python=...`), its
-    libraries imported already."""
-    if hasattr(config, "workerinput") or not getattr(config.option, "tx", None) or not FORKS:  # a worker, one process
-        return
-    folder = Path(tempfile.mkdtemp(prefix="hf_bahdanau_forks_"))
-    servers = []
-    for package, name in FORK_SERVERS.items():
-        (folder / name).mkdir()
-        servers.append(start_fork_server(folder / name, package))
-        os.environ[fork_server_variable(package)] = str(folder / name)  # for the workers
-    config.stash[RUN_FORK_SERVERS] = (servers, folder)
-    python = shlex.join(warm_command(str(folder / FORK_SERVERS[True] / "socket")))
-    config.option.tx = [f"popen//python={python}" if spec == "popen" else spec for spec in config.option.tx]
-
-
-def pytest_unconfigure(config: pytest.Config) -> None:
-    """The run's fork servers stop, and their folder goes."""
-    if RUN_FORK_SERVERS in config.stash:
-        servers, folder = config.stash[RUN_FORK_SERVERS]
-        for server in servers:
-            server.terminate()
-        for server in servers:
-            server.wait(timeout=60)
-        shutil.rmtree(folder, ignore_errors=True)
+    with kept_process_state():
+        yield
 
 
 @pytest.fixture(scope="session")
-def warm_python(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
-    """What a test runs in place of `python`: `[*warm_python, "-m", MODULE, ARG...]` (or `SCRIPT ARG...`) is a process
-    that runs it with the test's standard streams, environment and signals, started warm by `tests/fork_server.py`:
-    the run's (`pytest_configure`), or in a run of one process one made when a test first asks for it."""
-    if not FORKS:
-        return [sys.executable]
-    return warm_command(str(fork_server_folder(tmp_path_factory, package=True) / "socket"))
-
-
-def fork_server_folder(tmp_path_factory: pytest.TempPathFactory, package: bool) -> Path:
-    """The folder of the run's fork server (with or without the package: `pytest_configure`'s), or in a run of one
-    process one started when a test first asks for it."""
-    variable = fork_server_variable(package)
-    if variable in os.environ:
-        return Path(os.environ[variable])
-    return made_once(tmp_path_factory, FORK_SERVERS[package], lambda folder: start_and_wait(folder, package))
-
-
-def fork_server_variable(package: bool) -> str:
-    """The environment variable that names the folder of the run's fork server (with or without the package)."""
-    return "HF_BAHDANAU_TEST_" + FORK_SERVERS[package].upper().replace("-", "_")
-
-
-@dataclass(frozen=True)
-class PythonWithoutThePackage:
-    """A `python` for processes that block the package's import (`sys.modules["hf_bahdanau"] = None`), as if it were
-    not installed: `command` in place of `python`, to run with `hf_home` as HF_HOME (its Hub cache, its remote code)."""
-
-    command: list[str]
-    hf_home: Path
-
-
-@pytest.fixture(scope="session")
-def python_without_the_package(tmp_path_factory: pytest.TempPathFactory) -> PythonWithoutThePackage:
-    """Started warm by the run's fork server without the package (which read its HF_HOME as it imported: its
-    processes keep it), or in a run of one process one made when a test first asks for it; elsewhere `python`."""
-    if not FORKS:
-        return PythonWithoutThePackage([sys.executable], tmp_path_factory.mktemp("hf_home"))
-    folder = fork_server_folder(tmp_path_factory, package=False)
-    return PythonWithoutThePackage(warm_command(str(folder / "socket")), folder / "hf_home")
-
-
-@pytest.fixture(scope="session")
-def cli_command(warm_python: list[str]) -> list[str]:
-    """What a test runs in place of `python -m hf_bahdanau.cli` (`hf-bahdanau`): a `warm_python` process."""
-    return [*warm_python, "-m", "hf_bahdanau.cli"]
+def cli_command() -> list[str]:
+    """`hf-bahdanau` as a process of its own (`python -m hf_bahdanau.cli`), for the tests whose behaviour is the
+    process's: signals, pipes, a terminal, server workers. Any other test calls `main(argv)` in-process."""
+    return [sys.executable, "-m", "hf_bahdanau.cli"]
 
 
 @pytest.fixture(scope="session")
@@ -225,21 +130,15 @@ def load_script(name: str) -> ModuleType:
 @pytest.fixture
 def run_script(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> Callable[..., str]:
     """`run_script(name, *args)`: `scripts/<name>.py`'s `main()` run in this process on the command line `args` (with
-    scripts/ on `sys.path`, as when it runs as a script; torch's thread count restored after); what it logged at INFO
-    and above, one record a line as `caplog` formats them."""
-    import torch
-
+    scripts/ on `sys.path`, as when it runs as a script); what it logged at INFO and above, one record a line as
+    `caplog` formats them."""
     monkeypatch.syspath_prepend(str(REPO_ROOT / "scripts"))
-    threads = torch.get_num_threads()
 
     def run(name: str, *args: str) -> str:
         monkeypatch.setattr("sys.argv", [f"{name}.py", *args])
         caplog.clear()
         with caplog.at_level(logging.INFO):
-            try:
-                load_script(name).main()
-            finally:
-                torch.set_num_threads(threads)
+            load_script(name).main()
         return caplog.text
 
     return run
@@ -259,17 +158,18 @@ def trained_folder(tmp_path_factory: pytest.TempPathFactory, tatoeba_tsv: Path) 
     a test first asks for it; tests only read that folder. `trained_folder(model_type, into)`: a copy of it at
     `into`, checkpoints too, for a test or module that changes it (`evaluate` records its scores there, `--engine
     ctranslate2` keeps its export there)."""
-    from helpers import TINY_MODEL, TINY_RUN
+    from helpers import TINY_MODEL, TINY_RUN, kept_process_state
 
     from hf_bahdanau.cli import main
 
     folders: dict[str, Path] = {}
 
     def train(model_type: str, root: Path) -> None:
-        status = main(
-            ["train", "--data", str(tatoeba_tsv), "--output-dir", str(root / "model"), *TINY_RUN,
-             *TINY_MODEL[model_type], "--max_steps", "60", "--eval_steps", "30", "--save_steps", "30"]
-        )  # fmt: skip
+        with kept_process_state():  # (a session fixture: made before the test's own state is kept)
+            status = main(
+                ["train", "--data", str(tatoeba_tsv), "--output-dir", str(root / "model"), *TINY_RUN,
+                 *TINY_MODEL[model_type], "--max_steps", "60", "--eval_steps", "30", "--save_steps", "30"]
+            )  # fmt: skip
         assert status == 0
 
     def trained(model_type: str, into: Path | None = None) -> Path:
@@ -316,9 +216,7 @@ print(json.dumps(found))
 
 
 @pytest.fixture(scope="session")
-def without_the_package(
-    tmp_path_factory: pytest.TempPathFactory, python_without_the_package: PythonWithoutThePackage
-) -> dict[str, dict]:
+def without_the_package(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
     """Each model type's tiny model (`helpers.make_model`) saved with its remote code, and one with a word tokenizer
     saved for the pipeline, then loaded in one process where `hf_bahdanau` cannot be imported: by
     `AutoModelForSeq2SeqLM` and `AutoModel` (`trust_remote_code=True`), and by `pipeline(task, trust_remote_code=True)`
@@ -354,9 +252,8 @@ def without_the_package(
             torch.save(made["inputs"], root / model_type / "inputs.pt")
         folders = json.dumps({model_type: str(root / model_type) for model_type in MODEL_TYPES})
         tasks = json.dumps([TASK, *TASK_ALIASES])  # "translation", as transformers v4 users type it
-        python = python_without_the_package
-        env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(python.hf_home), "PYTHONPATH": ""}
-        process = subprocess.run([*python.command, "-c", _WITHOUT_THE_PACKAGE, folders, tasks, json.dumps(texts),
+        env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(root / "hf_home"), "PYTHONPATH": ""}
+        process = subprocess.run([sys.executable, "-c", _WITHOUT_THE_PACKAGE, folders, tasks, json.dumps(texts),
                                   str(PIPELINE_NEW_TOKENS)], cwd=root, env=env, capture_output=True, text=True,
                                  timeout=600)  # fmt: skip
         assert process.returncode == 0, process.stderr[-3000:]

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import itertools
 import json
+import logging
+import os
 import shutil
+import signal
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -105,6 +111,57 @@ TINY_MODEL = {
                         "--init_std", "0.18"],
 }  # fmt: skip
 TINY = [*TINY_RUN, *TINY_MODEL["bahdanau"]]
+
+
+@contextlib.contextmanager
+def kept_process_state() -> Iterator[None]:
+    """What the block changes in this process is put back after it: the environment, the working folder, signal
+    handlers (those set from Python), the handlers added to the root logger (pytest's own aside, which it swaps
+    between a test's phases) and its level, torch's thread count, and the progress-bar switches of the Hugging Face
+    libraries imported before it. `main(argv)` changes some of these, as the process it was written for may."""
+    environment, folder = dict(os.environ), os.getcwd()
+    handlers = {number: signal.getsignal(number) for number in _settable_signals()}
+    root = logging.getLogger()
+    root_handlers, root_level = list(root.handlers), root.level
+    threads = sys.modules["torch"].get_num_threads() if "torch" in sys.modules else None
+    bars = {name: is_on(sys.modules[name]) for name, (is_on, *_) in _PROGRESS_BARS.items() if name in sys.modules}
+    try:
+        yield
+    finally:
+        for name in set(os.environ) - set(environment):
+            del os.environ[name]
+        os.environ.update({name: value for name, value in environment.items() if os.environ.get(name) != value})
+        os.chdir(folder)
+        for number, handler in handlers.items():
+            if handler is not None and signal.getsignal(number) is not handler:
+                signal.signal(number, handler)
+        for handler in root.handlers[:]:
+            if handler not in root_handlers and not type(handler).__module__.startswith("_pytest."):
+                root.removeHandler(handler)
+                handler.close()
+        root.setLevel(root_level)
+        if threads is not None and sys.modules["torch"].get_num_threads() != threads:
+            sys.modules["torch"].set_num_threads(threads)
+        for name, was_on in bars.items():
+            is_on, turn_on, turn_off = _PROGRESS_BARS[name]
+            if is_on(sys.modules[name]) != was_on:
+                getattr(sys.modules[name], turn_on if was_on else turn_off)()
+
+
+def _settable_signals() -> list[signal.Signals]:
+    """The signals whose handler Python may set."""
+    return [number for number in signal.valid_signals() if number not in (signal.SIGKILL, signal.SIGSTOP)]
+
+
+# The Hugging Face libraries' global progress-bar switches, by the module that holds them: whether bars are on, and the
+# names of the functions that turn them on and off. (huggingface_hub's last: transformers' switch turns it too.)
+_PROGRESS_BARS = {
+    "transformers.utils.logging": (lambda m: m.is_progress_bar_enabled(), "enable_progress_bar",
+                                   "disable_progress_bar"),
+    "datasets.utils": (lambda m: not m.are_progress_bars_disabled(), "enable_progress_bars", "disable_progress_bars"),
+    "huggingface_hub.utils": (lambda m: not m.are_progress_bars_disabled(), "enable_progress_bars",
+                              "disable_progress_bars"),
+}  # fmt: skip
 
 
 def error_of(argv: list[str], caplog: pytest.LogCaptureFixture) -> str:

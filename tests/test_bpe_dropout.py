@@ -6,13 +6,14 @@ import logging
 import datasets
 import pytest
 from helpers import make_model
-from transformers import DataCollatorForSeq2Seq, Seq2SeqTrainingArguments
+from transformers import Seq2SeqTrainingArguments
 
 from hf_bahdanau import tokenize_corpus, train_tokenizer
 from hf_bahdanau.cli import main
 from hf_bahdanau.data import tokenization
 from hf_bahdanau.data.tokenization import BpeDropoutEncoder, bpe_dropout_view, check_bpe_dropout, with_bpe_dropout
-from hf_bahdanau.training.trainer import TranslationTrainer
+from hf_bahdanau.training.options import RunArguments
+from hf_bahdanau.training.trainer import build_trainer
 
 PAIRS = [
     ("Ein Mann fährt mit dem Fahrrad die Straße entlang.", "A man rides a bike down the street."),
@@ -94,15 +95,15 @@ def test_trainer_keeps_the_text_column_for_the_dropout_view(tokenizer, tmp_path)
         dataloader_pin_memory=False,
         report_to=[],
     )
-    collator = DataCollatorForSeq2Seq(tokenizer, model=model, label_pad_token_id=-100)
-    trainer = TranslationTrainer(
-        model=model, args=args, train_dataset=view, processing_class=tokenizer, data_collator=collator
-    )
-    batch = next(iter(trainer.get_train_dataloader()))  # the Trainer removed no column the transform reads
-    assert {"input_ids", "attention_mask", "labels"} <= set(batch) and "translation" not in batch
-    sources = tokenizer.batch_decode(batch["input_ids"], skip_special_tokens=True)
-    targets = tokenizer.batch_decode(batch["labels"].clamp(min=0), skip_special_tokens=True)
-    assert sorted(zip(sources, targets, strict=True)) == sorted(PAIRS)  # each pair with its own text
+    splits = datasets.DatasetDict(train=view, validation=tokenized["train"])
+    for sampling in ("group_by_length", "random"):
+        args.train_sampling_strategy = sampling
+        trainer = build_trainer(model, tokenizer, splits, args, RunArguments())
+        batch = next(iter(trainer.get_train_dataloader()))  # the Trainer removed no column the transform reads
+        assert {"input_ids", "attention_mask", "labels"} <= set(batch) and "translation" not in batch
+        sources = tokenizer.batch_decode(batch["input_ids"], skip_special_tokens=True)
+        targets = tokenizer.batch_decode(batch["labels"].clamp(min=0), skip_special_tokens=True)
+        assert sorted(zip(sources, targets, strict=True)) == sorted(PAIRS)  # each pair with its own text
 
 
 def test_dropout_with_a_tokenizer_to_train_that_is_not_bpe_fails_before_the_corpus_is_read(

@@ -60,7 +60,9 @@ def test_train_writes_a_loadable_model_and_the_loss_falls(trained):
     model = AutoModelForSeq2SeqLM.from_pretrained(trained)
     tokenizer = AutoTokenizer.from_pretrained(trained)
     assert model.config.source_language == "en" and model.config.target_language == "fr"
-    assert model.config.label_smoothing == 0.1  # the model computes it, not the Trainer
+    objective = state["stateful_callbacks"]["TrainingObjective"]["args"]  # the run's record of its objective
+    assert objective == {"label_smoothing": 0.1, "unlikelihood": 0.0, "teacher_forcing_ratio": 1.0}
+    assert "label_smoothing" not in json.loads((trained / "config.json").read_text())  # not the architecture
     assert model.config.vocab_size == len(tokenizer)
     assert model.generation_config.num_beams == 2
     saved_generation = json.loads((trained / "generation_config.json").read_text())
@@ -222,7 +224,7 @@ def test_every_shipped_recipe_parses_into_a_valid_model(recipe):
     # the full recipes: a linear decay to zero whose last step's weights are the model (no average, not the best
     # evaluation), unlikelihood 4, no more steps than the runs that took at most 90 minutes (docs/benchmarks.md)
     assert training_args.lr_scheduler_type == "linear" and run_args.average_checkpoints == 0
-    assert not training_args.load_best_model_at_end and config.unlikelihood == 4.0
+    assert not training_args.load_best_model_at_end and run_args.unlikelihood == 4.0
     steps = math.ceil(29_000 / training_args.per_device_train_batch_size) * training_args.num_train_epochs
     assert training_args.warmup_steps < steps / 10 and steps <= (5_448 if expected == "transformer" else 8_172)
     if expected == "transformer":
@@ -303,26 +305,16 @@ def test_output_dir_is_required_and_overwrite_keeps_the_old_run_until_ready(trai
 
 
 @pytest.mark.slow
-def test_a_loaded_model_takes_the_runs_label_smoothing_and_keeps_its_architecture(trained):
+def test_a_loaded_model_keeps_its_architecture(trained):
     tokenizer = AutoTokenizer.from_pretrained(trained)
-    model = build_model(ModelArguments(model_name_or_path=str(trained)), tokenizer, "en", "fr", label_smoothing=0.1)
-    assert model.config.label_smoothing == 0.1
     with pytest.raises(ValueError, match=r"a saved model keeps its architecture \(--encoder_layers 1\)"):
         build_model(ModelArguments(model_name_or_path=str(trained), encoder_layers=3), tokenizer, "en", "fr")
     same = build_model(ModelArguments(model_name_or_path=str(trained), encoder_layers=1), tokenizer, "en", "fr")
     assert same.config.encoder_layers == 1  # a recipe's options that match the saved model are fine
-    further = ModelArguments(model_name_or_path=str(trained), unlikelihood=2.0)  # a run option of both models
-    assert build_model(further, tokenizer, "en", "fr").config.unlikelihood == 2.0
-    if model.config.model_type == "bahdanau":  # a run option of the RNN: it may change when training goes on
-        run_option = ModelArguments(model_name_or_path=str(trained), teacher_forcing_ratio=0.8)
-        assert build_model(run_option, tokenizer, "en", "fr").config.teacher_forcing_ratio == 0.8
-    else:
-        with pytest.raises(ValueError, match="--teacher_forcing_ratio is an option of bahdanau models, not of the"):
-            build_model(
-                ModelArguments(model_name_or_path=str(trained), teacher_forcing_ratio=0.8), tokenizer, "en", "fr"
-            )
-    *_, training_args, _ = parse_train_args(["--output-dir", "x", "--label_smoothing_factor", "0.2"])
-    assert training_args.label_smoothing_factor == 0.2  # train() hands it to the model config, as above
+    objective = ["--label_smoothing_factor", "0.2", "--unlikelihood", "2", "--teacher_forcing_ratio", "0.8"]
+    *_, training_args, run_args = parse_train_args(["--output-dir", "x", *objective])  # the run's, for any model
+    assert training_args.label_smoothing_factor == 0.2
+    assert (run_args.unlikelihood, run_args.teacher_forcing_ratio) == (2, 0.8)
 
 
 def test_model_options_belong_to_the_model_type():

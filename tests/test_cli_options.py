@@ -31,8 +31,8 @@ def test_the_top_level_help_names_every_command(capsys):
     [
         (["--attention_heads", "2"], "--attention_heads is an option of transformer models, not of a bahdanau "
          "model: leave it out or pass --model_type transformer"),
-        (["--model_type", "transformer", "--rnn_type", "lstm", "--teacher_forcing_ratio", "0.5"],
-         "--rnn_type, --teacher_forcing_ratio are options of bahdanau models, not of a transformer model: leave them "
+        (["--model_type", "transformer", "--rnn_type", "lstm", "--decoder_type", "cgru"],
+         "--decoder_type, --rnn_type are options of bahdanau models, not of a transformer model: leave them "
          "out or pass --model_type bahdanau"),
     ],
     ids=["a-transformer-option", "bahdanau-options"],

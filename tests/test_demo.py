@@ -82,7 +82,7 @@ def run_translate_command(folder, capsys, *options: str) -> str:
 
 @pytest.mark.slow
 def test_the_page_translates_as_the_translate_command_does(model, tokenizer, folder, capsys):
-    translator = Translator(*demo_module.load_demo_model(str(folder))[:2])
+    translator = demo_module.load_demo_translator(str(folder))
     beam = demo_module.translate(translator, SENTENCE, "beam", 3)
     assert len(beam) == 3 and beam[0].text == run_translate_command(folder, capsys)
     n_best = run_translate_command(folder, capsys, "--n-best", "3").splitlines()  # INDEX SCORE TRANSLATION
@@ -100,7 +100,7 @@ def test_the_page_translates_as_the_translate_command_does(model, tokenizer, fol
 
 @pytest.mark.slow
 def test_the_pages_glossary_gives_what_translate_gives_with_the_same_terms(model, tokenizer, folder, capsys, tmp_path):
-    translator = Translator(*demo_module.load_demo_model(str(folder))[:2])
+    translator = demo_module.load_demo_translator(str(folder))
     typed = "# terms\nHunde = hounds\n\nSchnee\tice\n"
     found = demo_module.translate(translator, SENTENCE, "beam", 3, typed)
     terms = tmp_path / "terms.tsv"

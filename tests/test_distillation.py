@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from conftest import load_script
-from helpers import TINY_CORPUS, tiny_translator
+from helpers import TINY_CORPUS, error_of, tiny_translator
 
 from hf_bahdanau.cli import main
 from hf_bahdanau.data.corpora import load_parallel_corpus
@@ -19,6 +19,7 @@ from hf_bahdanau.models.pipelines import save_for_pipeline, tokenizer_fingerprin
 from hf_bahdanau.publishing.card import card_data, make_card
 from hf_bahdanau.publishing.evaluations import read_evaluations
 from hf_bahdanau.training.distillation import Decoding, student_pairs, teacher_translations, teacher_translator
+from hf_bahdanau.training.run_folder import locked_output_dir
 
 GERMAN, ENGLISH = TINY_CORPUS[0::2], TINY_CORPUS[1::2]  # six aligned pairs
 DECODING = Decoding(engine="torch", num_beams=5, max_new_tokens=8, batch_size=4)
@@ -165,6 +166,17 @@ def test_distill_trains_the_student_on_the_teacher_data_and_its_card_names_both(
     assert f"| {teacher_bleu} | {student_bleu} |" in card
     assert "hf-bahdanau distill --teacher" in card  # the recorded command
     assert ("mixed with the original references" in card) is mix
+
+
+@pytest.mark.parametrize("place", ["under a file", "locked by another run"])
+def test_distill_refuses_an_output_dir_train_cannot_use_before_the_teacher_translates(teacher, tmp_path, caplog, place):
+    (tmp_path / "file").write_text("mine")
+    output = tmp_path / "file" / "student" if place == "under a file" else tmp_path / "student"
+    with locked_output_dir(tmp_path / "student"):
+        error = error_of(distill_argv(teacher, output, tmp_path / "cache"), caplog)
+    expected = f"--output-dir {output} cannot be made: " if place == "under a file" else "another run is training"
+    assert error.startswith(expected), error
+    assert not (tmp_path / "cache").exists()  # the teacher translated nothing
 
 
 @pytest.mark.parametrize(

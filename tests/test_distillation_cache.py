@@ -54,7 +54,7 @@ def messages(caplog: pytest.LogCaptureFixture) -> list[str]:
 
 
 def test_two_runs_on_one_cache_at_once_both_get_the_translations(teacher, pairs, tmp_path, caplog):
-    caplog.set_level(logging.INFO)
+    caplog.set_level(logging.INFO, logger="hf_bahdanau")
     started, release = threading.Event(), threading.Event()
     calls: list[int] = []
     found, errors = {}, []

@@ -1,6 +1,5 @@
 """Data-parallel training in two processes (`torchrun --nproc_per_node 2`, gloo on the CPU; NCCL on GPUs under
-`accelerate launch`): a corpus file that both ranks read, then a streamed corpus that they split, in one launch (of
-processes started warm: conftest's `warm_python`)."""
+`accelerate launch`): a corpus file that both ranks read, then a streamed corpus that they split, in one launch."""
 
 from __future__ import annotations
 
@@ -8,6 +7,7 @@ import json
 import math
 import os
 import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -42,7 +42,7 @@ with open(os.path.join(os.path.dirname(__file__), f"seen-{rank}.json"), "w") as 
 
 
 @pytest.mark.slow
-def test_two_processes_train_one_model_from_a_file_and_from_a_stream(tatoeba_tsv, tmp_path, warm_python):
+def test_two_processes_train_one_model_from_a_file_and_from_a_stream(tatoeba_tsv, tmp_path):
     """Each run is saved once, with the same weights on both ranks, and no warning about unused parameters or two
     length limits; each rank reads its own part of the stream, so no pair is seen twice in a pass."""
     from_file, from_stream = tmp_path / "file", tmp_path / "stream"
@@ -54,8 +54,8 @@ def test_two_processes_train_one_model_from_a_file_and_from_a_stream(tatoeba_tsv
     ]  # fmt: skip
     (tmp_path / "train_twice.py").write_text(textwrap.dedent(SCRIPT))
     result = subprocess.run(
-        [*warm_python, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--no-python", *warm_python,
-         str(tmp_path / "train_twice.py"), json.dumps(runs)],
+        [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", str(tmp_path / "train_twice.py"),
+         json.dumps(runs)],
         capture_output=True, text=True, timeout=600,
         env={**os.environ, "OMP_NUM_THREADS": "1",
              "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")])},

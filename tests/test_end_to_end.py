@@ -26,15 +26,14 @@ BEAMS, NEW_TOKENS = 5, 10
 
 def train_argv(corpus: Path, output: Path, model_type: str, steps: int, *extra: str) -> list[str]:
     """A tiny `train` on the numbers corpus: one layer 32 wide, `steps` steps of 16 pairs at a learning rate low enough
-    that each sentence still gets its own translation, a checkpoint every 2 steps; beam 5 in the saved folder."""
+    that each sentence still gets its own translation, evaluated (beam 5) and saved every 2 steps."""
     return ["train", "--data", str(corpus), "--output-dir", str(output), "--src-lang", "en", "--tgt-lang", "fr",
             "--test_split", "test", "--vocab_size", "120", *TINY_MODEL[model_type], "--encoder_layers", "1",
             "--decoder_layers", "1", "--dropout", "0.0", "--per_device_train_batch_size", "16",
             "--per_device_eval_batch_size", "8", "--max_eval_samples", "8", "--learning_rate", "0.001",
             "--warmup_steps", "0", "--lr_scheduler_type", "constant", "--logging_steps", "1", "--seed", "5",
-            "--max_steps", str(steps), "--save_steps", "2", "--eval_strategy", "no", "--load_best_model_at_end",
-            "false", "--generation_num_beams", str(BEAMS), "--generation_max_length", str(NEW_TOKENS),
-            *extra]  # fmt: skip
+            "--max_steps", str(steps), "--save_steps", "2", "--eval_steps", "2", "--load_best_model_at_end", "false",
+            "--generation_num_beams", str(BEAMS), "--generation_max_length", str(NEW_TOKENS), *extra]  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -48,6 +47,13 @@ def trained(request: pytest.FixtureRequest, corpus: Path, tmp_path_factory: pyte
     folder = tmp_path_factory.mktemp(request.param) / "model"
     assert main(train_argv(corpus, folder, request.param, 4)) == 0
     return folder
+
+
+def test_train_evaluates_with_generate_and_saves_every_two_steps(trained):
+    history = json.loads((trained / "trainer_state.json").read_text(encoding="utf-8"))["log_history"]
+    assert [entry["step"] for entry in history if "eval_bleu" in entry] == [2, 4]
+    assert all(entry["loss"] > 0 for entry in history if "loss" in entry)
+    assert sorted(path.name for path in trained.glob("checkpoint-*")) == ["checkpoint-2", "checkpoint-4"]
 
 
 def test_a_resumed_run_ends_with_the_weights_of_an_uninterrupted_one(trained, corpus, tmp_path, caplog):

@@ -1,12 +1,15 @@
 """What `evaluate` refuses: an --output that is a file it reads (a glossary, an avoid list, a model or corpus file,
-through a link too) or lies in either model folder, checked before anything is written; and a model scored in another
-direction than it translates."""
+through a link too) or lies in either model folder, checked before anything is written; a model scored in another
+direction than it translates. Scores it cannot print end it as a Unix tool ends."""
 
 from __future__ import annotations
 
+import errno
 import gzip
+import io
 import os
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -128,3 +131,25 @@ def test_evaluate_prints_its_scores_before_saying_a_corrupt_record_was_not_updat
     message = caplog.records[-1].getMessage()
     assert message.startswith("the scores above were not stored: ") and f"{model / 'eval_results.json'}" in message
     assert (model / "eval_results.json").read_text() == "{not json"
+
+
+class FailingStdout(io.StringIO):
+    """A stdout whose every write fails with `error`."""
+
+    def __init__(self, error: OSError) -> None:
+        super().__init__()
+        self.error = error
+
+    def write(self, text: str) -> int:
+        raise self.error
+
+
+def test_evaluate_ends_as_unix_tools_when_its_scores_cannot_be_printed(models, corpus, monkeypatch, caplog):
+    model, _ = models
+    monkeypatch.setattr(sys, "stdout", FailingStdout(OSError(errno.ENOSPC, "No space left on device")))
+    assert _evaluate(model, corpus) == 1
+    assert caplog.records[-1].getMessage() == "the scores cannot be written to stdout (No space left on device)"
+    monkeypatch.setattr(sys, "stdout", FailingStdout(BrokenPipeError(errno.EPIPE, "Broken pipe")))  # `| head -1`
+    with pytest.raises(SystemExit) as ended:
+        _evaluate(model, corpus)
+    assert ended.value.code == 141

@@ -1,6 +1,6 @@
 """What `export` and the CTranslate2 export cache may replace, and what they read: only folders that are exports this
-package made, never a model folder, a path inside one or a folder a user made; a cache redone when any file it was
-made from changes."""
+package made, never a model folder, a path inside one, a folder a user made or a file a user added to an export; a
+cache redone when any file it was made from changes."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ import shutil
 from pathlib import Path
 
 import pytest
-from helpers import tiny_translator
+from helpers import error_of, folder_bytes, tiny_translator
 
+from hf_bahdanau.cli import main
 from hf_bahdanau.decoding.export import EXPORT_INFO, cached_export, export_ctranslate2
 from hf_bahdanau.registry import check_saved_model_type
 
@@ -73,6 +74,23 @@ def test_export_replaces_an_earlier_export_only_when_asked(model_copy, tmp_path)
     export_ctranslate2(model_copy, output, overwrite=True)
     assert (output / "model.bin").read_bytes() != b"stale" and (output / EXPORT_INFO).is_file()
     assert sorted(path.name for path in tmp_path.iterdir()) == ["ct2", "model"]  # no working folder left
+
+
+@pytest.mark.parametrize("info", ["listing its files", "of an earlier release"])
+def test_export_overwrite_never_deletes_a_file_the_export_did_not_write(model_copy, tmp_path, caplog, info):
+    output = export_ctranslate2(model_copy, tmp_path / "ct2")
+    if info == "of an earlier release":  # an export whose info lists no files
+        record = json.loads((output / EXPORT_INFO).read_text())
+        (output / EXPORT_INFO).write_text(json.dumps({k: v for k, v in record.items() if k != "files"}))
+    (output / "notes.txt").write_text("mine")
+    (output / "evaluations").mkdir()
+    before = folder_bytes(output)
+    argv = ["export", "--model", str(model_copy), "--output", str(output), "--overwrite"]
+    assert error_of(argv, caplog).startswith(f"{output} holds files its export did not write (evaluations, notes.txt)")
+    assert folder_bytes(output) == before
+    (output / "notes.txt").unlink()
+    (output / "evaluations").rmdir()
+    assert main(argv) == 0 and (output / "model.bin").is_file()
 
 
 def test_a_missing_tokenizer_json_is_named(model_copy, tmp_path):

@@ -4,7 +4,6 @@ the pieces of scripts/gpu_units.py that need no GPU; every test that needs CUDA 
 import ast
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -19,13 +18,11 @@ import gpu_check  # noqa: E402
 import gpu_units  # noqa: E402
 
 
-@pytest.mark.slow  # the check in its own process
-def test_without_cuda_the_check_skips_cleanly_and_says_so(tmp_path, warm_python):
-    env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}  # no GPU, even on a machine that has one
-    result = subprocess.run([*warm_python, str(SCRIPTS / "gpu_check.py"), str(tmp_path), "--no-install"],
-                            capture_output=True, text=True, timeout=300, env=env)  # fmt: skip
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "no CUDA: skipped" in result.stdout
+@pytest.mark.slow  # torch's probe in its own process
+def test_without_cuda_the_check_skips_cleanly_and_says_so(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # no GPU for the probe, even on a machine that has one
+    assert gpu_check.main([str(tmp_path), "--no-install"]) == 0
+    assert "no CUDA: skipped" in capsys.readouterr().out
     report = json.loads((tmp_path / "gpu_check.json").read_text())
     assert report["skipped"].startswith("no CUDA") and report["units"] == {} and report["installed"] == []
     assert report["machine"]["torch"] == torch.__version__ and report["machine"]["cuda_available"] is False
@@ -79,10 +76,10 @@ def test_goals_not_met_say_so_and_missing_figures_give_no_goal():
 
 
 @pytest.mark.slow  # a unit's own process
-def test_a_failing_or_slow_unit_is_a_failed_row_and_the_check_goes_on(tmp_path, warm_python):
+def test_a_failing_or_slow_unit_is_a_failed_row_and_the_check_goes_on(tmp_path):
     env = gpu_check.unit_environment(tmp_path)
     failing = gpu_check.Unit("versions-here", "versions", 120)  # no GPU here: torch.cuda raises
-    row = gpu_check.run_unit(failing, tmp_path, env, 1.0, warm_python)
+    row = gpu_check.run_unit(failing, tmp_path, env, 1.0)
     assert row["status"] == "failed" and row["error"].startswith("exit status 1: ")
     row = gpu_check.run_unit(gpu_check.Unit("slow", "tests", 0.01), tmp_path, env, 1.0)
     assert row == {"seconds": row["seconds"], "limit_s": 0, "status": "failed", "error": "ran out of its 0 s: "

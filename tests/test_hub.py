@@ -273,10 +273,9 @@ def snapshot_dir(hf_home):
 
 
 @pytest.fixture(scope="module")
-def hub_home(trained, card, python_without_the_package):
-    """An HF_HOME whose Hub cache holds the published files of `REPO_ID` at `REVISION`, as a download leaves it: the
-    one that processes without the package run with."""
-    home = python_without_the_package.hf_home
+def hub_home(trained, card, tmp_path_factory):
+    """An HF_HOME whose Hub cache holds the published files of `REPO_ID` at `REVISION`, as a download leaves it."""
+    home = tmp_path_factory.mktemp("hf_home")
     snapshot = snapshot_dir(home)
     snapshot.mkdir(parents=True)
     for name in files_to_upload(trained["folder"]):
@@ -302,14 +301,14 @@ print(json.dumps([row["translation_text"] for row in translator({TEXTS!r}, num_b
 
 
 @pytest.fixture(scope="module")
-def downloaded(hub_home, python_without_the_package, tmp_path_factory):
+def downloaded(hub_home, tmp_path_factory):
     """One offline process where hf_bahdanau cannot be imported, with the cache above: it runs the card's usage
     snippet as written, then loads `REPO_ID` with the Auto classes and the pipeline. The snippet, the output."""
     readme = snapshot_dir(hub_home) / "README.md"
     (snippet,) = re.findall(r"```python\n(.*?)```", readme.read_text(encoding="utf-8"), flags=re.DOTALL)
     script = 'import sys\nsys.modules["hf_bahdanau"] = None  # as if not installed\n' + snippet + DOWNLOAD_CHECK
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(hub_home), "PYTHONPATH": ""}
-    result = subprocess.run([*python_without_the_package.command, "-c", script], env=env,
+    result = subprocess.run([sys.executable, "-c", script], env=env,
                             cwd=tmp_path_factory.mktemp("elsewhere"), capture_output=True, text=True,
                             timeout=300)  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]

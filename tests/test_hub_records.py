@@ -12,7 +12,7 @@ import pytest
 from hf_bahdanau.cli import main
 from hf_bahdanau.publishing.card import CARD_MARKER, is_generated_card
 from hf_bahdanau.publishing.evaluations import EVAL_RESULTS_FILE, read_evaluations
-from hf_bahdanau.training.recorded_command import COMMAND_FILE, read_command
+from hf_bahdanau.publishing.recorded_command import COMMAND_FILE, read_command
 
 MALFORMED = ['{"results": [{"dataset": "x"}]}', '{"results": 3}', "[1]", "{", "[" * 100_000]
 

@@ -45,7 +45,6 @@ def test_default_model_is_the_d2l_model(d2l):
         (dict(tie_encoder_decoder_embeddings=True), "tie_word_embeddings"),
         (dict(vocab_size=2), "eos_token_id=2 is outside"),
         (dict(dropout=1.5), "dropout"),
-        (dict(unlikelihood=-0.5), "unlikelihood must be 0 or more"),
     ],
 )
 def test_invalid_config_combinations_raise(settings, message):
@@ -81,27 +80,6 @@ def test_decoder_calls_its_rnn_and_embedding_when_they_are_hooked():
 
 
 # ---- scheduled sampling -------------------------------------------------------------------------------------
-
-
-def test_scheduled_sampling_feeds_own_predictions_in_training_only():
-    src, tgt = random_ids(3, 6), random_ids(3, 5, seed=4)
-    always_own = make_model(teacher_forcing_ratio=0.0).train()  # dropout is 0: train mode is deterministic
-    own_logits = always_own(input_ids=src, decoder_input_ids=tgt).logits
-    # the reference: teacher forcing on the start token followed by the model's own greedy choices
-    fed = tgt[:, :1]
-    for _ in range(tgt.shape[1] - 1):
-        fed = torch.cat([fed, always_own(input_ids=src, decoder_input_ids=fed).logits[:, -1:].argmax(-1)], dim=1)
-    torch.testing.assert_close(own_logits, always_own(input_ids=src, decoder_input_ids=fed).logits)
-    assert not torch.equal(fed[:, 1:], tgt[:, 1:])
-    always_gold = make_model(teacher_forcing_ratio=1.0).train()
-    torch.testing.assert_close(
-        always_gold(input_ids=src, decoder_input_ids=tgt).logits,
-        always_own.eval()(input_ids=src, decoder_input_ids=tgt).logits,
-    )  # eval mode always teacher-forces, whatever the ratio
-    mixed = make_model(teacher_forcing_ratio=0.5).train()
-    loss = mixed(input_ids=src, labels=tgt).loss
-    loss.backward()
-    assert mixed.model.encoder.embed_tokens.weight.grad.abs().sum() > 0
 
 
 def test_assisted_generation_is_refused_for_the_recurrent_state():

@@ -14,6 +14,7 @@ from transformers.generation.utils import DeferredStopCheck
 from hf_bahdanau import GENERATION_DEFAULTS, TranslationConfig, get_model_type
 from hf_bahdanau.decoding.checkpoint import load_checkpoint
 from hf_bahdanau.errors import InputError
+from hf_bahdanau.models.cache_names import returned_cache
 
 pytestmark = pytest.mark.parametrize("model_type", MODEL_TYPES)
 
@@ -64,73 +65,16 @@ def test_labels_all_ignored_give_zero_loss_and_gradient(model_type):
     assert all(p.grad is None or not p.grad.any() for p in model.parameters())
 
 
-def test_label_smoothing_comes_from_config(model_type):
-    model = make_model(model_type, label_smoothing=0.1)
-    src, labels = random_ids(2, 6), random_ids(2, 5, seed=3)
-    logits = model(input_ids=src, labels=labels).logits
-    expected = nn.functional.cross_entropy(logits.reshape(-1, VOCAB), labels.reshape(-1), label_smoothing=0.1)
-    torch.testing.assert_close(model(input_ids=src, labels=labels).loss, expected)
-
-
-def loss_logits(batch: int, length: int) -> torch.Tensor:
-    """Logits `(batch, tgt_len, vocab)` for `model._loss`, with gradients."""
-    return torch.randn(batch, length, VOCAB, requires_grad=True)
-
-
-@pytest.mark.parametrize("smoothing", [0.0, 0.1])
-def test_cross_entropy_equals_torchs(model_type, smoothing):
-    model = make_model(model_type, label_smoothing=smoothing)
-    labels = torch.randint(0, VOCAB, (3, 10))
-    labels[:, ::4] = -100
-    logits = loss_logits(3, 10)
-    inputs = (logits,)
-    loss = model._loss(labels, None, logits)
-    expected = nn.functional.cross_entropy(logits.transpose(1, 2), labels, label_smoothing=smoothing)
-    torch.testing.assert_close(loss, expected)
-    grads = torch.autograd.grad(3 * loss, inputs, retain_graph=True)
-    expected_grads = torch.autograd.grad(3 * expected, inputs, retain_graph=True)
-    for grad, expected_grad in zip(grads, expected_grads, strict=True):
-        torch.testing.assert_close(grad, expected_grad)
-    assert not grads[0][:, ::4].any()  # ignored tokens get no gradient
-
-
-@pytest.mark.parametrize("smoothing", [0.0, 0.1])
-def test_unlikelihood_penalises_each_earlier_target_token_once_in_training_only(model_type, smoothing):
-    model = make_model(model_type, label_smoothing=smoothing, unlikelihood=0.5).train()
-    labels = torch.randint(4, 8, (3, 8))  # few distinct tokens: many repeats
-    labels[1, 5:] = -100  # padding
-    labels[2, 2] = -100
-    logits = loss_logits(3, 8)
-    inputs = (logits,)
-    loss = model._loss(labels, None, logits)
-    # Welleck et al. (2020): cross-entropy + weight * sum over t of -log(1 - p(c)) for c in {y_<t} - {y_t}
-    log_probs = torch.log_softmax(logits, -1)
-    penalty = torch.zeros(())
-    for b, t in itertools.product(range(3), range(8)):
-        if labels[b, t] != -100:
-            earlier = set(labels[b, :t].tolist()) - {labels[b, t].item(), -100}
-            penalty = penalty - sum((torch.log1p(-log_probs[b, t, c].exp()) for c in earlier), torch.zeros(()))
-    cross_entropy = nn.functional.cross_entropy(logits.transpose(1, 2), labels, label_smoothing=smoothing)
-    expected = cross_entropy + 0.5 * penalty / (labels != -100).sum()
-    assert penalty > 0
-    torch.testing.assert_close(loss, expected)
-    grads = torch.autograd.grad(loss, inputs)
-    expected_grads = torch.autograd.grad(expected, inputs, retain_graph=True)
-    for grad, expected_grad in zip(grads, expected_grads, strict=True):
-        torch.testing.assert_close(grad, expected_grad)
-    assert not grads[0][1, 5:].any()
-    torch.testing.assert_close(model.eval()._loss(labels, None, logits), cross_entropy)  # evaluation: the CE alone
-
-
 def test_training_returns_the_logits_and_the_loss_from_them(model_type):
-    """The training loss is the cross-entropy (and unlikelihood) of the logits forward returns, in any dtype."""
-    model = make_model(model_type, label_smoothing=0.1, unlikelihood=0.5).train()
+    """The training loss is the cross-entropy of the logits forward returns (in fp32), in any dtype."""
+    model = make_model(model_type).train()
     src, labels = random_ids(3, 6), random_ids(3, 7, seed=3)
     labels[1, 4:] = -100
     torch.manual_seed(0)
     out = model(input_ids=src, labels=labels)
     assert out.logits.shape == (3, 7, VOCAB)
-    torch.testing.assert_close(out.loss, model._loss(labels, None, out.logits))
+    keep = labels != -100
+    torch.testing.assert_close(out.loss, nn.functional.cross_entropy(out.logits[keep], labels[keep]))
     model.to(torch.bfloat16)
     out = model(input_ids=src, labels=labels)
     assert out.logits.dtype == torch.bfloat16 and out.loss.dtype == torch.float32 and out.loss.isfinite()
@@ -187,6 +131,42 @@ def test_padding_on_either_side_equals_no_padding(model_type):
         for row, ids in enumerate(sentences):
             alone = model(input_ids=ids, decoder_input_ids=tgt[row : row + 1]).logits
             torch.testing.assert_close(padded[row : row + 1], alone, atol=1e-5, rtol=1e-5, msg=f"{settings} {side}")
+
+
+@torch.no_grad()
+def test_a_left_padded_target_equals_the_target_alone_with_its_decoder_attention_mask(model_type):
+    for settings in VARIANTS[model_type]:
+        model = make_model(model_type, **settings)
+        src, tgt = random_ids(2, 5), random_ids(2, 4, seed=9)
+        padded = torch.cat([torch.zeros(2, 2, dtype=torch.long), tgt], dim=1)  # row 0 left-padded by 2
+        padded[1] = torch.cat([tgt[1], random_ids(1, 2, seed=3)[0]])  # row 1: 6 real tokens
+        mask = torch.ones(2, 6, dtype=torch.long)
+        mask[0, :2] = 0
+        logits = model(input_ids=src, decoder_input_ids=padded, decoder_attention_mask=mask).logits
+        alone = model(input_ids=src[:1], decoder_input_ids=tgt[:1]).logits
+        torch.testing.assert_close(logits[:1, 2:], alone, atol=1e-5, rtol=1e-5, msg=str(settings))
+        whole = model(input_ids=src[1:], decoder_input_ids=padded[1:]).logits
+        torch.testing.assert_close(logits[1:], whole, atol=1e-5, rtol=1e-5, msg=str(settings))
+        first = model(
+            input_ids=src, decoder_input_ids=padded[:, :3], decoder_attention_mask=mask[:, :3], use_cache=True
+        )
+        step = model(input_ids=src, decoder_input_ids=padded[:, 3:4], decoder_attention_mask=mask[:, :4],
+                     cache=returned_cache(first))  # fmt: skip
+        torch.testing.assert_close(step.logits, logits[:, 3:4], atol=1e-5, rtol=1e-5, msg=str(settings))
+
+
+@torch.no_grad()
+def test_embeddings_given_for_the_ids_give_the_same_outputs_and_other_arguments_are_refused(model_type):
+    model = make_model(model_type)
+    src, tgt = random_ids(2, 5), random_ids(2, 4, seed=9)
+    expected = model(input_ids=src, decoder_input_ids=tgt).logits
+    encoder, decoder = model.get_encoder(), model.get_decoder()
+    embedded = model(inputs_embeds=encoder.embed_tokens(src), decoder_inputs_embeds=decoder.embed_tokens(tgt)).logits
+    torch.testing.assert_close(embedded, expected)
+    with pytest.raises(TypeError, match="position_ids"):
+        model(input_ids=src, decoder_input_ids=tgt, position_ids=torch.arange(5)[None])
+    with pytest.raises(ValueError, match="pass decoder_input_ids or decoder_inputs_embeds"):
+        model(input_ids=src)
 
 
 # ---- decoding -----------------------------------------------------------------------------------------------

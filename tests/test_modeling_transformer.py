@@ -54,7 +54,6 @@ def test_default_model_is_the_d2l_transformer(d2l):
         (dict(tie_encoder_decoder_embeddings=True), "tie_word_embeddings"),
         (dict(vocab_size=2), "eos_token_id=2 is outside"),
         (dict(init_std=0.0), "init_std"),
-        (dict(unlikelihood=-1.0), "unlikelihood must be 0 or more"),
     ],
 )
 def test_invalid_config_combinations_raise(settings, message):

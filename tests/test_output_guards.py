@@ -1,10 +1,14 @@
 """Outputs never destroy inputs: `evaluate --output` refuses a corpus or model file (through links too), `translate
 --heatmap` a file it reads, `train --overwrite` its --config file; a symlinked output folder is locked and replaced as
-the folder it points at, the link kept."""
+the folder it points at, the link kept; an output folder that cannot be made, and Trainer options that do not go
+together, are one-line errors before any work."""
 
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -108,3 +112,41 @@ def test_train_overwrite_refuses_to_delete_its_config_file(tatoeba_tsv, tmp_path
             "--save_strategy", "no", "--load_best_model_at_end", "false"]  # fmt: skip
     assert error_of(argv, caplog).startswith(f"--overwrite would delete {config}, which this run reads")
     assert sorted(path.name for path in run.iterdir()) == ["train.yaml", "trainer_state.json"]
+
+
+@pytest.fixture
+def read_only_folder(tmp_path: Path) -> Iterator[Path]:
+    """A folder in which no folder can be made, by root too (immutable, through `chattr +i`); skips where neither
+    permissions nor chattr make one."""
+    folder = tmp_path / "read-only"
+    folder.mkdir()
+    if os.geteuid() != 0:
+        folder.chmod(0o555)
+        yield folder
+        folder.chmod(0o755)
+        return
+    if shutil.which("chattr") is None or subprocess.run(["chattr", "+i", str(folder)], capture_output=True).returncode:
+        pytest.skip("no way to make a folder read-only for root here")
+    try:
+        yield folder
+    finally:
+        subprocess.run(["chattr", "-i", str(folder)], check=True)
+
+
+@pytest.mark.parametrize("place", ["under a file", "in /proc", "in a read-only folder"])
+def test_train_refuses_an_output_dir_it_cannot_make_in_one_line(tatoeba_tsv, tmp_path, caplog, request, place):
+    (tmp_path / "file").write_text("mine")
+    parent = {"under a file": tmp_path / "file", "in /proc": Path("/proc/hf-bahdanau-test")}.get(place)
+    parent = parent or request.getfixturevalue("read_only_folder")
+    output = parent / "run"
+    argv = ["train", "--data", str(tatoeba_tsv), "--output-dir", str(output), *TINY, "--max_steps", "1"]
+    error = error_of(argv, caplog)
+    assert error.startswith(f"--output-dir {output} cannot be made: ") and "another run" not in error
+    assert (tmp_path / "file").read_text() == "mine" and not output.exists()
+
+
+def test_train_options_the_trainer_refuses_are_a_one_line_error(tatoeba_tsv, tmp_path, caplog):
+    argv = ["train", "--data", str(tatoeba_tsv), "--output-dir", str(tmp_path / "run"), *TINY, "--save_steps", "10",
+            "--eval_steps", "1000"]  # fmt: skip
+    assert error_of(argv, caplog).startswith("--load_best_model_at_end requires the saving steps to be a round")
+    assert not (tmp_path / "run").exists()

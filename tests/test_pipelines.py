@@ -211,30 +211,16 @@ def test_save_for_pipeline_writes_code_and_config(model, tokenizer, pipe, tmp_pa
     }
     assert "AutoModelForSeq2SeqLM" in config["auto_map"]
     assert not hasattr(model.config, "custom_pipelines")  # only the saved copy names the pipeline
-    tree = ast.parse((folder / "pipelines.py").read_text())
-    optional = {  # imported inside `try: ... except ImportError:`, for what only the package can do
-        id(node)
-        for block in ast.walk(tree)
-        if isinstance(block, ast.Try)
-        and any(isinstance(handler.type, ast.Name) and handler.type.id == "ImportError" for handler in block.handlers)
-        for statement in block.body
-        for node in ast.walk(statement)
+    imported = {  # anywhere in the file, inside functions too: the remote code needs nothing of this package
+        (
+            getattr(node, "level", 0),
+            (node.module if isinstance(node, ast.ImportFrom) else node.names[0].name).split(".")[0],
+        )
+        for node in ast.walk(ast.parse((folder / "pipelines.py").read_text()))
+        if isinstance(node, (ast.Import, ast.ImportFrom))
     }
-
-    def imports(wanted: bool) -> set[tuple[int, str]]:
-        return {
-            (
-                getattr(node, "level", 0),
-                (node.module if isinstance(node, ast.ImportFrom) else node.names[0].name).split(".")[0],
-            )
-            for node in ast.walk(tree)
-            if isinstance(node, (ast.Import, ast.ImportFrom)) and (id(node) in optional) == wanted
-        }
-
-    imported = imports(False)  # the remote code needs nothing of this package but its sibling file
-    assert (1, "source_length") in imported and "source_length.py" in os.listdir(folder)
+    assert (1, "source_length") in imported and "source_length.py" in os.listdir(folder)  # but its sibling file
     imported.remove((1, "source_length"))
-    assert imports(True) == {(0, "hf_bahdanau")}  # the glossary's Translator, where the package is installed
     assert {module for level, module in imported} <= {
         "__future__",
         "hashlib",
@@ -276,6 +262,26 @@ def test_translation_as_v4_users_type_it_is_a_saved_folders_remote_code(model, t
     loaded = pipeline("translation", model=str(folder), trust_remote_code=True, max_new_tokens=PIPELINE_NEW_TOKENS)
     assert type(loaded).__module__.startswith("transformers_modules"), type(loaded).__module__
     assert loaded(WORD_TEXTS, batch_size=2) == pipe(WORD_TEXTS)
+
+
+@pytest.mark.skipif(transformers_provides("translation"), reason="transformers has its own translation pipeline")
+def test_terminology_goes_through_the_registered_translator_in_a_folders_own_code_too(
+    model, tokenizer, tmp_path, monkeypatch
+):
+    """`prefix=` and `avoid=` go through the Translator that `import hf_bahdanau` registered, from the package's
+    pipeline and from a saved folder's own copy of its code alike; with none registered they are refused."""
+    folder = save_for_pipeline(model, tokenizer, tmp_path / "saved")
+    options = dict(prefix="the", avoid=["tea"])
+    expected = Translator(model, tokenizer).translate(WORD_TEXTS[:3], max_new_tokens=PIPELINE_NEW_TOKENS, **options)
+    expected = [{"translation_text": translation.text} for translation in expected]
+    ours = pipeline(TASK, model=str(folder), max_new_tokens=PIPELINE_NEW_TOKENS)
+    remote = pipeline("translation", model=str(folder), trust_remote_code=True, max_new_tokens=PIPELINE_NEW_TOKENS)
+    assert type(remote).__module__.startswith("transformers_modules") and type(remote).translator_class is None
+    assert ours(WORD_TEXTS[:3], **options) == remote(WORD_TEXTS[:3], **options) == expected
+    monkeypatch.setattr(TranslationPipeline, "translator_class", None)  # as where the package is not imported
+    for pipe in (ours, remote):
+        with pytest.raises(ValueError, match="need the hf_bahdanau package"):
+            pipe(WORD_TEXTS[:1], **options)
 
 
 @pytest.mark.parametrize("impl", ["transformers.pipelines.text2text_generation.TranslationPipeline", "class"])

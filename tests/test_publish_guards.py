@@ -13,9 +13,8 @@ import pytest
 from helpers import TINY, folder_bytes, logged_errors
 
 from hf_bahdanau.cli import main
-from hf_bahdanau.publishing import upload
+from hf_bahdanau.publishing import recorded_command, upload
 from hf_bahdanau.publishing.card import CARD_MARKER, make_card
-from hf_bahdanau.training import recorded_command
 
 REPO_ID = "someone/tiny-en-fr"
 URL = f"https://huggingface.co/{REPO_ID}"
@@ -70,7 +69,7 @@ def test_a_hub_token_is_in_no_file_written_and_no_output(tatoeba_tsv, tmp_path, 
 
 
 def test_every_form_of_a_secret_option_is_redacted(tmp_path, monkeypatch):
-    from hf_bahdanau.training.redaction import redact_argv, redact_config, redact_message
+    from hf_bahdanau.redaction import redact_argv, redact_config, redact_message
 
     argv = ["train", "--hub_token", CLI_TOKEN, "--hub-token=x1", "--db_password", PASSWORD, "--client-secret=x2",
             "--max_new_tokens", "5", "--tokenizer_name_or_path", "tok", "--output-dir", "out"]  # fmt: skip

@@ -1,10 +1,10 @@
-"""Redaction (hf_bahdanau.training.redaction) hides secrets by option and key, and token-shaped values where a secret
+"""Redaction (hf_bahdanau.redaction) hides secrets by option and key, and token-shaped values where a secret
 can stand, and leaves names that merely look like a token (a folder, a repo id) as they are."""
 
 from __future__ import annotations
 
 from hf_bahdanau.cli import main
-from hf_bahdanau.training.redaction import REDACTED, redact_argv, redact_config, redact_message
+from hf_bahdanau.redaction import REDACTED, redact_argv, redact_config, redact_message
 
 NAME = "hf_GermanEnglishTranslatorModel1"  # a model's name, shaped like a Hub token
 TOKEN = "hf_CommandLineTokenNeverToBeSeen0123"

@@ -8,7 +8,9 @@ import io
 import json
 import os
 import re
+import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -52,12 +54,13 @@ def reference(model, tokenizer, sentence: str, n_best: int = 1) -> list[str]:
 
 
 class Running:
-    """A server run by uvicorn in a thread of the test process, on a free port of 127.0.0.1."""
+    """A server run by uvicorn in a thread of the test process, on a free port of 127.0.0.1 (`options`: more of
+    uvicorn's settings)."""
 
-    def __init__(self, app) -> None:
+    def __init__(self, app, **options) -> None:
         import uvicorn
 
-        config = uvicorn.Config(app, host="127.0.0.1", port=0, log_config=None, access_log=False)
+        config = uvicorn.Config(app, host="127.0.0.1", port=0, log_config=None, access_log=False, **options)
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)
         self.thread.start()
@@ -73,10 +76,34 @@ class Running:
         self.thread.join(30)
 
 
+class Held:
+    """A served De->En model whose batches wait until `release` is set (`started` is set once one has begun), each
+    text translated as itself upper-cased; `batches` records the texts of each batch done."""
+
+    pair = ("de", "en")
+    folder = "held"
+    max_alternatives = 0
+    places_terms = False
+
+    def __init__(self) -> None:
+        self.started, self.release = threading.Event(), threading.Event()
+        self.batches: list[list[str]] = []
+
+    def count_tokens(self, texts: list[str]) -> list[int]:
+        return [len(text.split()) for text in texts]
+
+    def translate(self, texts: list[str], n_best: int = 1, glossary=None) -> list[list[str]]:
+        self.started.set()
+        assert self.release.wait(60)
+        self.batches.append(list(texts))
+        return [[text.upper()] for text in texts]
+
+
 @pytest.fixture(scope="module")
 def served(folder, en_fr, tmp_path_factory):
     """The two models served with API keys and small limits (300 characters, 8 sentences a request)."""
     from hf_bahdanau.serving.app import Batching, Settings, build_app
+    from hf_bahdanau.serving.connections import server_options
     from hf_bahdanau.serving.limits import Limits
 
     keys = tmp_path_factory.mktemp("keys") / "keys.txt"
@@ -87,7 +114,7 @@ def served(folder, en_fr, tmp_path_factory):
         limits=Limits(chars=300, sentences=8, queue=64, body_bytes=4096),
         api_keys=str(keys),
     )
-    running = Running(build_app(settings))
+    running = Running(build_app(settings), **server_options(settings.limits))
     yield running.url
     running.stop()
 
@@ -188,16 +215,35 @@ def test_a_glossary_field_places_its_terms_as_the_translator_does_and_clients_wi
     assert refused.status_code == 400 and "glossary" in refused.json()["error"]
 
 
+def test_a_glossary_counts_toward_the_text_limit_and_its_terms_and_their_lengths_are_bounded(served):
+    request = {"q": "Ein Hund.", "source": "de", "target": "en", "api_key": KEY}
+    for glossary, message in (
+        ({f"Wort{i}": "word" for i in range(11)}, "Invalid request: glossary (11 terms) exceeds glossary limit (10)"),
+        (
+            "".join(f"Wort{i}\tword\n" for i in range(13)),
+            "Invalid request: glossary (12 terms) exceeds glossary limit (10)",
+        ),
+        ({"Hund": "very " * 9 + "long"}, "Invalid request: a glossary term (49) exceeds term limit (48)"),
+        ({f"{i}" * 40: "x" * 40 for i in range(4)}, "Invalid request: request (329) exceeds text limit (300)"),
+    ):
+        response = post(served, "/translate", json={**request, "glossary": glossary})
+        assert (response.status_code, response.json()) == (400, {"error": message})
+
+
 def test_html_is_translated_between_its_tags(served, model, tokenizer):
-    page = '<p class="x">Ein Mann fährt Fahrrad.</p>\n<p>Zwei Hunde <b>spielen</b> im Schnee &amp; Eis.<br></p>'
+    page = ('<p class="x">Ein Mann fährt Fahrrad.</p>\n<p>Zwei Hunde <b>spielen</b> im Schnee &amp; Eis.<br></p>'
+            '<a title="x > y" href="/home">Ein Buch</a>')  # fmt: skip
     answer = post(served, "/translate", json={"q": page, "source": "de", "target": "en", "format": "html",
                                               "api_key": KEY}).json()  # fmt: skip
 
     def t(text: str) -> str:
-        return reference(model, tokenizer, text)[0].replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+        found = reference(model, tokenizer, text)[0]
+        for character, escaped in (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"), ('"', "&quot;"), ("'", "&#x27;")):
+            found = found.replace(character, escaped)
+        return found
 
     expected = (f'<p class="x">{t("Ein Mann fährt Fahrrad.")}</p>\n<p>{t("Zwei Hunde")} <b>{t("spielen")}</b> '
-                f"{t('im Schnee & Eis.')}<br></p>")  # fmt: skip
+                f'{t("im Schnee & Eis.")}<br></p><a title="x > y" href="/home">{t("Ein Buch")}</a>')  # fmt: skip
     assert answer == {"translatedText": expected}
 
 
@@ -226,9 +272,19 @@ BAD_REQUESTS = [  # (what is sent, status, start of the error message)
         "Invalid request: request (360) exceeds text limit (300)",
     ),
     (
-        {"json": {"q": ["Ja."] * 9, "source": "de", "target": "en"}},
+        {"json": {"q": ["Ja. Nein."] * 5, "source": "de", "target": "en"}},
         400,
-        "Invalid request: request (9 sentences) exceeds sentence limit (8)",
+        "Invalid request: request (10 sentences) exceeds sentence limit (8)",
+    ),
+    (
+        {"json": {"q": [""] * 9, "source": "de", "target": "en"}},
+        400,
+        "Invalid request: request (9 texts) exceeds sentence limit (8)",
+    ),
+    (
+        {"content": b'{"q": ' + b"[" * 1500 + b"]" * 1500 + b"}", "headers": {"content-type": "application/json"}},
+        400,
+        "Invalid JSON format: nested too deeply",
     ),
     ({"content": b"x" * 5000, "headers": {"content-type": "application/json"}}, 413, "Invalid request: the body"),
     ({"files": {"q": ("a.txt", b"Hallo")}, "data": {"source": "de", "target": "en"}}, 400, "Too many files"),
@@ -251,6 +307,22 @@ def test_every_bad_request_gets_its_status_and_error_then_the_server_translates(
     answer = post(served, "/translate", data={"q": SENTENCES[1], "source": "de", "target": "en", "api_key": KEY})
     assert answer.json() == {"translatedText": reference(model, tokenizer, SENTENCES[1])[0]}
     assert httpx.get(served + "/health", timeout=10).json()["status"] == "ok"
+
+
+def test_a_lone_surrogate_in_any_field_gets_400_and_in_the_key_403_without_a_traceback(served, caplog):
+    fields = f'"q": "Hallo", "source": "de", "target": "en", "format": "html", "api_key": "{KEY}"'
+    for given, status, message in (
+        (fields.replace('"Hallo"', '"Hallo \\ud800"'), 400, "Invalid request: q holds a lone surrogate, not text"),
+        (fields.replace('"Hallo"', '"<b title=\\"\\udfff\\">Hallo</b>"'), 400, "Invalid request: q holds"),
+        (fields.replace('"de"', '"d\\ud800"'), 400, "Invalid request: source holds a lone surrogate"),
+        (fields.replace('"html"', '"\\ud800"'), 400, "Invalid request: format holds a lone surrogate"),
+        (fields + ', "glossary": {"Hund": "\\ud800"}', 400, "Invalid request: glossary holds a lone surrogate"),
+        (fields.replace(KEY, "\\ud800"), 403, "Invalid API key"),
+    ):
+        body = ("{" + given + "}").encode()
+        response = post(served, "/translate", content=body, headers={"content-type": "application/json"})
+        assert (response.status_code, response.json()["error"][: len(message)]) == (status, message), given
+    assert not [record for record in caplog.records if record.levelname == "ERROR"]
 
 
 def test_a_fixed_load_of_concurrent_requests_is_answered_in_time_and_batched(served, model, tokenizer):
@@ -276,36 +348,70 @@ def test_a_fixed_load_of_concurrent_requests_is_answered_in_time_and_batched(ser
     assert after - before < 48  # requests arriving together shared batches
 
 
-def serve_process(cli_command: list[str], *options: str) -> tuple[subprocess.Popen, str]:
-    """`hf-bahdanau serve` in a process (`cli_command`) on a free port of 127.0.0.1; its URL once it listens."""
+def serve_process(command: list[str], *options: str) -> tuple[subprocess.Popen, str, list[str]]:
+    """`command serve` (the console script) in a process group of its own on a free port of 127.0.0.1; its URL once
+    it listens, and its log (lines, read on in a thread)."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    process = subprocess.Popen([*cli_command, "serve", "--port", "0", *options],
-                               stderr=subprocess.PIPE, text=True, env=env)  # fmt: skip
+    process = subprocess.Popen([*command, "serve", "--port", "0", *options], stderr=subprocess.PIPE, text=True,
+                               env=env, start_new_session=True)  # fmt: skip
+    log: list[str] = []
     deadline = time.monotonic() + 120
     for line in process.stderr:
+        log.append(line)
         found = re.search(r"running on http://127\.0\.0\.1:(\d+)", line)
         if found:  # the rest of the log read on, so the server never waits on a full pipe
-            threading.Thread(target=process.stderr.read, daemon=True).start()
-            return process, f"http://127.0.0.1:{found.group(1)}"
+            threading.Thread(target=lambda: log.extend(process.stderr), daemon=True).start()
+            return process, f"http://127.0.0.1:{found.group(1)}", log
         assert time.monotonic() < deadline, "the server did not start"
-    raise AssertionError(f"the server stopped: {process.wait(10)}")
+    raise AssertionError(f"the server stopped: {process.wait(10)}\n{''.join(log[-20:])}")
 
 
-def test_worker_processes_serve_the_same_translations_and_sigterm_lets_requests_in_flight_finish(
-    folder, model, tokenizer, cli_command
-):
-    # requests wait for one another: they are in flight when SIGTERM comes
-    process, url = serve_process(cli_command, "--model", str(folder), "--workers", "2", "--batch-wait-ms", "1500")
+def kill_group(process: subprocess.Popen) -> None:
+    """End a `serve_process` and its workers."""
     try:
-        deadline = time.monotonic() + 300
-        while True:  # the port is open before the workers have loaded their models
-            try:
-                if httpx.get(url + "/health", timeout=10).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, "no worker became ready"
-            time.sleep(1)
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    process.wait(30)
+
+
+def wait_for(condition, seconds: float, what: str, log: list[str] = ()) -> None:
+    """Return once `condition()` is true; fail after `seconds` saying `what` (and the end of a server's `log`)."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, f"{what}\n{''.join(log[-30:])}"
+        time.sleep(0.05)
+
+
+def healthy(url: str) -> dict | None:
+    """`/health`'s answer, or None while nothing answers it."""
+    try:
+        answer = httpx.get(url + "/health", timeout=10)
+    except httpx.TransportError:
+        return None
+    return answer.json() if answer.status_code == 200 else None
+
+
+def test_a_worker_process_answers_its_parent_before_importing_torch():
+    """A `--workers` process unpickles its settings (the connection protocol) before it answers its parent's pings:
+    on a busy machine, importing torch and transformers then would outlast uvicorn's wait, and the worker be killed."""
+    code = ("import sys, hf_bahdanau_cli, hf_bahdanau.serving.connections; "
+            "print(sorted({'torch', 'transformers'} & set(sys.modules)))")  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert (found.returncode, found.stdout) == (0, "[]\n"), found.stderr
+
+
+def test_the_console_script_serves_with_worker_processes_and_sigterm_lets_requests_in_flight_finish(
+    folder, model, tokenizer
+):
+    script = shutil.which("hf-bahdanau")
+    if script is None:
+        pytest.skip("the hf-bahdanau console script is not installed")
+    # as the README starts it; requests wait for one another: they are in flight when SIGTERM comes
+    process, url, log = serve_process([script], "--model", str(folder), "--workers", "2", "--batch-wait-ms", "3000")
+    try:
+        wait_for(lambda: healthy(url) is not None, 300, "no worker became ready", log)  # they load the model first
         answers = {}
 
         def ask(sentence: str) -> None:
@@ -314,7 +420,14 @@ def test_worker_processes_serve_the_same_translations_and_sigterm_lets_requests_
         threads = [threading.Thread(target=ask, args=(sentence,)) for sentence in SENTENCES]
         for thread in threads:
             thread.start()
-        time.sleep(0.5)
+        waiting = {}  # each worker's waiting sentences, as its latest /health said
+
+        def all_waiting() -> bool:
+            if (health := healthy(url)) is not None:
+                waiting[health["worker"]] = health["models"][0]["waiting"]
+            return sum(waiting.values()) == len(SENTENCES)
+
+        wait_for(all_waiting, 60, "the requests did not reach the workers", log)
         process.send_signal(signal.SIGTERM)  # while every request waits for its batch
         for thread in threads:
             thread.join(60)
@@ -323,28 +436,92 @@ def test_worker_processes_serve_the_same_translations_and_sigterm_lets_requests_
             assert answers[sentence].status_code == 200
             assert answers[sentence].json() == {"translatedText": reference(model, tokenizer, sentence)[0]}
     finally:
-        process.kill()
-        process.wait(30)
+        kill_group(process)
 
 
-def test_a_client_that_goes_frees_its_place_in_the_queue(folder):
+def test_a_client_that_goes_frees_its_place_in_the_queue():
     from hf_bahdanau.serving.app import Batching, Settings, build_app
 
-    running = Running(build_app(Settings(models=(str(folder),), batching=Batching(wait=3.0))))  # batches wait 3 s
+    model = Held()
+    model.release.set()
+    running = Running(build_app(Settings(models=("held",), batching=Batching(wait=2.0)), {model.pair: model}))
+    request = {"q": "Ein Hund.", "source": "de", "target": "en"}
+    try:
+        with pytest.raises(httpx.ReadTimeout):  # the client gives up while its sentence waits for a batch
+            post(running.url, "/translate", json=request, timeout=0.3)
+        wait_for(lambda: healthy(running.url)["models"][0]["waiting"] == 0, 1.5, "the sentence still waits")
+        later = post(running.url, "/translate", json={**request, "q": "Zwei Katzen."})  # waits 2 s for its batch
+        assert later.json() == {"translatedText": "ZWEI KATZEN."}
+        assert model.batches == [["Zwei Katzen."]]  # the first sentence was never translated
+    finally:
+        running.stop()
 
-    def model_state() -> dict:
-        return httpx.get(running.url + "/health", timeout=10).json()["models"][0]
+
+def test_stopping_answers_requests_still_in_flight_after_the_shutdown_timeout_with_503_and_ends_in_time():
+    from hf_bahdanau.serving.app import Batching, Settings, build_app
+
+    model = Held()  # its batch runs until released: longer than the shutdown timeout
+    running = Running(build_app(Settings(models=("held",), batching=Batching(wait=0.0)), {model.pair: model}),
+                      timeout_graceful_shutdown=1)  # fmt: skip
+    answers = []
+    client = threading.Thread(target=lambda: answers.append(
+        post(running.url, "/translate", json={"q": "Ein Hund.", "source": "de", "target": "en"})))  # fmt: skip
+    client.start()
+    try:
+        assert model.started.wait(30)
+        start = time.monotonic()
+        running.server.should_exit = True  # what SIGTERM does
+        running.thread.join(20)
+        assert not running.thread.is_alive() and time.monotonic() - start < 5  # 1 s of grace, then 503 and stop
+        client.join(10)
+        assert (answers[0].status_code, answers[0].json()) == (503, {"error": "The server is shutting down"})
+    finally:
+        model.release.set()
+        running.stop()
+
+
+def test_slow_clients_are_cut_off_after_the_read_timeout_and_connections_beyond_the_limit_get_503():
+    from hf_bahdanau.serving.app import Batching, Settings, build_app
+    from hf_bahdanau.serving.connections import server_options
+    from hf_bahdanau.serving.limits import Limits
+
+    model = Held()
+    model.release.set()
+    limits = Limits(read_seconds=1.0, connections=4)
+    settings = Settings(models=("held",), batching=Batching(wait=0.0), limits=limits)
+    running = Running(build_app(settings, {model.pair: model}), **server_options(limits))
+    port = int(running.url.rsplit(":", 1)[1])
+    head = b"POST /translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    body = b'{"q": "Ein Hund.", "source": "de", "target": "en"}'
+    opened: list[socket.socket] = []
+
+    def connect(data: bytes) -> socket.socket:
+        connection = socket.create_connection(("127.0.0.1", port), timeout=10)
+        connection.sendall(data)
+        opened.append(connection)
+        return connection
+
+    def until_closed(connection: socket.socket) -> bytes:
+        """What the server sends until it closes the connection (a socket timeout, 10 s, fails the test)."""
+        chunks = []
+        while chunk := connection.recv(65536):
+            chunks.append(chunk)
+        return b"".join(chunks)
 
     try:
-        with pytest.raises(httpx.ReadTimeout):  # the client gives up while its sentence waits
-            post(running.url, "/translate", json={"q": SENTENCES[0], "source": "de", "target": "en"}, timeout=0.5)
-        deadline = time.monotonic() + 2
-        while model_state()["waiting"] and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert model_state()["waiting"] == 0  # freed at once, not when the batch would have started
-        time.sleep(3.5)
-        assert model_state()["batches"] == 0  # and never translated
+        start = time.monotonic()
+        stalled = [connect(head) for _ in range(4)]  # headers never finished: the four places taken
+        wait_for(lambda: healthy(running.url) is None, 5, "a fifth connection was served")  # 503: at the limit
+        assert [until_closed(connection) for connection in stalled] == [b""] * 4  # closed, unanswered
+        assert time.monotonic() - start < 6
+        slow = connect(head + b"Content-Length: %d\r\n\r\n" % (len(body) + 10) + body)  # 10 bytes never come
+        answer = until_closed(slow)
+        assert answer.startswith(b"HTTP/1.1 408 ") and b"connection: close" in answer.lower()
+        assert answer.endswith(b'{"error":"Invalid request: the body did not come within 1 s"}')
+        assert post(running.url, "/translate", json=json.loads(body)).json() == {"translatedText": "EIN HUND."}
     finally:
+        for connection in opened:
+            connection.close()
         running.stop()
 
 
@@ -361,3 +538,27 @@ def test_serve_refuses_a_folder_it_cannot_route_to_in_one_line(tokenizer, tmp_pa
     ):
         assert main(["serve", *argv]) == 1
         assert message in caplog.records[-1].getMessage() and "\n" not in caplog.records[-1].getMessage()
+
+
+@pytest.mark.parametrize("given", ["99999", "-1", "65536", "http"])
+def test_serve_refuses_a_port_outside_0_to_65535_before_loading_any_model(given, tmp_path, capsys):
+    from hf_bahdanau.cli import main
+
+    with pytest.raises(SystemExit) as refused:  # argparse's usage error: the missing folder is never looked at
+        main(["serve", "--model", str(tmp_path / "nowhere"), "--port", given])
+    assert refused.value.code == 2
+    assert "argument --port: expected a port number (0-65535)" in capsys.readouterr().err
+
+
+def test_serve_refuses_a_queue_limit_below_the_sentence_limit_before_loading_any_model(tmp_path, caplog):
+    from hf_bahdanau.cli import main
+
+    argv = ["serve", "--model", str(tmp_path / "nowhere"), "--queue-limit", "20", "--sentence-limit", "25"]
+    assert main(argv) == 1
+    assert (
+        caplog.records[-1]
+        .getMessage()
+        .endswith(
+            "--queue-limit (20) is below --sentence-limit (25): a request of 25 sentences could never be translated"
+        )
+    )

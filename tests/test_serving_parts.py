@@ -11,7 +11,7 @@ pytest.importorskip("fastapi")
 
 from hf_bahdanau.decoding.glossary import Glossary  # noqa: E402
 from hf_bahdanau.serving.batching import Batcher  # noqa: E402
-from hf_bahdanau.serving.limits import ApiKeys  # noqa: E402
+from hf_bahdanau.serving.limits import ApiKeys, Limits  # noqa: E402
 from hf_bahdanau.serving.markup import join_markup, split_markup  # noqa: E402
 from hf_bahdanau.serving.shapes import ApiError, form_fields, parse_translate  # noqa: E402
 
@@ -95,6 +95,8 @@ def test_a_glossary_field_is_read_from_json_pairs_and_form_lines_and_refused_whe
     assert parse_translate({**base, "glossary": {"Hund": "hound", "Katze": "cat"}}).glossary == expected
     assert parse_translate({**base, "glossary": [["Hund", "hound"], ["Katze", "cat"]]}).glossary == expected
     assert parse_translate({**base, "glossary": "Hund\thound\nKatze\tcat\n"}).glossary == expected
+    for header in ("source\ttarget", "de\ten", "# a comment\nsrc\ttgt"):  # skipped, as a glossary file's
+        assert parse_translate({**base, "glossary": f"{header}\nHund\thound\nKatze\tcat"}).glossary == expected
     for bad in ("Hund hound", 3, [["Hund"]], {"Hund": ""}):
         with pytest.raises(ApiError) as error:
             parse_translate({**base, "glossary": bad})
@@ -127,6 +129,23 @@ def test_a_full_queue_refuses_with_429_and_a_gone_client_frees_its_place():
     assert full.headers == {"Retry-After": "1"}
     assert found == [[["A"]], [["F"]]] and not answered
     assert [texts for texts, _ in recorder.batches] == [["a"], ["f"]]  # b, c, d never translated
+
+
+def test_a_request_of_more_sentences_than_the_queue_holds_is_refused_with_400_not_told_to_retry():
+    async def main():
+        batcher = Batcher(Recorder().translate, words, wait=0.0, queue_limit=3)
+        batcher.start()
+        with pytest.raises(ApiError) as refused:
+            batcher.submit(["a", "b", "c", "d"])
+        found = await batcher.submit(["a", "b", "c"]).future
+        await asyncio.to_thread(batcher.close)
+        return refused.value, found
+
+    refused, found = run(main())
+    assert (refused.status, refused.message) == (400, "Invalid request: request (4 sentences) exceeds the queue (3)")
+    assert not refused.headers and found == [["A"], ["B"], ["C"]]
+    with pytest.raises(ValueError, match=r"the queue limit \(20\) is below the sentence limit \(25\)"):
+        Limits(sentences=25, queue=20)
 
 
 def test_a_failing_batch_answers_500_and_the_queue_goes_on():
@@ -163,6 +182,17 @@ def test_html_pieces_keep_tags_comments_scripts_and_whitespace():
     expected = page.replace("Hallo &amp; Tschüss", "Hello &amp; bye").replace(" a < b ", " A&lt;B ")
     assert join_markup(pieces, ["Hello & bye", "A<B"]) == expected
     assert split_markup("no tags") == [(True, "no tags")] and split_markup("") == []
+
+
+def test_html_tags_with_angle_brackets_in_quoted_attributes_stay_whole_and_translations_escape_quotes():
+    page = '<a title="x > y" href="/home">Hallo</a>\n<img alt="<script>"> Welt <b\nclass=\'c\'>und</b>'
+    pieces = split_markup(page)
+    assert pieces == [(False, '<a title="x > y" href="/home">'), (True, "Hallo"), (False, "</a>"),
+                      (False, "\n"), (False, '<img alt="<script>">'), (True, " Welt "), (False, "<b\nclass='c'>"),
+                      (True, "und"), (False, "</b>")]  # fmt: skip
+    found = join_markup(pieces, ['say "hi"', "it's", "<&>"])
+    assert found == ('<a title="x > y" href="/home">say &quot;hi&quot;</a>\n<img alt="<script>"> it&#x27;s '
+                     "<b\nclass='c'>&lt;&amp;&gt;</b>")  # fmt: skip
 
 
 def test_api_keys_are_read_one_a_line_and_checked(tmp_path):

@@ -6,19 +6,23 @@ from __future__ import annotations
 import copy
 import importlib
 import io
+import json
 import math
 import re
+import shutil
 import sys
 
 import pytest
 import torch
 from helpers import MODEL_TYPES, TINY_CORPUS, tiny_train_argv, tiny_translator
+from safetensors.torch import load_file, save_file
 
 from hf_bahdanau.cli import main
 from hf_bahdanau.decoding.alignment import merge_words, pharaoh, word_ids
 from hf_bahdanau.decoding.batching import in_input_order, token_batches
 from hf_bahdanau.decoding.sources import length_bound
 from hf_bahdanau.decoding.translator import Hypothesis, Translation, Translator
+from hf_bahdanau.errors import InputError
 
 SOURCES = ["Ein Mann fährt Fahrrad.", "Zwei Hunde spielen.", "Eine Frau liest ein Buch im Park am Strand."]
 PIECE = re.compile(r"^(\d+-\d+( \d+-\d+)*)?$")
@@ -79,6 +83,31 @@ class FakeTokenizer:
 
     def get_vocab(self) -> dict[str, int]:
         return {token: i for i, token in enumerate(self.tokens)}
+
+
+def test_from_folder_loads_as_strictly_as_translate(folder, model, tokenizer, tmp_path):
+    """`Translator.from_folder`, the loader of every front end, refuses in one line what `translate` refuses: a model
+    type that is not the package's (its code would come from the folder), pickled weights only, a missing weight."""
+    loaded = Translator.from_folder(folder).translate(SOURCES, max_new_tokens=6)
+    assert [t.text for t in loaded] == [
+        t.text for t in Translator(model, tokenizer).translate(SOURCES, max_new_tokens=6)
+    ]
+    foreign = shutil.copytree(folder, tmp_path / "foreign")
+    config = json.loads((foreign / "config.json").read_text(encoding="utf-8"))
+    (foreign / "config.json").write_text(json.dumps({**config, "model_type": "marian"}), encoding="utf-8")
+    pickled = shutil.copytree(folder, tmp_path / "pickled")
+    (pickled / "model.safetensors").rename(pickled / "pytorch_model.bin")
+    cut = shutil.copytree(folder, tmp_path / "cut")
+    weights = load_file(cut / "model.safetensors")
+    removed = sorted(name for name in weights if name.startswith("model.encoder."))[0]
+    save_file({name: value for name, value in weights.items() if name != removed}, cut / "model.safetensors",
+              metadata={"format": "pt"})  # fmt: skip
+    refusals = {foreign: "model type 'marian' is not one of this package's", pickled: "holds only pytorch_model.bin",
+                cut: rf"1 missing \({re.escape(removed)}\)"}  # fmt: skip
+    for broken, message in refusals.items():
+        with pytest.raises(InputError, match=message) as error:
+            Translator.from_folder(broken)
+        assert "\n" not in str(error.value)
 
 
 def test_word_alignment_merges_subwords_into_whitespace_words():

@@ -22,7 +22,7 @@ from collections.abc import Iterator, Sequence
 
 from hf_bahdanau.decoding.folder_data import check_model_folder
 from hf_bahdanau.errors import InputError
-from hf_bahdanau.training.redaction import redact_message
+from hf_bahdanau.redaction import redact_message
 
 from . import demo, distill, evaluate, export, publish, serve, train, translate
 from .arguments import UsageError, option_names

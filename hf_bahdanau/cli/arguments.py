@@ -1,15 +1,20 @@
 """What the commands share on the command line: the usage error, the help formatter, argparse value types, the
-generation options of `evaluate` and `translate`. Imports nothing heavy, so `--help` answers at once."""
+generation options of `evaluate` and `translate` and the `Translator` they make of them. Imports nothing heavy, so
+`--help` answers at once."""
 
 from __future__ import annotations
 
 import argparse
 import math
+import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hf_bahdanau.choices import ENGINES, QUANTIZATIONS
 from hf_bahdanau.errors import InputError
+
+if TYPE_CHECKING:
+    from hf_bahdanau.decoding.translator import Translator
 
 
 class UsageError(InputError):
@@ -130,6 +135,23 @@ def generation_options(args: argparse.Namespace) -> dict[str, Any]:
     options["avoid"] = read_phrases(args.avoid) if args.avoid else None
     options["prefix"] = getattr(args, "prefix", None) or None
     return {name: value for name, value in options.items() if value is not None}
+
+
+def load_translator(args: argparse.Namespace, folder: str | None = None) -> Translator:
+    """`Translator.from_folder` of `--model` (or `folder`) with the command's engine, quantization, threads and
+    batches."""
+    from hf_bahdanau.decoding.translator import Translator
+
+    return Translator.from_folder(folder or args.model, engine=args.engine, quantize=args.quantize,
+                                  threads=args.threads, batch_size=args.batch_size,
+                                  batch_tokens=getattr(args, "batch_tokens", None),
+                                  torch_fallback=getattr(args, "torch_fallback", False))  # fmt: skip
+
+
+def translate_texts(translator: Translator, texts: Sequence[str], args: argparse.Namespace) -> list[str]:
+    """The best translation of each text, in order, with the command's decoding options (a bar on a terminal)."""
+    found = translator.translate(texts, progress=sys.stderr.isatty(), **generation_options(args))
+    return [translation.text for translation in found]
 
 
 def check_engine_options(args: argparse.Namespace) -> None:

@@ -163,10 +163,13 @@ def run(
     from hf_bahdanau.publishing.card import DISTILLATION_FILE
     from hf_bahdanau.training.distillation import Decoding, default_engine, student_pairs, teacher_translations
     from hf_bahdanau.training.run import check_options, release_process_group, train
-    from hf_bahdanau.training.run_folder import check_output_dir
+    from hf_bahdanau.training.run_folder import check_output_dir, locked_output_dir
 
     teacher = Path(args.teacher)
     model_args, tokenizer_args, data_args, training_args, run_args = train_args = parse_train_args(rest)
+    if training_args.process_index == 0:  # a folder train cannot lock fails before the teacher (train locks there)
+        with locked_output_dir(Path(training_args.output_dir)):
+            pass
     prepare()
     adopt_teacher(teacher, model_args, tokenizer_args, data_args)
     if data_args.streaming:

@@ -5,12 +5,20 @@ from __future__ import annotations
 
 import argparse
 import logging
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .arguments import UsageError, add_command, add_generation_arguments, check_engine_options, positive_int
+from .arguments import (
+    UsageError,
+    add_command,
+    add_generation_arguments,
+    check_engine_options,
+    load_translator,
+    positive_int,
+    translate_texts,
+)
+from .streams import write_out
 
 logger = logging.getLogger("hf_bahdanau")
 SUMMARY = "translate a split and score it with sacreBLEU and chrF"
@@ -100,7 +108,7 @@ def run(args: argparse.Namespace) -> None:
     from hf_bahdanau.data.cache import named_corpus_path
     from hf_bahdanau.data.corpora import load_parallel_corpus
     from hf_bahdanau.data.run_settings import corpus_id, read_data_settings
-    from hf_bahdanau.decoding.loading import check_generation_length, load_translator, translate_texts
+    from hf_bahdanau.decoding.loading import check_generation_length
     from hf_bahdanau.metrics import count_repeating, load_metric
     from hf_bahdanau.publishing.evaluations import record_evaluation
 
@@ -151,7 +159,7 @@ def run(args: argparse.Namespace) -> None:
         _check_output_file(path, models, [data, named_corpus_path(data), *reads])
     _write_lines(output, hypotheses)
     scores = load_metric().compute(predictions=hypotheses, references=[[ref] for ref in references])
-    sys.stdout.write(
+    printed = (
         f"BLEU = {scores['bleu']:.2f}  ({scores['bleu_signature']})\n"
         f"BLEU lowercased = {scores['bleu_lowercase']:.2f}  ({scores['bleu_lowercase_signature']})\n"
         f"chrF = {scores['chrf']:.2f}  ({scores['chrf_signature']})\n"
@@ -162,8 +170,8 @@ def run(args: argparse.Namespace) -> None:
         f"{len(hypotheses)} {args.split} sentences, {src_lang}->{tgt_lang}, beams {beams}; hypotheses in {output}\n"
     )
     if args.glossary:
-        sys.stdout.write(_term_use(args.glossary, sources, hypotheses))
-    sys.stdout.flush()  # the scores stand even where they cannot be stored
+        printed += _term_use(args.glossary, sources, hypotheses)
+    write_out(printed, "the scores")  # now: the scores stand even where they cannot be stored
     if args.glossary or args.avoid:  # the card reports translations as the model makes them, unconstrained
         logger.info("scores with --glossary or --avoid not stored in %s (its card reports plain decoding)", args.model)
     elif args.quantize is None and args.engine == "torch":  # the folder's card reports its fp32 weights' scores only
@@ -235,7 +243,6 @@ def _compare(
 ) -> None:
     """Translate `sources` with the --compare model (the same decoding options), write its translations to `output`
     and print sacreBLEU's paired bootstrap test of both models' BLEU and chrF (--model is the baseline)."""
-    from hf_bahdanau.decoding.loading import load_translator, translate_texts
     from hf_bahdanau.metrics import BOOTSTRAP_SAMPLES, SIGNIFICANCE_LEVEL, paired_bootstrap
 
     translator = load_translator(args, args.compare)
@@ -257,7 +264,7 @@ def _compare(
             f"{result.metric}: {score:.2f} (mean {mean:.2f} ± {ci:.2f}, 95% CI) against {other:.2f} (mean "
             f"{other_mean:.2f} ± {other_ci:.2f}), p = {result.p_value:.4f}: {verdict}  ({result.signature})\n"
         )
-    sys.stdout.write("".join(lines))
+    write_out("".join(lines), "the comparison")
 
 
 # ---- translate --------------------------------------------------------------------------------------------

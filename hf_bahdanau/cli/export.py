@@ -28,7 +28,11 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--quantization", choices=EXPORT_QUANTIZATIONS, default="float32", help="How the weights are stored."
     )
-    parser.add_argument("--overwrite", action="store_true", help="Replace an earlier export in --output.")
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="Replace an earlier export in --output (refused where it holds files the export did not write).",
+    )
 
 
 def run(args: argparse.Namespace) -> None:

@@ -17,7 +17,10 @@ from .arguments import UsageError, add_command, positive_int
 logger = logging.getLogger("hf_bahdanau.serving")
 SETTINGS_VARIABLE = "HF_BAHDANAU_SERVE_SETTINGS"  # how `--workers` processes get the settings
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
-WORKER_START_SECONDS = 300
+# uvicorn's limit for a worker to answer its parent's ping (from its start, before it loads the models: a process
+# starting on a busy machine), and to be ready after SIGHUP; a worker dying between a ping and its answer holds the
+# parent this long
+WORKER_ANSWER_SECONDS = 60
 SUMMARY = "serve models over HTTP with the LibreTranslate API, batching requests that arrive together"
 EPILOG = """\
 examples:
@@ -43,7 +46,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--quantize", choices=QUANTIZATIONS, help="As `translate --quantize`.")
     parser.add_argument("--threads", type=positive_int, help="CPU threads of each process (default: the engine's).")
     parser.add_argument("--host", default="127.0.0.1", help="The address to listen on (0.0.0.0: every interface).")
-    parser.add_argument("--port", type=int, default=5000, help="The port (0: any free one, logged).")
+    parser.add_argument("--port", type=port, default=5000, help="The port, 0-65535 (0: any free one, logged).")
     parser.add_argument(
         "--workers", type=positive_int, default=1, help="Server processes, each with its own copy of the models."
     )
@@ -55,11 +58,25 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         "--sentence-limit", "--sentence_limit", type=positive_int, default=200, help="Sentences a request."
     )
     parser.add_argument(
+        "--glossary-terms",
+        "--glossary_terms",
+        type=positive_int,
+        default=10,
+        help="Terms of a request's glossary (its characters count toward --char-limit).",
+    )
+    parser.add_argument(
+        "--term-chars",
+        "--term_chars",
+        type=positive_int,
+        default=48,
+        help="Characters of each side of a glossary term (a target term lengthens the translations holding it).",
+    )
+    parser.add_argument(
         "--queue-limit",
         "--queue_limit",
         type=positive_int,
         default=2000,
-        help="Sentences that may wait for a model; a request beyond gets 429 (retry later).",
+        help="Sentences that may wait for a model (at least --sentence-limit); beyond, 429 (retry later).",
     )
     parser.add_argument(
         "--batch-wait-ms",
@@ -73,6 +90,20 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--batch-size", "--batch_size", type=positive_int, default=64, help="Sentences a batch.")
     parser.add_argument(
+        "--read-timeout",
+        "--read_timeout",
+        type=float,
+        default=20.0,
+        help="Seconds a client has to send a request's headers, and then as long for its body.",
+    )
+    parser.add_argument(
+        "--max-connections",
+        "--max_connections",
+        type=positive_int,
+        default=256,
+        help="Connections served at once (each may hold a body of 1 MiB); a request beyond gets 503.",
+    )
+    parser.add_argument(
         "--shutdown-timeout",
         "--shutdown_timeout",
         type=float,
@@ -81,14 +112,32 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     )
 
 
+def port(text: str) -> int:
+    """argparse type: a TCP port, 0-65535 (anything else is a one-line usage error, before any model loads)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a port number (0-65535), got {text!r}") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"expected a port number (0-65535), got {value}")
+    return value
+
+
 def settings_from_args(args: argparse.Namespace) -> Any:
     """The server's `Settings` from the command's options."""
     from hf_bahdanau.serving.app import Batching, Settings
     from hf_bahdanau.serving.limits import Limits
     from hf_bahdanau.serving.model import Decoding
 
+    if not args.read_timeout > 0:
+        raise UsageError(f"--read-timeout must be more than 0, got {args.read_timeout:g}")
     if args.batch_wait_ms < 0:
         raise UsageError(f"--batch-wait-ms must be 0 or more, got {args.batch_wait_ms:g}")
+    if args.queue_limit < args.sentence_limit:
+        raise UsageError(
+            f"--queue-limit ({args.queue_limit}) is below --sentence-limit ({args.sentence_limit}): a request of "
+            f"{args.sentence_limit} sentences could never be translated"
+        )
     decoding = Decoding(
         engine=args.engine,
         num_beams=args.num_beams,
@@ -103,7 +152,15 @@ def settings_from_args(args: argparse.Namespace) -> Any:
         models=tuple(args.model),
         decoding=decoding,
         batching=Batching(args.batch_wait_ms / 1000, args.batch_tokens, args.batch_size),
-        limits=Limits(chars=args.char_limit, sentences=args.sentence_limit, queue=args.queue_limit),
+        limits=Limits(
+            chars=args.char_limit,
+            sentences=args.sentence_limit,
+            queue=args.queue_limit,
+            glossary_terms=args.glossary_terms,
+            term_chars=args.term_chars,
+            read_seconds=args.read_timeout,
+            connections=args.max_connections,
+        ),
         api_keys=args.api_keys,
     )
 
@@ -116,6 +173,7 @@ def run(args: argparse.Namespace) -> None:
     except ImportError:
         raise UsageError("the server needs FastAPI and uvicorn: pip install 'hf_bahdanau[serve]'") from None
     from hf_bahdanau.serving.app import build_app, load_models
+    from hf_bahdanau.serving.connections import server_options
     from hf_bahdanau.serving.limits import ApiKeys
 
     settings = settings_from_args(args)
@@ -132,6 +190,7 @@ def run(args: argparse.Namespace) -> None:
         log_config=None,  # the command's logging
         access_log=False,  # the app logs each request without its query string
         timeout_graceful_shutdown=args.shutdown_timeout,
+        **server_options(settings.limits),  # timeouts for slow clients, a bound on connections
     )
     if args.workers == 1:
         uvicorn.run(build_app(settings), **options)
@@ -142,18 +201,26 @@ def run(args: argparse.Namespace) -> None:
         f"{__name__}:app_from_environment",
         factory=True,
         workers=args.workers,
-        timeout_worker_healthcheck=WORKER_START_SECONDS,  # a worker answers only once its models are loaded
+        timeout_worker_healthcheck=WORKER_ANSWER_SECONDS,
         **options,
     )
 
 
 def app_from_environment() -> Any:
-    """A `--workers` process's app, from the settings the command left in the environment."""
+    """A `--workers` process's app, from the settings the command left in the environment. The process imported
+    the console script's module (`hf_bahdanau_cli`) first, as its parent did, so it registers the model types here,
+    as `main` does. A worker that cannot build its app says why in one line and exits at once with uvicorn's
+    start-up failure, which stops the parent rather than restarting the worker."""
+    from uvicorn.config import STARTUP_FAILURE
+
+    from hf_bahdanau import register
+    from hf_bahdanau.errors import InputError
     from hf_bahdanau.serving.app import Batching, Settings, build_app
     from hf_bahdanau.serving.limits import Limits
     from hf_bahdanau.serving.model import Decoding
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    register()
     saved = json.loads(os.environ[SETTINGS_VARIABLE])
     settings = Settings(
         models=tuple(saved["models"]),
@@ -162,7 +229,12 @@ def app_from_environment() -> Any:
         limits=Limits(**saved["limits"]),
         api_keys=saved["api_keys"],
     )
-    return build_app(settings)
+    try:
+        return build_app(settings)
+    except InputError as error:
+        logger.error("a worker cannot serve: %s", error)
+        logging.shutdown()
+        os._exit(STARTUP_FAILURE)  # no teardown: its parent's next ping finds it gone, not dying and unanswering
 
 
 __all__ = ["add_parser", "app_from_environment", "run"]

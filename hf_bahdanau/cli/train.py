@@ -11,7 +11,7 @@ from dataclasses import MISSING, field, fields, make_dataclass
 from pathlib import Path
 from typing import Any, get_args, get_type_hints
 
-from hf_bahdanau.training.redaction import REDACTED, is_secret_option
+from hf_bahdanau.redaction import REDACTED, is_secret_option
 
 from .arguments import Formatter, UsageError, option_names
 
@@ -173,7 +173,10 @@ def parse_train_args(argv: Sequence[str]) -> tuple:
     given = {arg.split("=")[0] for arg in rest} | {f"--{name}" for name, value in file_values.items() if value}
     if not given & {"--output_dir", "--output-dir"}:
         raise UsageError("train needs --output-dir (on the command line or in the --config file)")
-    *parsed, unknown = parser.parse_args_into_dataclasses(rest, return_remaining_strings=True)
+    try:  # the Trainer's own checks of its options raise ValueErrors, some of several lines
+        *parsed, unknown = parser.parse_args_into_dataclasses(rest, return_remaining_strings=True)
+    except ValueError as error:
+        raise UsageError(" ".join(line.strip() for line in str(error).splitlines() if line.strip())) from None
     if unknown:
         raise UsageError(f"unrecognized arguments: {option_names(unknown)}")
     return tuple(parsed)

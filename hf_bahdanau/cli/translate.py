@@ -6,14 +6,11 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
-import os
 import signal
 import sys
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
-
-from hf_bahdanau.errors import UnwritableError
 
 from .arguments import (
     UsageError,
@@ -21,8 +18,10 @@ from .arguments import (
     add_generation_arguments,
     check_engine_options,
     generation_options,
+    load_translator,
     positive_int,
 )
+from .streams import interactive_lines, stdin_chunks, stdin_lines, write_out
 
 if TYPE_CHECKING:
     from hf_bahdanau.decoding.translator import Translation, Translator
@@ -159,47 +158,6 @@ def terminate_as_interrupt() -> Iterator[Callable[[], contextlib.AbstractContext
             signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
-SIGPIPE_STATUS = 128 + signal.SIGPIPE  # the status of a Unix tool whose reader went away (`... | head -1`)
-
-
-def write_out(text: str) -> None:
-    """Write `text` to stdout, now. A reader that went away ends the command quietly, with SIGPIPE's status, as Unix
-    tools end; stdout that cannot be written (a full disk) is a one-line error. Either way what is left unwritten is
-    dropped, so that the interpreter's flush at exit does not fail again."""
-    try:
-        sys.stdout.write(text)
-        sys.stdout.flush()
-    except BrokenPipeError:
-        _drop_stdout()
-        raise SystemExit(SIGPIPE_STATUS) from None
-    except OSError as error:
-        _drop_stdout()
-        raise UnwritableError(f"the translations cannot be written to stdout ({error.strerror or error})") from None
-
-
-def _drop_stdout() -> None:
-    """Point stdout's file descriptor at /dev/null (a stand-in without one, such as io.StringIO, stays)."""
-    try:
-        fd = sys.stdout.fileno()
-    except (AttributeError, OSError, ValueError):
-        return
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, fd)
-    os.close(devnull)
-
-
-def _interactive_lines(prompt: str) -> Iterable[str]:
-    """Lines typed at a prompt, until end of input or `q` (like d2l's seed loop)."""
-    while True:
-        try:
-            line = input(prompt)
-        except EOFError:
-            return
-        if line.strip() == "q":
-            return
-        yield line
-
-
 def _write_heatmap(translator: Translator, text: str, args: argparse.Namespace, **options: int) -> str:
     """Translate `text` and draw its attention to `args.heatmap`: one figure of the words' cross-attention (a layer,
     a head), or with `args.heatmap_all` every layer and head, and the self-attention beside it; the translation."""
@@ -223,52 +181,6 @@ def _write_heatmap(translator: Translator, text: str, args: argparse.Namespace, 
         else:
             plot_word_attention(maps, text, args.heatmap, layer=args.heatmap_layer, head=args.heatmap_head)
     return maps.translation
-
-
-def _stdin_lines() -> list[str]:
-    """Lines of stdin as UTF-8; bad bytes become U+FFFD (a warning names the line), so the rest still translates."""
-    from hf_bahdanau.data.text_lines import decode_lines
-
-    stream = getattr(sys.stdin, "buffer", None)  # None for a text stand-in such as io.StringIO
-    raw = stream if stream is not None else (line.encode("utf-8", "surrogateescape") for line in sys.stdin)
-    return [line.rstrip("\r\n") for line in decode_lines(raw, "stdin", replace=True)]
-
-
-def _stdin_chunks(max_lines: int, pause: float = 0.05) -> Iterator[list[str]]:
-    """The lines of stdin (as `_stdin_lines` reads them) in chunks to translate: `max_lines` at a time, and what has
-    come whenever the input pauses for `pause` seconds, so that a line typed into a pipe is translated at once. A
-    stand-in without a file descriptor (io.StringIO) is one chunk."""
-    import select
-
-    from hf_bahdanau.data.text_lines import decode_lines
-
-    try:
-        fd = sys.stdin.buffer.fileno()
-    except (AttributeError, OSError, ValueError):
-        yield _stdin_lines()
-        return
-    raw: list[bytes] = []
-    pending, number, ended = b"", 1, False
-
-    def taken(count: int) -> list[str]:
-        nonlocal number
-        chunk, raw[:count] = raw[:count], []
-        lines = [line.rstrip("\r\n") for line in decode_lines(chunk, "stdin", replace=True, start=number)]
-        number += len(chunk)
-        return lines
-
-    while not ended:
-        if raw and not select.select([fd], [], [], pause)[0]:
-            yield taken(len(raw))  # the input paused: translate what came
-            continue
-        data = os.read(fd, 1 << 16)
-        ended = not data
-        *lines, pending = (pending + data).split(b"\n") if data else (pending, b"")
-        raw.extend(line + b"\n" for line in lines if data or line)
-        while len(raw) >= max_lines:
-            yield taken(max_lines)
-    if raw:
-        yield taken(len(raw))
 
 
 def _check_translate_options(args: argparse.Namespace) -> None:
@@ -326,7 +238,7 @@ def _translate_documents(translator: Translator, args: argparse.Namespace) -> No
 
     source = args.document if args.document and args.document != "-" else "stdin"
     if source == "stdin":
-        text = "\n".join(_stdin_lines())
+        text = "\n".join(stdin_lines())
     else:
         try:
             text = Path(source).read_bytes().decode("utf-8-sig")  # a byte-order mark is not text
@@ -373,7 +285,7 @@ def _translate_documents(translator: Translator, args: argparse.Namespace) -> No
 def run(args: argparse.Namespace) -> None:
     """Translate what the options name, writing each batch as soon as it is done."""
     from hf_bahdanau.decoding.batching import SORT_WINDOW
-    from hf_bahdanau.decoding.loading import check_generation_length, load_translator
+    from hf_bahdanau.decoding.loading import check_generation_length
     from hf_bahdanau.decoding.translator import hypothesis_lines
 
     check_generation_length(args.model, args.max_new_tokens)
@@ -402,11 +314,11 @@ def run(args: argparse.Namespace) -> None:
 
     if not args.text and sys.stdin.isatty():
         logger.info("type a sentence and press Enter to translate it; q (or Ctrl-D) quits")
-        for line in _interactive_lines(f"{translator.config.source_language or 'source'} > "):
+        for line in interactive_lines(f"{translator.config.source_language or 'source'} > "):
             write_out(lines(0, translator.translate([line], **decoding)[0]))
         return
     # stdin in chunks: the sort window's worth of lines, or what came before the input paused
-    chunks = [list(args.text)] if args.text else _stdin_chunks(SORT_WINDOW)
+    chunks = [list(args.text)] if args.text else stdin_chunks(SORT_WINDOW)
     written = read = 0
     try:  # each batch is written as soon as it can be, in input order: an interrupted run keeps what it has done
         with terminate_as_interrupt() as whole:

@@ -113,7 +113,8 @@ def _model_folder_around(path: Path) -> Path | None:
 
 def check_export_output(output: Path, folder: Path, overwrite: bool) -> None:
     """Refuse an export folder that would destroy something: the model folder (or a folder holding it), a file, a
-    folder holding anything but an export this package made, or (without `overwrite`) an earlier export."""
+    folder holding anything but an export this package made, an earlier export with files it did not write in it,
+    or (without `overwrite`) an earlier export."""
     if folder.resolve().is_relative_to(output.resolve()):
         raise InputError(f"the export folder {output} would replace the model folder {folder}: choose another")
     if output.is_symlink() or (output.exists() and not output.is_dir()):
@@ -127,6 +128,22 @@ def check_export_output(output: Path, folder: Path, overwrite: bool) -> None:
         )
     if not overwrite:
         raise InputError(f"{output} holds an earlier export: pass --overwrite to replace it")
+    others = sorted(set(os.listdir(output)) - _written_files(output))
+    if others:
+        raise InputError(
+            f"{output} holds files its export did not write ({', '.join(others)}): --overwrite replaces only an "
+            "export's own files; move them away or choose another folder"
+        )
+
+
+def _written_files(export: Path) -> set[str]:
+    """The names of the files export `export` wrote: those its info lists (an export made before they were listed:
+    CTranslate2's model, config and vocabularies, the copied files and the info)."""
+    listed = read_json(export / EXPORT_INFO).get("files")
+    if isinstance(listed, list):
+        return set(map(str, listed))
+    vocabularies = {path.name for path in export.glob("*vocabulary*")}
+    return {"model.bin", "config.json", *vocabularies, *COPIED_FILES, EXPORT_INFO}
 
 
 def export_ctranslate2(
@@ -155,13 +172,13 @@ def _export(folder: Path, output: Path, quantization: str, overwrite: bool) -> P
     require_ctranslate2()
     from transformers import AutoTokenizer
 
-    from hf_bahdanau import register
     from hf_bahdanau.models.modeling_transformer import TransformerForConditionalGeneration
     from hf_bahdanau.models.pipelines import check_tokenizer_matches
+    from hf_bahdanau.registry import register_auto_classes
 
     from .converter import D2LTransformerConverter
 
-    register()  # the model types, which `translate --engine ctranslate2` leaves unregistered until a model loads
+    register_auto_classes()  # which `translate --engine ctranslate2` leaves undone until a model loads
 
     if quantization not in QUANTIZATIONS:
         raise InputError(f"quantization must be one of {', '.join(QUANTIZATIONS)}, got {quantization!r}")
@@ -178,7 +195,9 @@ def _export(folder: Path, output: Path, quantization: str, overwrite: bool) -> P
         for name in COPIED_FILES:
             if (folder / name).is_file():
                 shutil.copy2(folder / name, staging / name)
-        info = {"quantization": quantization, "source_fingerprint": fingerprint, "model_config": model_config}
+        files = sorted([*os.listdir(staging), EXPORT_INFO])  # what --overwrite may replace
+        info = {"quantization": quantization, "source_fingerprint": fingerprint, "model_config": model_config,
+                "files": files}  # fmt: skip
         (staging / EXPORT_INFO).write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
         replace_with(output, staging)
     finally:

@@ -95,24 +95,30 @@ class Glossary:
     def from_file(cls, path: str | Path) -> Glossary:
         """The glossary of a UTF-8 TSV file (`source<TAB>target` a line); InputError names the file and line of a
         problem."""
+        return cls.from_lines(_read_lines(Path(path)), str(path))
+
+    @classmethod
+    def from_lines(cls, lines: Iterable[str], name: str) -> Glossary:
+        """The glossary of TSV lines read as a file's (`from_file`); InputError names `name` and the line of a
+        problem."""
         numbered: list[tuple[Term, str]] = []
-        for number, fields in _tsv_lines(Path(path)):
+        for number, fields in _tsv_fields(lines):
             if len(fields) != 2:
                 raise InputError(
-                    f"{path}: line {number} has {len(fields)} tab-separated fields, not 2 (source<TAB>target)"
+                    f"{name}: line {number} has {len(fields)} tab-separated fields, not 2 (source<TAB>target)"
                 )
             if not numbered and _is_header(*fields):
                 continue
             try:
                 numbered.append((Term(*fields), f"line {number}"))
             except InputError as err:
-                raise InputError(f"{path}: line {number}: {err}") from None
+                raise InputError(f"{name}: line {number}: {err}") from None
         if not numbered:
-            raise InputError(f"{path}: no terms (a glossary file has one source<TAB>target term a line)")
+            raise InputError(f"{name}: no terms (a glossary file has one source<TAB>target term a line)")
         try:
             return cls(_unique_terms(numbered))
         except InputError as err:
-            raise InputError(f"{path}: {err}") from None
+            raise InputError(f"{name}: {err}") from None
 
     @classmethod
     def from_pairs(cls, pairs: Mapping[str, str] | Iterable[tuple[str, str]]) -> Glossary:
@@ -167,7 +173,7 @@ def read_phrases(path: str | Path) -> list[str]:
     glossary TSV given where a phrase list belongs), as is a file without phrases.
     """
     phrases: dict[str, None] = {}
-    for number, fields in _tsv_lines(Path(path)):
+    for number, fields in _tsv_fields(_read_lines(Path(path))):
         if len(fields) > 1:
             raise InputError(f"{path}: line {number} has a tab; a phrase file has one word or phrase a line")
         phrases.setdefault(normalize_term(fields[0]), None)
@@ -185,15 +191,19 @@ def term_used(term_target: str, text: str) -> bool:
     return phrase_pattern(term).search(unicodedata.normalize("NFC", text)) is not None
 
 
-def _tsv_lines(path: Path) -> Iterator[tuple[int, list[str]]]:
-    """(line number, tab-separated fields) of each line of a UTF-8 file that is not blank or a `#` comment."""
+def _read_lines(path: Path) -> list[str]:
+    """The lines of a UTF-8 file (InputError where it cannot be read or is not UTF-8)."""
     try:
         with open(path, "rb") as file:
-            lines = list(decode_lines(file, path))
+            return list(decode_lines(file, path))
     except OSError as err:
         raise InputError(f"{path}: cannot read ({err.strerror or err})") from None
     except ValueError as err:  # decode_lines names the line that is not UTF-8
         raise InputError(str(err)) from None
+
+
+def _tsv_fields(lines: Iterable[str]) -> Iterator[tuple[int, list[str]]]:
+    """(line number, tab-separated fields) of each line that is not blank or a `#` comment."""
     for number, line in enumerate(lines, start=1):
         line = line.rstrip("\r\n")
         if line.strip() and not line.lstrip().startswith("#"):

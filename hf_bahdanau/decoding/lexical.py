@@ -7,7 +7,9 @@
   at the start of a sentence).
 
 A phrase becomes the token ids the tokenizer gives it as target text in the middle of a sentence. A phrase with
-letters the model cannot write (unknown tokens) cannot be required: it is left out with a warning.
+letters the model cannot write (unknown tokens) cannot be required: it is left out with a warning; a prefix with
+such letters is forced without them, with a warning. A glossary term or prefix that holds a phrase to avoid is
+refused.
 """
 
 from __future__ import annotations
@@ -68,7 +70,22 @@ class LexicalOptions:
             raise InputError("avoid: an empty word or phrase")
         if glossary is None and not any(prefix or ()) and not avoid:
             return None
-        return cls(tokenizer, glossary, prefix, avoid)
+        options = cls(tokenizer, glossary, prefix, avoid)
+        options.check_agreement()
+        return options
+
+    def check_agreement(self) -> None:
+        """Refuse a glossary term or prefix that holds a phrase to avoid (as the tokenizer writes both): the search
+        could never place the term, nor leave the phrase out of the prefix."""
+        avoided = self.avoided_forms()
+        required = [(f"the glossary term {term.source!r} -> {term.target!r}", term.target)
+                    for term in (self.glossary.terms if self.glossary else ())]  # fmt: skip
+        required += [(f"the prefix {text!r}", text) for text in dict.fromkeys(self.prefixes or ()) if text]
+        for what, text in required:
+            ids = self.ids(text)
+            for phrase, banned in avoided.items():
+                if any(ids[start : start + len(banned)] == banned for start in range(len(ids) - len(banned) + 1)):
+                    raise InputError(f"{what} holds {phrase!r}, a phrase to avoid: leave out one of the two")
 
     @property
     def places_terms(self) -> bool:
@@ -95,10 +112,14 @@ class LexicalOptions:
             logger.warning("the glossary term %r has letters the model cannot write: it is not required", phrase)
         return False
 
+    def avoided_forms(self) -> dict[str, list[int]]:
+        """Each phrase to avoid, as written and with its first letter upper-cased, with its token ids (if any)."""
+        forms = dict.fromkeys(form for text in self.avoid for form in (text, text[:1].upper() + text[1:]))
+        return {form: ids for form in forms if (ids := self.ids(form))}
+
     def avoided_ids(self) -> list[list[int]]:
         """The token ids of each phrase to avoid, as written and with its first letter upper-cased."""
-        variants = dict.fromkeys(form for text in self.avoid for form in (text, text[:1].upper() + text[1:]))
-        return [ids for ids in map(self.ids, variants) if ids]
+        return list(self.avoided_forms().values())
 
     def constraints(
         self, texts: Sequence[str], indices: Sequence[int], vocab_size: int, device: torch.device
@@ -116,8 +137,14 @@ class LexicalOptions:
         return Constraints.build(required, [avoided] * len(indices), prefixes, continues_word, device)
 
     def prefix_ids(self, index: int) -> list[int]:
-        """The token ids of the prefix of text `index` (none: no prefix)."""
-        return self.ids(self.prefixes[index]) if self.prefixes and self.prefixes[index] else []
+        """The token ids of the prefix of text `index` (none: no prefix); warns once for a prefix with letters the
+        model cannot write (its translations start without them)."""
+        prefix = self.prefixes[index] if self.prefixes else ""
+        ids = self.ids(prefix) if prefix else []
+        if self.tokenizer.unk_token_id in ids and prefix not in self._unwritable:
+            self._unwritable.add(prefix)
+            logger.warning("the prefix %r has letters the model cannot write: translations start without them", prefix)
+        return ids
 
     def needed_tokens(self, text: str, index: int) -> int:
         """The fewest tokens a translation of `text` (text `index`) needs for its prefix and its terms."""

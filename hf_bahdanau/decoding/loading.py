@@ -1,27 +1,21 @@
-"""Loading a saved model folder for inference: the model and tokenizer checked to belong together, the `Translator`
-a command's options ask for, and the checks made before anything loads. `translate`, `evaluate`, the demo, the
-server and distillation's teacher all load through here."""
+"""A saved model folder loaded for inference: the checks made before anything loads, and the model and tokenizer
+checked to belong together. `Translator.from_folder`, the loader of every front end (`translate`, `evaluate`, the
+demo, the server, the CTranslate2 engine's torch fallback, distillation's teacher), loads a model folder through
+here."""
 
 from __future__ import annotations
 
-import argparse
 import json
-import sys
-from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hf_bahdanau.cli.arguments import generation_options
 from hf_bahdanau.errors import InputError, as_input_error
 
-from .checkpoint import load_checkpoint
 from .folder_data import check_model_folder
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
     from transformers.tokenization_utils_base import PreTrainedTokenizerBase
-
-    from .translator import Translator
 
 
 def load_translation_model(path: str, quantize: str | None = None) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
@@ -31,8 +25,11 @@ def load_translation_model(path: str, quantize: str | None = None) -> tuple[PreT
 
     from hf_bahdanau.data.tokenization import check_tokenizer_location
     from hf_bahdanau.models.pipelines import check_tokenizer_matches
-    from hf_bahdanau.registry import check_saved_model_type
+    from hf_bahdanau.registry import check_saved_model_type, register_auto_classes
 
+    from .checkpoint import load_checkpoint
+
+    register_auto_classes()  # the package's model types, which AutoModelForSeq2SeqLM then loads without remote code
     folder = check_model_folder(path)
     # What transformers and the model's own code refuse in the folder (its JSON, config values, weights) is about it.
     with as_input_error(ValueError, OSError):
@@ -45,7 +42,7 @@ def load_translation_model(path: str, quantize: str | None = None) -> tuple[PreT
                 f"'{folder}', use_safetensors=False).save_pretrained('{folder}')"
             )
         tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=False)
-        model = load_checkpoint(folder, quantize=quantize)  # safetensors only; every weight found (strict)
+        model = load_checkpoint(folder, strict=True, quantize=quantize)  # safetensors only; every weight found
         check_tokenizer_matches(model.config, tokenizer)
     return model, tokenizer
 
@@ -75,37 +72,8 @@ def check_ctranslate2() -> None:
         raise InputError(str(error)) from None
 
 
-def load_translator(args: argparse.Namespace, model_dir: str | None = None) -> Translator:
-    """The `Translator` of `--model` (or `model_dir`) with the command's engine, quantization, threads and batches."""
-    from .sources import trained_source_length
-    from .translator import Translator
-
-    path = model_dir or args.model
-    options = dict(batch_size=args.batch_size, batch_tokens=getattr(args, "batch_tokens", None),
-                   trained_source_length=trained_source_length(path))  # fmt: skip
-    if args.engine == "ctranslate2":
-        check_ctranslate2()
-        with as_input_error(ValueError, OSError):  # the export, its JSON, tokenizer and generation config
-            return Translator.from_folder(path, engine=args.engine, quantize=args.quantize, threads=args.threads,
-                                          torch_fallback=getattr(args, "torch_fallback", False), **options)  # fmt: skip
-    if args.threads:
-        import torch
-
-        torch.set_num_threads(args.threads)
-    model, tokenizer = load_translation_model(path, args.quantize)
-    return Translator(model, tokenizer, **options)
-
-
-def translate_texts(translator: Translator, texts: Sequence[str], args: argparse.Namespace) -> list[str]:
-    """The best translation of each text, in order, with the command's decoding options (a bar on a terminal)."""
-    options = generation_options(args)
-    return [found.text for found in translator.translate(texts, progress=sys.stderr.isatty(), **options)]
-
-
 __all__ = [
     "check_ctranslate2",
     "check_generation_length",
     "load_translation_model",
-    "load_translator",
-    "translate_texts",
 ]

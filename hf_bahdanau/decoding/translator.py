@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from hf_bahdanau.choices import ENGINES
-from hf_bahdanau.errors import InputError
+from hf_bahdanau.errors import InputError, as_input_error
 from hf_bahdanau.models.source_length import source_limit
 
 from .batching import in_input_order
@@ -116,34 +116,38 @@ class Translator:
         torch_fallback: bool = False,
         **options: Any,
     ) -> Translator:
-        """The translator of a saved model folder (safetensors only, no code from the folder), or for
-        `engine="ctranslate2"` of its CTranslate2 export (an `export`ed folder, or the export cached in the model
-        folder); `quantize="int8"`: int8 weights on the CPU; `threads`: CPU threads; `torch_fallback`: a model
-        folder's glossary requests go to torch (loaded when first needed); `options`: `Translator`'s."""
-        from .. import register
+        """The translator of a saved model folder, or for `engine="ctranslate2"` of its CTranslate2 export (an
+        `export`ed folder, or the export cached in the model folder): the one loader of every front end.
+
+        A model folder loads as `loading.load_translation_model` checks it: a model type of this package's (no code
+        from the folder), safetensors only, every weight found, the tokenizer it was saved with. `quantize="int8"`:
+        int8 weights on the CPU; `threads`: CPU threads; `torch_fallback`: a model folder's glossary requests go to
+        torch (loaded alike, when first needed); `options`: `Translator`'s (`trained_source_length` defaults to the
+        folder's record). What is wrong with the folder is a one-line InputError."""
         from .sources import trained_source_length
 
-        options.setdefault("trained_source_length", trained_source_length(str(path)))
+        path = str(path)
+        if engine not in ENGINES:
+            raise InputError(f"engine {engine!r}: choose one of {', '.join(ENGINES)}")
+        options.setdefault("trained_source_length", trained_source_length(path))
         if engine == "ctranslate2":
             from .ctranslate2 import CTranslate2Translator
+            from .loading import check_ctranslate2
 
-            model = CTranslate2Translator.from_model(path, quantize, threads=threads or 0)
+            check_ctranslate2()
             if torch_fallback and os.path.isfile(os.path.join(path, "config.json")):
-                options["fallback"] = lambda: cls.from_folder(path, quantize=quantize, threads=threads, **options)
-            return cls(model, engine=engine, **options)
-        import torch
-        from transformers import AutoTokenizer
+                torch_options = dict(options)
+                options["fallback"] = lambda: cls.from_folder(path, quantize=quantize, threads=threads, **torch_options)
+            with as_input_error(ValueError, OSError):  # the export, its JSON, tokenizer and generation config
+                return cls(CTranslate2Translator.from_model(path, quantize, threads=threads or 0), engine=engine,
+                           **options)  # fmt: skip
+        from .loading import load_translation_model
 
-        from hf_bahdanau.models.pipelines import check_tokenizer_matches
-
-        from .checkpoint import load_checkpoint
-
-        register()
         if threads:
+            import torch
+
             torch.set_num_threads(threads)
-        tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=False)
-        model = load_checkpoint(path, quantize=quantize)
-        check_tokenizer_matches(model.config, tokenizer)
+        model, tokenizer = load_translation_model(path, quantize)
         return cls(model, tokenizer, engine=engine, **options)
 
     @property
@@ -257,7 +261,7 @@ class Translator:
         with at most `bounds[k]` new tokens unless `max_new_tokens`."""
         import torch
 
-        from hf_bahdanau.models.pipelines import _pad_id
+        from hf_bahdanau.models.pipelines import pad_id
 
         from .alignment import alignments as pharaoh_alignments
         from .search import search
@@ -269,7 +273,7 @@ class Translator:
         if not kept:
             return results
         device = self.model.device
-        input_ids, attention_mask = _pad([rows[i] for i in kept], _pad_id(self.tokenizer), self.tokenizer.padding_side)
+        input_ids, attention_mask = _pad([rows[i] for i in kept], pad_id(self.tokenizer), self.tokenizer.padding_side)
         input_ids, attention_mask = input_ids.to(device), attention_mask.to(device)  # (batch, src_len)
         limits = None
         if max_new_tokens is None:

@@ -19,6 +19,8 @@ from .bahdanau_encoder import BahdanauEncoderOutput, recurrent_layers
 from .cache_names import with_cache
 from .configuration_bahdanau import BahdanauConfig
 
+RNNState = torch.Tensor | tuple[torch.Tensor, torch.Tensor]  # a GRU's hidden state, or an LSTM's (hidden, cell)
+
 
 class BahdanauDecoderState:
     """The decoder's recurrent state, carried between generation steps as `cache`.
@@ -64,6 +66,14 @@ class BahdanauDecoderState:
             self.cell = self.cell[:, indices]
 
 
+def kept_at_padding(token: torch.Tensor, new: RNNState, old: RNNState) -> RNNState:
+    """The `new` recurrent state `(decoder_layers, batch, hidden)` (and cell) where `token` `(batch,)` is true, the
+    `old` one at padding."""
+    if isinstance(new, tuple):
+        return tuple(kept_at_padding(token, *parts) for parts in zip(new, old, strict=True))
+    return torch.where(token[None, :, None], new, old)
+
+
 def _attention(config: BahdanauConfig) -> ScoredAttention:
     keys, queries = config.encoder_output_size, config.hidden_size
     if config.attention_type == "additive":
@@ -103,24 +113,30 @@ class BahdanauDecoder(nn.Module):
         use_cache: bool = True,
         output_attentions: bool = False,
         output_hidden_states: bool = False,
+        attention_mask: torch.Tensor | None = None,  # (batch, past + tgt_len); None: no padding
+        inputs_embeds: torch.Tensor | None = None,  # (batch, tgt_len, embedding), instead of input_ids
     ) -> BaseModelOutputWithPastAndCrossAttentions:
         """RNN outputs `(batch, tgt_len, hidden)`, the new state and, if asked, the embeddings and outputs as
-        hidden states and the attention weights `(batch, 1, tgt_len, src_len)` as cross-attentions.
+        hidden states and the attention weights `(batch, 1, tgt_len, src_len)` as cross-attentions. A padding token
+        of `attention_mask` leaves the state as it was.
 
         A `cache` that is not a `BahdanauDecoderState` (an empty key/value cache that some transformers releases make
         for every model) counts as none: the state starts from the encoder's.
         """
         if not isinstance(cache, BahdanauDecoderState):
             cache = self.initial_state(encoder_outputs)
-        state, (batch, length) = cache, input_ids.shape
+        state = cache
         source = encoder_outputs.last_hidden_state  # (batch, src_len, encoder_output_size)
-        embeddings = self.dropout(self.embed_tokens(input_ids))  # (batch, tgt_len, embedding)
+        embeddings = self.dropout(self.embed_tokens(input_ids) if inputs_embeds is None else inputs_embeds)
+        batch, length = embeddings.shape[:2]  # embeddings (batch, tgt_len, embedding)
+        tokens = None if attention_mask is None else attention_mask[:, -length:].bool()  # (batch, tgt_len)
         rnn_state = state.rnn_state  # (decoder_layers, batch, hidden), and the cell for an LSTM
         outputs, weights = [], []
         for step in range(length):
-            output, rnn_state, step_weights = self._step(
+            output, new_state, step_weights = self._step(
                 embeddings[:, step], rnn_state, source, encoder_attention_mask, state.projected_keys
             )  # output (batch, 1, hidden), step_weights (batch, 1, src_len)
+            rnn_state = new_state if tokens is None else kept_at_padding(tokens[:, step], new_state, rnn_state)
             outputs.append(output)
             if output_attentions:
                 weights.append(step_weights.reshape(batch, 1, -1))

@@ -103,15 +103,19 @@ class BahdanauEncoder(nn.Module):
 
     def forward(
         self,
-        input_ids: torch.LongTensor,
+        input_ids: torch.LongTensor | None,
         attention_mask: torch.Tensor | None = None,
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
         return_dict: bool | None = None,
+        inputs_embeds: torch.Tensor | None = None,
     ) -> BahdanauEncoderOutput:
-        """`input_ids` `(batch, src_len)`, `attention_mask` `(batch, src_len)` (1 = token, 0 = padding)."""
-        mask = check_source(input_ids, attention_mask)
-        embeddings = self.dropout(self.embed_tokens(input_ids))  # (batch, src_len, embedding)
+        """`input_ids` `(batch, src_len)` (or their embeddings `inputs_embeds` `(batch, src_len, embedding)`),
+        `attention_mask` `(batch, src_len)` (1 = token, 0 = padding)."""
+        mask = check_source(input_ids.shape if inputs_embeds is None else inputs_embeds.shape[:2], attention_mask)
+        if inputs_embeds is None:
+            inputs_embeds = self.embed_tokens(input_ids)
+        embeddings = self.dropout(inputs_embeds)  # (batch, src_len, embedding)
         outputs, final = self._runrecurrent_layers(embeddings, mask)  # (batch, src_len, encoder_output_size)
         hidden, cell = final if isinstance(final, tuple) else (final, None)
         hidden = self._decoder_initial_state(hidden)

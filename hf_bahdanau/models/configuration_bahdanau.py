@@ -17,8 +17,8 @@ class BahdanauConfig(TranslationConfig):
     With the defaults (unidirectional GRU, additive attention, untied embeddings, no embedding dropout) the
     model is exactly d2l's `Seq2SeqEncoder` + `Seq2SeqAttentionDecoder`.
 
-    The fields every translation model shares (`vocab_size`, `dropout`, `label_smoothing`, tying, languages, special
-    ids) are documented in [`TranslationConfig`]; here they mean:
+    The fields every translation model shares (`vocab_size`, `dropout`, tying, languages, special ids) are
+    documented in [`TranslationConfig`]; here they mean:
 
     Args:
         embedding_size (`int`, defaults to 256):
@@ -51,16 +51,12 @@ class BahdanauConfig(TranslationConfig):
         tie_word_embeddings (`bool`, defaults to `False`):
             Share the decoder's input embedding with the output projection (needs `embedding_size ==
             hidden_size`).
-        teacher_forcing_ratio (`float`, defaults to 1.0):
-            In training, the probability of feeding the gold previous token to the decoder; below 1, the model's
-            own greedy prediction is fed otherwise (scheduled sampling). Generation always feeds its own tokens.
         use_cache (`bool`, defaults to `True`):
             Return the recurrent state as `cache` so generation continues from it.
     """
 
     model_type = "bahdanau"
     attribute_map = {"num_hidden_layers": "decoder_layers"}
-    run_options = (*TranslationConfig.run_options, "teacher_forcing_ratio")
 
     def __init__(
         self,
@@ -74,7 +70,6 @@ class BahdanauConfig(TranslationConfig):
         attention_type: str = "additive",
         attention_hidden_size: int | None = None,
         embedding_dropout: float = 0.0,
-        teacher_forcing_ratio: float = 1.0,
         **kwargs: Any,
     ) -> None:
         self.embedding_size = embedding_size
@@ -87,7 +82,6 @@ class BahdanauConfig(TranslationConfig):
         self.attention_type = attention_type
         self.attention_hidden_size = hidden_size if attention_hidden_size is None else attention_hidden_size
         self.embedding_dropout = embedding_dropout
-        self.teacher_forcing_ratio = teacher_forcing_ratio
         super().__init__(**kwargs)
 
     def check(self) -> None:
@@ -102,8 +96,6 @@ class BahdanauConfig(TranslationConfig):
             raise ValueError(f"attention_type must be one of {ATTENTION_TYPES}, got {self.attention_type!r}")
         self._check_positive("embedding_size", "hidden_size", "encoder_layers", "decoder_layers")
         self._check_probability("embedding_dropout")
-        if not 0.0 <= self.teacher_forcing_ratio <= 1.0:
-            raise ValueError(f"teacher_forcing_ratio must be in [0, 1], got {self.teacher_forcing_ratio}")
         if self.attention_type == "dot" and self.bidirectional_encoder:
             raise ValueError(
                 "attention_type='dot' needs keys as wide as the decoder state, but a bidirectional encoder "

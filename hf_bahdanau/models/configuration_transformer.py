@@ -15,7 +15,7 @@ class TransformerConfig(TranslationConfig):
     With the defaults (post-norm AddNorm, embeddings scaled by sqrt(d_model) before the sinusoidal encoding is added,
     attention projections without bias, a ReLU position-wise FFN, untied embeddings) the model is exactly d2l's
     `TransformerEncoder` + `TransformerDecoder`. The fields every translation model shares (`vocab_size`,
-    `dropout`, `label_smoothing`, tying, languages, special ids) are documented in [`TranslationConfig`].
+    `dropout`, tying, languages, special ids) are documented in [`TranslationConfig`].
 
     Args:
         d_model (`int`, defaults to 256):

@@ -1,4 +1,4 @@
-"""What the configurations of both translation models share: vocabulary, regularisation, tying, languages, ids.
+"""What the configurations of both translation models share: vocabulary, dropout, tying, languages, ids.
 
 This file is copied into saved model folders beside the models' own configuration files (`trust_remote_code`),
 so it imports nothing but transformers, and it runs on every transformers 5 release: the configs are plain
@@ -22,6 +22,9 @@ if int(transformers.__version__.split(".")[0]) < 5:
 SPECIAL_IDS = ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id")
 # Fields the tokenizer, the corpus or transformers decide: neither architecture shown on a card nor `train` options.
 NOT_ARCHITECTURE = ("source_language", "target_language", "use_cache", "is_encoder_decoder", *SPECIAL_IDS)
+# Training settings that some saved config.json files hold: the run's choice, not the architecture, so a config drops
+# them (a run records them in its trainer_state.json).
+TRAINING_SETTINGS = ("label_smoothing", "unlikelihood", "teacher_forcing_ratio")
 
 
 class TranslationConfig(PretrainedConfig):
@@ -32,12 +35,6 @@ class TranslationConfig(PretrainedConfig):
             Size of the one vocabulary shared by source and target (a joint tokenizer).
         dropout (`float`, defaults to 0.1):
             The model's main dropout probability (d2l's `dropout`).
-        label_smoothing (`float`, defaults to 0.0):
-            Label smoothing of the cross-entropy loss.
-        unlikelihood (`float`, defaults to 0.0):
-            Weight of the token-level unlikelihood loss (Welleck et al., 2020) added in training: at each target
-            position, `-log(1 - p)` of every earlier target token but the right one, which trains the decoder
-            against repeating itself; 0 turns it off.
         tie_word_embeddings (`bool`, defaults to `False`):
             Share the decoder's input embedding with the output projection.
         tie_encoder_decoder_embeddings (`bool`, defaults to `False`):
@@ -51,14 +48,11 @@ class TranslationConfig(PretrainedConfig):
     """
 
     keys_to_ignore_at_inference = ["past_key_values", "cache"]  # the field's name per release
-    run_options = ("unlikelihood",)  # fields a saved model may change when training goes on (not architecture)
 
     def __init__(
         self,
         vocab_size: int = 8000,
         dropout: float = 0.1,
-        label_smoothing: float = 0.0,
-        unlikelihood: float = 0.0,
         tie_word_embeddings: bool = False,
         tie_encoder_decoder_embeddings: bool = False,
         source_language: str | None = None,
@@ -72,13 +66,13 @@ class TranslationConfig(PretrainedConfig):
     ) -> None:
         self.vocab_size = vocab_size
         self.dropout = dropout
-        self.label_smoothing = label_smoothing
-        self.unlikelihood = unlikelihood
         self.tie_encoder_decoder_embeddings = tie_encoder_decoder_embeddings
         self.source_language = source_language
         self.target_language = target_language
         self.use_cache = use_cache
         kwargs["is_encoder_decoder"] = True
+        for name in TRAINING_SETTINGS:
+            kwargs.pop(name, None)
         super().__init__(
             tie_word_embeddings=tie_word_embeddings,
             pad_token_id=pad_token_id,
@@ -107,9 +101,7 @@ class TranslationConfig(PretrainedConfig):
     def check(self) -> None:
         """Raise a ValueError naming the field for an invalid value or combination (also run before saving)."""
         self._check_positive("vocab_size")
-        self._check_probability("dropout", "label_smoothing")
-        if self.unlikelihood < 0:
-            raise ValueError(f"unlikelihood must be 0 or more, got {self.unlikelihood}")
+        self._check_probability("dropout")
         if self.tie_encoder_decoder_embeddings and not self.tie_word_embeddings:
             raise ValueError("tie_encoder_decoder_embeddings needs tie_word_embeddings=True")
         for name in SPECIAL_IDS:

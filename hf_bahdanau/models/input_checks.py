@@ -10,16 +10,16 @@ from __future__ import annotations
 import torch
 
 
-def check_source(input_ids: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor | None:
-    """Check the shapes of the source batch `(batch, src_len)` and its mask; return the mask as booleans (None: no
-    mask, no padding)."""
-    if input_ids.dim() != 2 or input_ids.numel() == 0:
-        raise ValueError(f"input_ids must be a non-empty (batch, src_len) tensor, got shape {tuple(input_ids.shape)}")
+def check_source(shape: torch.Size, attention_mask: torch.Tensor | None) -> torch.Tensor | None:
+    """Check the source batch's `shape` `(batch, src_len)` (of its ids, or its embeddings' first two dimensions) and
+    its mask's; return the mask as booleans (None: no mask, no padding)."""
+    if len(shape) != 2 or 0 in shape:
+        raise ValueError(f"input_ids must be a non-empty (batch, src_len) tensor, got shape {tuple(shape)}")
     if attention_mask is None:
         return None
-    if attention_mask.shape != input_ids.shape:
+    if attention_mask.shape != shape:
         raise ValueError(
-            f"attention_mask has shape {tuple(attention_mask.shape)} but input_ids has shape {tuple(input_ids.shape)}"
+            f"attention_mask has shape {tuple(attention_mask.shape)} but input_ids has shape {tuple(shape)}"
         )
     return attention_mask.bool()
 

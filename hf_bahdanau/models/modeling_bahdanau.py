@@ -2,25 +2,22 @@
 
 `BahdanauModel` is the encoder-decoder (`bahdanau_encoder.py`, and a decoder of `bahdanau_decoder.py`: d2l's, or
 the conditional GRU of Nematus with `decoder_type="cgru"`); `BahdanauForConditionalGeneration` adds a linear layer
-that maps the RNN outputs to logits, and scheduled sampling in training.
+that maps the RNN outputs to logits.
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 import torch
 from torch import nn
 from transformers import GenerationMixin
 from transformers import initialization as init
-from transformers.modeling_outputs import Seq2SeqModelOutput
 
 # A direct import of every sibling file the modules below import: transformers 5.8 and 5.9 copy only a remote-code
 # module's direct relative imports into their modules cache.
 from .attention import ScoredAttention  # noqa: F401
 from .bahdanau_decoder import BahdanauDecoder, ConditionalGRUDecoder
 from .bahdanau_encoder import BahdanauEncoder
-from .cache_names import returned_cache, with_cache
+from .cache_names import with_cache  # noqa: F401
 from .configuration_bahdanau import BahdanauConfig
 from .configuration_translation import TranslationConfig  # noqa: F401
 from .input_checks import check_source  # noqa: F401
@@ -52,11 +49,6 @@ class BahdanauPreTrainedModel(TranslationPreTrainedModel):
         elif isinstance(module, nn.Embedding):
             init.normal_(module.weight, mean=0.0, std=1.0)
 
-    @classmethod
-    def _supports_default_dynamic_cache(cls) -> bool:
-        # The recurrent state is not a key/value cache: `forward` returns a BahdanauDecoderState.
-        return False
-
 
 class BahdanauModel(BahdanauPreTrainedModel, TranslationModel):
     """The bare Bahdanau encoder-decoder: the decoder RNN's outputs for the target tokens, no head."""
@@ -75,56 +67,6 @@ class BahdanauForConditionalGeneration(
     `generate()`."""
 
     base_model_class = BahdanauModel
-
-    def _decode(self, decoder_input_ids: torch.LongTensor, **inputs: Any) -> tuple[Seq2SeqModelOutput, torch.Tensor]:
-        """As the base class's, or with scheduled sampling in training (`teacher_forcing_ratio` < 1)."""
-        if self.training and self.config.teacher_forcing_ratio < 1.0:
-            return self._decode_with_scheduled_sampling(decoder_input_ids, **inputs)
-        return super()._decode(decoder_input_ids, **inputs)
-
-    def _decode_with_scheduled_sampling(
-        self, decoder_input_ids: torch.LongTensor, **inputs: Any
-    ) -> tuple[Seq2SeqModelOutput, torch.Tensor]:
-        """Scheduled sampling: after the first step, each sequence is fed its gold previous token with probability
-        `teacher_forcing_ratio`, else the model's own greedy prediction; one base-model call per step."""
-        use_cache = inputs.pop("use_cache")
-        for name in ("output_attentions", "output_hidden_states"):  # None: the config's
-            inputs[name] = getattr(self.config, name) if inputs[name] is None else inputs[name]
-        inputs["encoder_outputs"] = self.model.encode(
-            inputs.pop("input_ids"),
-            inputs["attention_mask"],
-            inputs["encoder_outputs"],
-            inputs["output_attentions"],
-            inputs["output_hidden_states"],
-        )  # once for all steps
-        steps, logits = [], []
-        step_input = decoder_input_ids[:, :1]  # (batch, 1)
-        for step in range(decoder_input_ids.shape[1]):
-            outputs, step_logits = super()._decode(step_input, use_cache=True, **inputs)
-            steps.append(outputs)
-            logits.append(step_logits)  # (batch, 1, vocab)
-            inputs["cache"] = returned_cache(outputs)
-            if step + 1 < decoder_input_ids.shape[1]:
-                gold = decoder_input_ids[:, step + 1 : step + 2]
-                use_gold = torch.rand(gold.shape, device=gold.device) < self.config.teacher_forcing_ratio
-                step_input = torch.where(use_gold, gold, step_logits.argmax(-1))
-
-        def joined(name: str, dim: int) -> tuple[torch.Tensor, ...] | None:
-            parts = [getattr(output, name) for output in steps]
-            return None if parts[0] is None else tuple(torch.cat(p, dim) for p in zip(*parts, strict=True))
-
-        first = steps[0]
-        outputs = with_cache(
-            Seq2SeqModelOutput,
-            inputs["cache"] if use_cache else None,
-            last_hidden_state=torch.cat([output.last_hidden_state for output in steps], dim=1),
-            decoder_hidden_states=joined("decoder_hidden_states", 1),
-            cross_attentions=joined("cross_attentions", 2),
-            encoder_last_hidden_state=first.encoder_last_hidden_state,
-            encoder_hidden_states=first.encoder_hidden_states,
-            encoder_attentions=first.encoder_attentions,
-        )
-        return outputs, torch.cat(logits, dim=1)
 
 
 __all__ = [

@@ -182,19 +182,26 @@ class TransformerStack(nn.Module):
         self.final_norm = nn.LayerNorm(config.d_model) if config.norm_first else nn.Identity()
 
     def embed(
-        self, input_ids: torch.LongTensor, what: str, positions: torch.Tensor | None = None, offset: int = 0
+        self,
+        input_ids: torch.LongTensor | None,
+        what: str,
+        positions: torch.Tensor | None = None,
+        offset: int = 0,
+        inputs_embeds: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """Scaled embeddings plus the encoding of `positions` `(batch, length)` (default: `offset`, `offset + 1`,
-        ...): `(batch, length, d_model)`. Without `positions`, a sequence longer than the position table is a
-        ValueError (a shape check: a padded batch's positions count its real tokens, which its maker cuts)."""
-        longest = offset + input_ids.shape[1]
+        """Scaled embeddings of `input_ids` (or `inputs_embeds`, as `embed_tokens` gives them) plus the encoding of
+        `positions` `(batch, length)` (default: `offset`, `offset + 1`, ...): `(batch, length, d_model)`. Without
+        `positions`, a sequence longer than the position table is a ValueError (a shape check: a padded batch's
+        positions count its real tokens, which its maker cuts)."""
+        embeddings = self.embed_tokens(input_ids) if inputs_embeds is None else inputs_embeds
+        longest = offset + embeddings.shape[1]
         limit = self.config.max_position_embeddings
         if positions is None and longest > limit:
             raise ValueError(
                 f"the {what} reaches {longest} tokens but the model's max_position_embeddings is {limit}: "
                 "truncate it (the pipeline and the command line do)"
             )
-        return self.positions(self.embed_tokens(input_ids) * self.embed_scale, positions, offset)
+        return self.positions(embeddings * self.embed_scale, positions, offset)
 
 
 class TransformerEncoder(TransformerStack):
@@ -208,19 +215,21 @@ class TransformerEncoder(TransformerStack):
 
     def forward(
         self,
-        input_ids: torch.LongTensor,
+        input_ids: torch.LongTensor | None,
         attention_mask: torch.Tensor | None = None,
         output_attentions: bool = False,
         output_hidden_states: bool = False,
         return_dict: bool = True,
+        inputs_embeds: torch.Tensor | None = None,
     ) -> BaseModelOutput:
-        """`input_ids` `(batch, src_len)`, `attention_mask` `(batch, src_len)` (1 = token, 0 = padding)."""
-        mask = check_source(input_ids, attention_mask)
+        """`input_ids` `(batch, src_len)` (or their embeddings `inputs_embeds` `(batch, src_len, d_model)`),
+        `attention_mask` `(batch, src_len)` (1 = token, 0 = padding)."""
+        mask = check_source(input_ids.shape if inputs_embeds is None else inputs_embeds.shape[:2], attention_mask)
         if mask is None:  # no padding: positions 0, 1, ...
             positions = None
         else:
             positions = (mask.cumsum(-1) - 1).clamp(min=0)  # (batch, src_len), 0 at the first real token
-        X = self.embed(input_ids, "source", positions)  # (batch, src_len, d_model)
+        X = self.embed(input_ids, "source", positions, inputs_embeds=inputs_embeds)  # (batch, src_len, d_model)
         hidden_states, attentions = [X], []
         for layer in self.layers:
             X, weights = layer(X, mask, need_weights=output_attentions)
@@ -242,27 +251,41 @@ class TransformerDecoder(TransformerStack):
 
     def forward(
         self,
-        input_ids: torch.LongTensor,  # (batch, tgt_len)
+        input_ids: torch.LongTensor | None,  # (batch, tgt_len)
         encoder_outputs: BaseModelOutput,
         encoder_attention_mask: torch.Tensor | None,  # (batch, src_len), bool; None: no padding
         cache: EncoderDecoderCache | None = None,
         use_cache: bool = True,
         output_attentions: bool = False,
         output_hidden_states: bool = False,
+        attention_mask: torch.Tensor | None = None,  # (batch, past + tgt_len); None: no padding
+        inputs_embeds: torch.Tensor | None = None,  # (batch, tgt_len, d_model), instead of input_ids
     ) -> BaseModelOutputWithPastAndCrossAttentions:
-        """Outputs `(batch, tgt_len, d_model)` for the tokens after those already in `cache`."""
+        """Outputs `(batch, tgt_len, d_model)` for the tokens after those already in `cache`. With `attention_mask`,
+        no token attends to padding and positions count from the first real token (as in the encoder)."""
         if use_cache and cache is None:
             cache = EncoderDecoderCache(DynamicCache(config=self.config), DynamicCache(config=self.config))
         past = cache.get_seq_length() if cache is not None else 0
-        batch, length = input_ids.shape
+        batch, length = (input_ids if inputs_embeds is None else inputs_embeds).shape[:2]
+        device = (input_ids if inputs_embeds is None else inputs_embeds).device
         # One new token sees every key (no mask); several from the start are causal (fused in sdpa); several after
-        # cached ones need the mask written out.
-        causal_mask = None
-        if length > 1 and past:
-            query_positions = torch.arange(past, past + length, device=input_ids.device)  # (tgt_len,)
-            key_positions = torch.arange(past + length, device=input_ids.device)  # (past + tgt_len,)
+        # cached ones, or a padded target, need the mask written out.
+        causal_mask = positions = None
+        if attention_mask is not None or (length > 1 and past):
+            query_positions = torch.arange(past, past + length, device=device)  # (tgt_len,)
+            key_positions = torch.arange(past + length, device=device)  # (past + tgt_len,)
             causal_mask = (key_positions[None, :] <= query_positions[:, None]).expand(batch, -1, -1)
-        X = self.embed(input_ids, "target", offset=past)  # (batch, tgt_len, d_model)
+        if attention_mask is not None:
+            if attention_mask.shape != (batch, past + length):
+                raise ValueError(
+                    f"decoder_attention_mask has shape {tuple(attention_mask.shape)}, not (batch, past + tgt_len) = "
+                    f"{(batch, past + length)}"
+                )
+            tokens = attention_mask.bool()  # (batch, past + tgt_len)
+            itself = key_positions[None, None, :] == query_positions[None, :, None]  # a padding query sees itself
+            causal_mask = causal_mask & (tokens[:, None, :] | itself)  # (batch, tgt_len, past + tgt_len)
+            positions = (tokens.cumsum(-1) - 1).clamp(min=0)[:, past:]  # (batch, tgt_len)
+        X = self.embed(input_ids, "target", positions, offset=past, inputs_embeds=inputs_embeds)  # (batch, tgt_len, d)
         source = encoder_outputs.last_hidden_state  # (batch, src_len, d_model)
         hidden_states, self_attentions, cross_attentions = [X], [], []
         for layer in self.layers:
@@ -273,7 +296,7 @@ class TransformerDecoder(TransformerStack):
                 encoder_attention_mask,
                 cache=cache,  # a keyword: gradient checkpointing drops it (a replay would append twice)
                 need_weights=output_attentions,
-                is_causal=length > 1 and not past,
+                is_causal=causal_mask is None and length > 1,
             )
             hidden_states.append(X)
             self_attentions.append(self_weights)

@@ -28,17 +28,24 @@ from typing import Any
 import torch
 from torch import nn
 from torch.nn import functional as F
-from transformers import GenerationMixin
+from transformers import GenerationMixin, PreTrainedModel
 from transformers.modeling_outputs import ModelOutput, Seq2SeqLMOutput, Seq2SeqModelOutput
 
 from .cache_names import given_cache, returned_cache, with_cache
 from .configuration_translation import TranslationConfig
 from .pretrained_model import TranslationPreTrainedModel, generation_defaults, tied_embeddings
 
-# What `generate` hands `prepare_inputs_for_generation` that is not for `forward`.
-GENERATION_ONLY_KWARGS = ("labels", "inputs_embeds", "is_first_iteration", "decoder_attention_mask")
-# The smallest 1 - p(c) of the unlikelihood term, as Welleck et al.: no infinite loss for p = 1.
-UNLIKELIHOOD_FLOOR = 1e-5
+# What `generate` hands `prepare_inputs_for_generation` that is not for `forward` (`cache_position`: up to 5.23;
+# `forward` counts positions from the cache).
+GENERATION_ONLY_KWARGS = ("labels", "inputs_embeds", "decoder_inputs_embeds", "is_first_iteration", "cache_position")
+
+
+def writes_code(model: PreTrainedModel) -> bool:
+    """Whether `save_pretrained` copies the model's code into the folder (its class registered for an auto class):
+    `is_remote_code()` from transformers 5.3 on; 5.0-5.2 lack it, and there the classes count as registered, as
+    importing the package registers them, and so does transformers when it loads a folder's code."""
+    is_remote_code = getattr(model, "is_remote_code", None)
+    return is_remote_code() if is_remote_code is not None else True
 
 
 def shift_tokens_right(labels: torch.Tensor, pad_token_id: int, decoder_start_token_id: int) -> torch.Tensor:
@@ -49,16 +56,17 @@ def shift_tokens_right(labels: torch.Tensor, pad_token_id: int, decoder_start_to
     return shifted.masked_fill(shifted == -100, pad_token_id)
 
 
-def earlier_tokens(labels: torch.Tensor) -> torch.Tensor:
-    """For each target position, the distinct tokens of the earlier positions other than its own label (the
-    candidates of token-level unlikelihood): `(batch, tgt_len, tgt_len)`, -100 where there is none."""
-    # labels (batch, tgt_len), -100 = ignored
-    length = labels.shape[1]
-    before = torch.ones(length, length, dtype=torch.bool, device=labels.device).tril(-1)  # [t, s]: s < t
-    same = labels.unsqueeze(2) == labels.unsqueeze(1)  # [b, t, s]: y_t == y_s
-    first = ~(same & before).any(2)  # (batch, tgt_len): y_s does not occur before s
-    keep = before & ~same & (first & (labels != -100)).unsqueeze(1) & (labels != -100).unsqueeze(2)
-    return labels.unsqueeze(1).expand(-1, length, -1).masked_fill(~keep, -100)
+def token_cross_entropy(
+    logits: torch.Tensor,  # (batch, tgt_len, vocab)
+    labels: torch.Tensor,  # (batch, tgt_len), -100 = ignored
+    num_items_in_batch: int | torch.Tensor | None = None,
+) -> torch.Tensor:
+    """The cross-entropy of the logits (in fp32) summed over labelled tokens, divided by their count or by
+    `num_items_in_batch`; a batch with no labelled token gives 0 with zero gradients (not NaN)."""
+    flat_labels = labels.to(logits.device).reshape(-1)  # (tokens,)
+    loss = F.cross_entropy(logits.flatten(0, 1).float(), flat_labels, ignore_index=-100, reduction="sum")
+    count = (flat_labels != -100).sum().clamp(min=1) if num_items_in_batch is None else num_items_in_batch
+    return loss / count
 
 
 class TranslationModel(TranslationPreTrainedModel):
@@ -103,17 +111,20 @@ class TranslationModel(TranslationPreTrainedModel):
         encoder_outputs: ModelOutput | tuple | None = None,
         output_attentions: bool = False,
         output_hidden_states: bool = False,
+        inputs_embeds: torch.Tensor | None = None,
     ) -> ModelOutput:
-        """The encoder's outputs for `input_ids` `(batch, src_len)`, or `encoder_outputs` as given (a tuple as the
-        encoder's output class)."""
+        """The encoder's outputs for `input_ids` `(batch, src_len)` (or their embeddings `inputs_embeds`, as the
+        encoder's `embed_tokens` gives them: `(batch, src_len, embedding)`), or `encoder_outputs` as given (a tuple as
+        the encoder's output class)."""
         if encoder_outputs is None:
-            if input_ids is None:
-                raise ValueError("pass input_ids or encoder_outputs")
+            if (input_ids is None) == (inputs_embeds is None):
+                raise ValueError("pass input_ids or inputs_embeds (one of them), or encoder_outputs")
             return self.encoder(
                 input_ids,
                 attention_mask,
                 output_attentions=output_attentions,
                 output_hidden_states=output_hidden_states,
+                inputs_embeds=inputs_embeds,
             )
         if not isinstance(encoder_outputs, ModelOutput):
             return self.encoder.output_class(*encoder_outputs)
@@ -124,20 +135,25 @@ class TranslationModel(TranslationPreTrainedModel):
         input_ids: torch.LongTensor | None = None,
         attention_mask: torch.Tensor | None = None,
         decoder_input_ids: torch.LongTensor | None = None,
+        decoder_attention_mask: torch.Tensor | None = None,
         encoder_outputs: ModelOutput | tuple | None = None,
         past_key_values: Any = None,
+        inputs_embeds: torch.Tensor | None = None,
+        decoder_inputs_embeds: torch.Tensor | None = None,
         use_cache: bool | None = None,
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
         return_dict: bool | None = None,
         cache: Any = None,
-        **kwargs: Any,  # generation and Trainer extras
     ) -> Seq2SeqModelOutput | tuple:
         """The decoder's last hidden states `(batch, tgt_len, hidden)` for `decoder_input_ids` `(batch, tgt_len)`
-        attending to the source `input_ids` `(batch, src_len)` (or its `encoder_outputs`), with the encoder's outputs.
+        (or their embeddings `decoder_inputs_embeds`) attending to the source `input_ids` `(batch, src_len)` (or
+        `inputs_embeds`, or its `encoder_outputs`), with the encoder's outputs. `attention_mask` `(batch, src_len)` and
+        `decoder_attention_mask` `(batch, past + tgt_len)` are 1 for a token and 0 for padding; a decoder step does
+        not read its padding (left padding leaves a sentence as it is alone).
 
         With the state returned by the previous call (`past_key_values=` or `cache=`, see the module's docstring)
-        only the new decoder tokens are read.
+        only the new decoder tokens are read. Any other argument is a TypeError.
         """
         cache = given_cache(past_key_values, cache)
         output_attentions = output_attentions if output_attentions is not None else self.config.output_attentions
@@ -146,10 +162,10 @@ class TranslationModel(TranslationPreTrainedModel):
         )
         return_dict = return_dict if return_dict is not None else self.config.return_dict
         use_cache = use_cache if use_cache is not None else self.config.use_cache
-        if decoder_input_ids is None:
-            raise ValueError("pass decoder_input_ids")
+        if (decoder_input_ids is None) == (decoder_inputs_embeds is None):
+            raise ValueError("pass decoder_input_ids or decoder_inputs_embeds (one of them)")
         encoder_outputs = self.encode(
-            input_ids, attention_mask, encoder_outputs, output_attentions, output_hidden_states
+            input_ids, attention_mask, encoder_outputs, output_attentions, output_hidden_states, inputs_embeds
         )
         source_mask = attention_mask.bool() if attention_mask is not None else None  # None: no padding
         decoder_outputs = self.decoder(
@@ -160,6 +176,8 @@ class TranslationModel(TranslationPreTrainedModel):
             use_cache=use_cache,
             output_attentions=output_attentions,
             output_hidden_states=output_hidden_states,
+            attention_mask=decoder_attention_mask,
+            inputs_embeds=decoder_inputs_embeds,
         )
         output = with_cache(
             Seq2SeqModelOutput,
@@ -180,6 +198,7 @@ class TranslationForConditionalGeneration(TranslationPreTrainedModel, Generation
     `MarianMTModel`: logits, the loss from `labels`, and `generate()`."""
 
     base_model_class: type[TranslationModel]
+    accepts_loss_kwargs = True  # the Trainer's num_items_in_batch (a named argument of forward)
 
     def __init__(self, config: TranslationConfig) -> None:
         super().__init__(config)
@@ -188,6 +207,8 @@ class TranslationForConditionalGeneration(TranslationPreTrainedModel, Generation
         prefix = f"{self.base_model_prefix}."
         self._tied_weights_keys = {"lm_head.weight": f"{prefix}decoder.embed_tokens.weight"}
         self._tied_weights_keys.update(tied_embeddings(config, prefix))
+        # Tied weights are saved once, as the decoder's embedding: a state dict without the others is complete.
+        self._keys_to_ignore_on_save = list(self._tied_weights_keys) if config.tie_word_embeddings else None
         self.post_init()
         if self.generation_config is not None:  # a new model's; a saved folder's generation_config.json replaces it
             self.generation_config.update(**generation_defaults(config))
@@ -195,7 +216,7 @@ class TranslationForConditionalGeneration(TranslationPreTrainedModel, Generation
     def save_pretrained(self, save_directory: str | os.PathLike, *args: Any, **kwargs: Any) -> None:
         """`TranslationPreTrainedModel.save_pretrained`; a folder with remote code (`register_for_auto_class`) maps
         `AutoModel` to the base model too, in its config's `auto_map` (the file is the one copied for this class)."""
-        if self.is_remote_code():
+        if writes_code(self):
             base = self.base_model_class
             self.config.auto_map = {
                 **(getattr(self.config, "auto_map", None) or {}),
@@ -251,8 +272,11 @@ class TranslationForConditionalGeneration(TranslationPreTrainedModel, Generation
         input_ids: torch.LongTensor | None = None,
         attention_mask: torch.Tensor | None = None,
         decoder_input_ids: torch.LongTensor | None = None,
+        decoder_attention_mask: torch.Tensor | None = None,
         encoder_outputs: ModelOutput | tuple | None = None,
         past_key_values: Any = None,
+        inputs_embeds: torch.Tensor | None = None,
+        decoder_inputs_embeds: torch.Tensor | None = None,
         labels: torch.LongTensor | None = None,
         use_cache: bool | None = None,
         output_attentions: bool | None = None,
@@ -260,14 +284,13 @@ class TranslationForConditionalGeneration(TranslationPreTrainedModel, Generation
         return_dict: bool | None = None,
         num_items_in_batch: int | torch.Tensor | None = None,
         cache: Any = None,
-        **kwargs: Any,  # generation and Trainer extras
     ) -> Seq2SeqLMOutput | tuple:
-        """Logits `(batch, tgt_len, vocab)`; `loss` when `labels` `(batch, tgt_len)` are given (-100 ignored).
+        """Logits `(batch, tgt_len, vocab)`; `loss` when `labels` `(batch, tgt_len)` are given (-100 ignored): the
+        token cross-entropy, the mean over labelled tokens, or the sum divided by `num_items_in_batch` (the Trainer's
+        count over accumulated batches). Without decoder inputs, they are the labels shifted right.
 
         The other arguments are the base model's (`TranslationModel.forward`; the decoder state under either name).
-        `num_items_in_batch` (from the Trainer) makes the loss a sum divided by it, for gradient accumulation.
         """
-        cache = given_cache(past_key_values, cache)
         return_dict = return_dict if return_dict is not None else self.config.return_dict
         if labels is not None:
             if self.training and self.quantization is not None:  # its int8 layers have no gradients
@@ -276,24 +299,27 @@ class TranslationForConditionalGeneration(TranslationPreTrainedModel, Generation
                     "the fp32 model (loaded without quantize=) and quantize it when loading it to translate"
                 )
             use_cache = False
-            if decoder_input_ids is None:
+            if decoder_input_ids is None and decoder_inputs_embeds is None:
                 decoder_input_ids = self.prepare_decoder_input_ids_from_labels(labels)
-        if decoder_input_ids is None:
-            raise ValueError("pass decoder_input_ids or labels")
-        outputs, logits = self._decode(
-            decoder_input_ids,
+        outputs = self.model(
             input_ids=input_ids,
             attention_mask=attention_mask,
+            decoder_input_ids=decoder_input_ids,
+            decoder_attention_mask=decoder_attention_mask,
             encoder_outputs=encoder_outputs,
-            cache=cache,
+            cache=given_cache(past_key_values, cache),
+            inputs_embeds=inputs_embeds,
+            decoder_inputs_embeds=decoder_inputs_embeds,
             use_cache=use_cache,
             output_attentions=output_attentions,
             output_hidden_states=output_hidden_states,
+            return_dict=True,
         )
+        logits = self.lm_head(outputs.last_hidden_state)  # (batch, tgt_len, vocab)
         output = with_cache(
             Seq2SeqLMOutput,
             returned_cache(outputs),
-            loss=None if labels is None else self._loss(labels, num_items_in_batch, logits),
+            loss=None if labels is None else token_cross_entropy(logits, labels, num_items_in_batch),
             logits=logits,
             decoder_hidden_states=outputs.decoder_hidden_states,
             decoder_attentions=outputs.decoder_attentions,
@@ -304,41 +330,10 @@ class TranslationForConditionalGeneration(TranslationPreTrainedModel, Generation
         )
         return output if return_dict else output.to_tuple()
 
-    def _decode(self, decoder_input_ids: torch.LongTensor, **inputs: Any) -> tuple[Seq2SeqModelOutput, torch.Tensor]:
-        """The base model's outputs for `decoder_input_ids` `(batch, tgt_len)` and the logits `(batch, tgt_len,
-        vocab)`; `inputs` are the base model's other arguments (`TranslationModel.forward`)."""
-        outputs = self.model(decoder_input_ids=decoder_input_ids, return_dict=True, **inputs)
-        return outputs, self.lm_head(outputs.last_hidden_state)
-
-    def _loss(
-        self,
-        labels: torch.Tensor,  # (batch, tgt_len), -100 = ignored
-        num_items_in_batch: int | torch.Tensor | None,
-        logits: torch.Tensor,  # (batch, tgt_len, vocab)
-    ) -> torch.Tensor:
-        """Token cross-entropy of the logits in fp32 with the config's label smoothing, plus in training the config's
-        `unlikelihood` times the token-level unlikelihood loss `-sum log(1 - p(c))` over each token's earlier
-        distinct tokens (Welleck et al., 2020); mean over labelled tokens, or sum / `num_items_in_batch`.
-
-        A batch with no labelled token gives a loss of 0 with zero gradients (not NaN)."""
-        flat_logits = logits.flatten(0, 1).float()  # (tokens, vocab)
-        flat_labels = labels.to(flat_logits.device).reshape(-1)  # (tokens,)
-        loss = F.cross_entropy(
-            flat_logits, flat_labels, ignore_index=-100, label_smoothing=self.config.label_smoothing, reduction="sum"
-        )
-        unlikelihood = self.config.unlikelihood if self.training else 0.0
-        if unlikelihood:
-            candidates = earlier_tokens(flat_labels.view(labels.shape)).flatten(0, 1)  # (tokens, tgt_len), -100: none
-            log_probs = flat_logits.log_softmax(-1)  # (tokens, vocab)
-            probs = log_probs.gather(1, candidates.clamp(min=0)).exp() * (candidates != -100)  # (tokens, tgt_len)
-            loss = loss - unlikelihood * (1 - probs).clamp(min=UNLIKELIHOOD_FLOOR).log().sum()
-        count = (flat_labels != -100).sum().clamp(min=1) if num_items_in_batch is None else num_items_in_batch
-        return loss / count
-
 
 __all__ = [
     "TranslationForConditionalGeneration",
     "TranslationModel",
-    "earlier_tokens",
     "shift_tokens_right",
+    "token_cross_entropy",
 ]

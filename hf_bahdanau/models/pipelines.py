@@ -66,9 +66,16 @@ Translation = dict[str, str]  # {"translation_text": ...}
 GENERATION_KEYS = {key for key in vars(GenerationConfig()) if not key.startswith("_")} | {"generation_config"}
 
 
-def _pad_id(tokenizer: PreTrainedTokenizerBase) -> int:
+def pad_id(tokenizer: PreTrainedTokenizerBase) -> int:
     """The tokenizer's pad id, 0 when it has none."""
     return tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+
+
+def terminology_translator() -> Any:
+    """The `translator_class` of the pipeline registered for `TASK` in this process: the package's `Translator` once
+    `import hf_bahdanau` ran, for this class and for a saved folder's own copy of this file alike; else None."""
+    registered = PIPELINE_REGISTRY.supported_tasks.get(TASK, {}).get("impl")
+    return getattr(registered, "translator_class", None)
 
 
 def tokenizer_fingerprint(tokenizer: PreTrainedTokenizerBase) -> str:
@@ -106,14 +113,20 @@ def encode(tokenizer: PreTrainedTokenizerBase, text: str, limit: int | None = No
     if not isinstance(text, str):
         raise TypeError(f"expected a string to translate, got {type(text).__name__}")
     if not text.strip():
-        pad = _pad_id(tokenizer)
+        pad = pad_id(tokenizer)
         return {"input_ids": torch.tensor([[pad]]), "attention_mask": torch.zeros(1, 1, dtype=torch.long)}
     ids = cut_source(tokenizer(text, verbose=False)["input_ids"], limit or tokenizer.model_max_length, text)
     return {"input_ids": torch.tensor([ids]), "attention_mask": torch.ones(1, len(ids), dtype=torch.long)}
 
 
 class TranslationPipeline(Pipeline):
-    """Translate strings with a seq2seq model: v4's `TranslationPipeline` for transformers 5."""
+    """Translate strings with a seq2seq model: v4's `TranslationPipeline` for transformers 5.
+
+    `translator_class`: what translates with `glossary=`, `prefix=` or `avoid=` (called as `translator_class(model,
+    tokenizer, batch_size=...)`, then `.translate(texts, n_best=..., **options)`); `import hf_bahdanau` sets it to the
+    package's `Translator`, and None means the package is not there."""
+
+    translator_class: Any = None
 
     _load_tokenizer = True
     _load_processor = False
@@ -121,6 +134,7 @@ class TranslationPipeline(Pipeline):
     _load_feature_extractor = False
     _load_video_processor = False
     _pipeline_calls_generate = True
+    modelcard = None  # `Pipeline.save_pretrained` of transformers 5.0-5.3 reads it, which their `__init__` never sets
 
     def __init__(self, *args: Any, check_tokenizer: bool = True, **kwargs: Any) -> None:
         """`Pipeline`'s; a model of this package saved with its tokenizer's fingerprint (`tokenizer_fingerprint`) is
@@ -141,7 +155,7 @@ class TranslationPipeline(Pipeline):
 
         `kwargs`: `batch_size`, `num_workers` and `model.generate` parameters; `glossary` (a mapping source term ->
         target term), `prefix` and `avoid` (words or phrases): generate() has no such constraints, so with any of
-        them the pipeline translates through the package's Translator (`pip install hf_bahdanau`).
+        them the pipeline translates through the package's Translator (`terminology_translator`).
         """
         if any(kwargs.get(name) is not None for name in LEXICAL_KEYS):
             return self._translate_with_terminology(texts, kwargs)
@@ -158,17 +172,16 @@ class TranslationPipeline(Pipeline):
         self, texts: str | list[str], kwargs: dict[str, Any]
     ) -> list[Translation] | list[list[Translation]]:
         """Translate with a glossary, a prefix or phrases to avoid through the package's `Translator`."""
-        try:
-            from hf_bahdanau.decoding.translator import Translator
-        except ImportError:
+        translator_class = terminology_translator()
+        if translator_class is None:
             raise ValueError(
-                "glossary=, prefix= and avoid= need the hf_bahdanau package (pip install hf_bahdanau): generate() "
-                "places no required terms"
-            ) from None
+                "glossary=, prefix= and avoid= need the hf_bahdanau package (pip install hf_bahdanau, then import "
+                "hf_bahdanau): generate() places no required terms"
+            )
         options = {**self.generate_defaults, **kwargs}
         single = isinstance(texts, str)
         n_best = options.pop("num_return_sequences", None) or 1
-        translator = Translator(self.model, self.tokenizer, batch_size=options.pop("batch_size", None) or 32)
+        translator = translator_class(self.model, self.tokenizer, batch_size=options.pop("batch_size", None) or 32)
         found = translator.translate([texts] if single else list(texts), n_best=n_best, **options)
         results = [[{"translation_text": hypothesis.text} for hypothesis in translation.hypotheses]
                    for translation in found]  # fmt: skip
@@ -188,7 +201,7 @@ class TranslationPipeline(Pipeline):
         config = generate_kwargs.get("generation_config") or self.model.generation_config
         per_input = generate_kwargs.get("num_return_sequences") or config.num_return_sequences or 1
         keep = attention_mask.bool().any(1)  # (batch,); empty inputs never reach the model
-        pad = _pad_id(self.tokenizer)
+        pad = pad_id(self.tokenizer)
         output_ids = input_ids.new_full((input_ids.shape[0], per_input, 1), pad)  # (batch, per_input, tgt_len)
         if keep.any():
             generated = self.model.generate(
@@ -254,8 +267,10 @@ __all__ = [
     "TranslationPipeline",
     "check_tokenizer_matches",
     "encode",
+    "pad_id",
     "register_pipeline",
     "save_for_pipeline",
+    "terminology_translator",
     "tokenizer_fingerprint",
     "transformers_provides",
 ]

@@ -20,12 +20,13 @@ from hf_bahdanau.choices import DEFAULT_LICENSE
 from hf_bahdanau.data.cleaning import normalize_d2l
 from hf_bahdanau.data.run_settings import read_data_settings
 from hf_bahdanau.json_files import read_json
+from hf_bahdanau.languages import language_name
 from hf_bahdanau.models.configuration_translation import NOT_ARCHITECTURE
 from hf_bahdanau.models.pipelines import TASK
-from hf_bahdanau.training.recorded_command import read_command
 
 from .evaluations import SCORE_NAMES, dataset_label, decoding_name, read_evaluations
 from .model_folder import check_model_folder
+from .recorded_command import read_command
 
 TEMPLATE = Path(__file__).resolve().parent / "model_card_template.md"
 CARD_FILE = "README.md"
@@ -60,7 +61,6 @@ GENERIC_DESCRIPTION = {
     "chapter": "Attention Mechanisms and Transformers",
     "chapter_url": f"{_D2L}/index.html",
 }
-LANGUAGE_NAMES = {"de": "German", "en": "English", "fr": "French", "cs": "Czech", "es": "Spanish"}
 EXAMPLES = {  # the usage snippet's sentence, by source language
     "de": "Ein Mann fährt mit dem Fahrrad die Straße entlang.",
     "en": "A man is riding a bicycle down the street.",
@@ -193,8 +193,8 @@ def make_card(folder: str | Path, repo_id: str, license: str = DEFAULT_LICENSE, 
         config_rows=_config_rows(config),
         src_lang=src,
         tgt_lang=tgt,
-        src_name=LANGUAGE_NAMES.get(src, src),
-        tgt_name=LANGUAGE_NAMES.get(tgt, tgt),
+        src_name=language_name(src),
+        tgt_name=language_name(tgt),
         dataset=dataset_label(settings["data"]) if settings.get("data") else None,
         test_split=settings.get("test_split") if _read_from_folder(settings) else None,
         d2l_normalize=settings.get("d2l_normalize", False),

@@ -24,11 +24,11 @@ from transformers.dynamic_module_utils import get_relative_imports
 from hf_bahdanau.choices import DEFAULT_LICENSE
 from hf_bahdanau.errors import InputError, UnreachableError
 from hf_bahdanau.json_files import read_json
-from hf_bahdanau.training.recorded_command import record_command
 
 from .card import CARD_FILE, is_generated_card, make_card
 from .evaluations import EVAL_RESULTS_FILE
 from .model_folder import check_model_folder
+from .recorded_command import record_command
 
 logger = logging.getLogger(__name__)
 

@@ -8,6 +8,6 @@ request's `source` and `target`.
 
 Modules, one job each: `shapes` (LibreTranslate's requests, responses and errors), `limits` (request limits and API
 keys), `markup` (HTML: the text between tags), `model` (the one place the server reaches the package's translation
-code), `batching` (the queue that gathers sentences into batches), `app` (the routes); `hf_bahdanau.cli.serve` is the
-command.
+code), `batching` (the queue that gathers sentences into batches), `connections` (uvicorn's settings, deadlines for slow
+clients), `app` (the routes); `hf_bahdanau.cli.serve` is the command.
 """

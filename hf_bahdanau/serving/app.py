@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import secrets
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
@@ -47,6 +49,7 @@ from .shapes import (
 logger = logging.getLogger("hf_bahdanau.serving")
 FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
 FRONTEND_TIMEOUT_MS = 500
+CLOSE_SECONDS = 1.0  # how long stopping waits for a model's batch in progress
 
 
 @dataclass(frozen=True)
@@ -100,18 +103,20 @@ def build_app(settings: Settings, models: dict[tuple[str, str], ServedModel] | N
         for pair, model in models.items()
     }
     pairs = sorted(models)
+    worker = secrets.token_hex(4)  # names this process in /health (one of `--workers`)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         for batcher in batchers.values():
             batcher.start()
         logger.info("serving %s", ", ".join(f"{s}->{t} ({models[s, t].folder})" for s, t in pairs))
-        yield
-        await asyncio.to_thread(lambda: [batcher.close() for batcher in batchers.values()])
+        yield  # uvicorn has waited `--shutdown-timeout` for requests in flight: a batch still running is left
+        await asyncio.to_thread(lambda: [batcher.close(CLOSE_SECONDS) for batcher in batchers.values()])
 
     app = FastAPI(title="hf-bahdanau serve (LibreTranslate API)", lifespan=lifespan)
-    app.add_middleware(BodyLimit, limit=limits.body_bytes)
+    app.add_middleware(BodyLimit, limit=limits.body_bytes, seconds=limits.read_seconds)
     app.middleware("http")(_access_log)
+    app.add_middleware(ShutdownAnswer)  # the outermost: whatever a cancellation interrupts inside
 
     @app.exception_handler(ApiError)
     async def refused(request: Request, error: ApiError) -> JSONResponse:
@@ -131,14 +136,17 @@ def build_app(settings: Settings, models: dict[tuple[str, str], ServedModel] | N
         """Translate `q` (a string or a list) from `source` to `target` (LibreTranslate's fields)."""
         fields = await _read_fields(request)
         keys.check(fields.get("api_key"))
+        _refuse_lone_surrogates(fields)
+        limits.check_glossary_field(fields.get("glossary"))  # before its terms are read
         parsed = parse_translate(fields)
+        limits.check_texts(len(parsed.texts))  # before any work a text costs
         pair, detected = _pick(parsed, pairs)
         model = models[pair]
         if parsed.alternatives > model.max_alternatives:
             raise ApiError(400, f"Invalid request: alternatives parameter must be <= {model.max_alternatives}")
         if parsed.glossary is not None and not model.places_terms:
             raise ApiError(400, "Invalid request: a glossary needs beam search, and this server translates greedily")
-        limits.check_chars(parsed.texts)
+        limits.check_chars(parsed.texts, parsed.glossary)
         plans = [_plan(text, parsed.format, pair[0]) for text in parsed.texts]
         sentences = [sentence for plan, _ in plans for sentence in plan]
         limits.check_sentences(len(sentences))
@@ -175,16 +183,47 @@ def build_app(settings: Settings, models: dict[tuple[str, str], ServedModel] | N
     @app.get("/health")
     async def health() -> JSONResponse:
         """200 `{"status": "ok"}` while every model's translating thread runs (a listening server has its models
-        loaded), else 503; with each model's waiting sentences."""
+        loaded), else 503; with each model's waiting sentences, and an id of the process that answered."""
         served = [
             {"source": s, "target": t, "waiting": batchers[s, t].waiting, "batches": batchers[s, t].batches}
             for s, t in pairs
         ]
         if not all(batcher.alive for batcher in batchers.values()):
-            return JSONResponse({"status": "error", "error": "a model's thread has stopped", "models": served}, 503)
-        return JSONResponse({"status": "ok", "models": served})
+            return JSONResponse(
+                {"status": "error", "error": "a model's thread has stopped", "worker": worker, "models": served}, 503
+            )
+        return JSONResponse({"status": "ok", "worker": worker, "models": served})
 
     return app
+
+
+class ShutdownAnswer:
+    """ASGI middleware: a request cancelled before it is answered (uvicorn cancels those still in flight once its
+    graceful shutdown time has passed) gets 503 `{"error": "The server is shutting down"}`, not a plain-text 500."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def watched(message: dict) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, watched)
+        except asyncio.CancelledError:
+            if started:
+                raise
+            task = asyncio.current_task()
+            if hasattr(task, "uncancel"):  # Python 3.11+: the cancellation is handled here
+                task.uncancel()
+            await JSONResponse(error_body("The server is shutting down"), status_code=503)(scope, receive, send)
 
 
 async def _access_log(request: Request, call_next: Callable) -> object:
@@ -207,6 +246,25 @@ async def _read_fields(request: Request) -> dict:
     if not await request.body():
         return {}
     raise ApiError(400, "Invalid request: send the parameters as a form or as JSON (Content-Type: application/json)")
+
+
+def _refuse_lone_surrogates(fields: dict) -> None:
+    """A 400 naming the first field that holds a lone surrogate (JSON's `"\\ud800"`): no text can be made of it."""
+    for name, value in fields.items():
+        stack = [name, value]
+        while stack:
+            item = stack.pop()
+            if isinstance(item, dict):
+                stack.extend(item.keys())
+                stack.extend(item.values())
+            elif isinstance(item, list):
+                stack.extend(item)
+            elif isinstance(item, str):
+                try:
+                    item.encode("utf-8")
+                except UnicodeEncodeError:
+                    label = name if name.isascii() else ascii(name)
+                    raise ApiError(400, f"Invalid request: {label} holds a lone surrogate, not text") from None
 
 
 def _pick(request: TranslateRequest, pairs: list[tuple[str, str]]) -> tuple[tuple[str, str], str | None]:

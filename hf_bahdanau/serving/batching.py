@@ -8,8 +8,8 @@ Then it takes the waiting sentences in arrival order
 while the batch's padded size (sentences x the longest's tokens) stays within `batch_tokens` and it has at most
 `batch_size` sentences; a request is answered as soon as the batch holding its last sentence is done. Sentences
 asking for a different number of alternatives or another glossary wait for a batch of their own. At most
-`queue_limit` sentences may wait: a request that would pass it is refused (429), and a request whose client has gone
-frees its waiting sentences at once.
+`queue_limit` sentences may wait: a request that would pass it is refused (429; 400 for a request of more sentences
+than that), and a request whose client has gone frees its waiting sentences at once.
 """
 
 from __future__ import annotations
@@ -95,13 +95,18 @@ class Batcher:
 
     def submit(self, texts: list[str], n_best: int = 1, glossary: Glossary | None = None) -> Job:
         """Queue a request's sentences (in the event loop); `Job.future` completes when all are translated.
-        ApiError 429 when the queue is full, 503 when the server is stopping."""
+        ApiError 429 when the queue is full, 400 for more sentences than it holds, 503 when the server is
+        stopping."""
         loop = asyncio.get_running_loop()
         job = Job(list(texts), n_best, loop.create_future(), [None] * len(texts), len(texts), len(texts), False,
                   glossary)  # fmt: skip
         if not texts:
             job.future.set_result([])
             return job
+        if len(texts) > self.queue_limit:  # it would never fit: no use retrying
+            raise ApiError(
+                400, f"Invalid request: request ({len(texts)} sentences) exceeds the queue ({self.queue_limit})"
+            )
         tokens = self._count_tokens(job.texts)
         now = time.monotonic()
         with self._condition:
@@ -128,12 +133,15 @@ class Batcher:
                 self._waiting -= job.waiting
                 job.waiting = 0
 
-    def close(self) -> None:
-        """Stop the thread once the batch in progress is done; requests still waiting get 503."""
+    def close(self, timeout: float | None = None) -> None:
+        """Stop the thread once the batch in progress is done, waiting for it at most `timeout` seconds (the thread
+        is a daemon: a batch left unfinished ends with the process); requests still waiting get 503."""
         with self._condition:
             self._closed = True
             self._condition.notify()
-        self._thread.join()
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            logger.warning("stopping with a batch still being translated (its requests were answered 503)")
         for item in self._queue:
             if not item.job.cancelled:
                 _fail(item.job, ApiError(503, "The server is shutting down"))

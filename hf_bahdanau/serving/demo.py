@@ -46,10 +46,11 @@ AVERAGE = "average"  # the head choice that averages the heads
 # ---- what the page computes -------------------------------------------------------------------------------
 
 
-def load_demo_model(model: str) -> tuple[PreTrainedModel, PreTrainedTokenizerBase, Path]:
-    """The model, tokenizer and folder of a saved model folder or of a published model (a Hub repo id, downloaded
-    into the Hub cache), loaded as `translate` loads them: the package's classes, safetensors only, no repo code."""
-    from hf_bahdanau.decoding.loading import load_translation_model
+def load_demo_translator(model: str) -> Translator:
+    """The `Translator` of a saved model folder or of a published model (a Hub repo id, downloaded into the Hub
+    cache), loaded as `translate` loads it (`Translator.from_folder`: the package's classes, safetensors only, no repo
+    code)."""
+    from hf_bahdanau.decoding.translator import Translator
 
     folder = Path(model)
     if not folder.exists() and model.count("/") == 1:
@@ -57,7 +58,7 @@ def load_demo_model(model: str) -> tuple[PreTrainedModel, PreTrainedTokenizerBas
 
         with as_input_error(OSError):  # offline, no such repo, no access
             folder = Path(snapshot_download(model, ignore_patterns=["ctranslate2/*", "*.png"]))
-    return (*load_translation_model(str(folder)), folder)
+    return Translator.from_folder(folder)
 
 
 def check_text(text: str, tokenizer: PreTrainedTokenizerBase, limit: int) -> str | None:
@@ -136,14 +137,15 @@ def build_demo(
     given). Serve it with `launch`."""
     import gradio as gr
 
-    from hf_bahdanau.decoding.sources import trained_source_length, warn_long_sources
+    from hf_bahdanau.decoding.sources import warn_long_sources
     from hf_bahdanau.decoding.translator import Translator
 
-    trained = None
     if model is None or tokenizer is None:
-        model, tokenizer, folder = load_demo_model(model_dir)
-        trained = trained_source_length(str(folder))
-    translator = Translator(model, tokenizer)
+        translator = load_demo_translator(model_dir)
+        model, tokenizer = translator.model, translator.tokenizer
+    else:
+        translator = Translator(model, tokenizer)
+    trained = translator.trained_source_length
     source, target = model.config.source_language or "source", model.config.target_language or "target"
     name = Path(model_dir).resolve().name if Path(model_dir).exists() else model_dir  # a folder, or a repo id
     beams = model.generation_config.num_beams or 1
@@ -257,6 +259,6 @@ __all__ = [
     "decoding_options",
     "glossary_of",
     "launch",
-    "load_demo_model",
+    "load_demo_translator",
     "translate",
 ]

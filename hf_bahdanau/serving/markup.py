@@ -1,44 +1,80 @@
 """HTML (`format=html`): the text between tags is translated, the tags, comments and the insides of `<script>` and
-`<style>` are kept as they were. Character references are read as characters (`&amp;` -> `&`) before translating
-and the translation is escaped again."""
+`<style>` are kept as they were. The standard library's `html.parser` finds where each tag, comment, declaration
+and run of text starts (a quoted attribute value may hold `<` or `>`); each piece is the source between two starts.
+Character references are read as characters (`&amp;` -> `&`) before translating and the translation is escaped
+again, quotes included."""
 
 from __future__ import annotations
 
 import html
 import re
+from html.parser import HTMLParser
 
-# a comment, CDATA, or a tag (`<` followed by a letter, `/`, `!` or `?`: a lone `a < b` stays text)
-_TAG = re.compile(r"<!--.*?-->|<!\[CDATA\[.*?\]\]>|<[A-Za-z/!?][^>]*>", re.DOTALL)
-_RAW_START = re.compile(r"<(script|style)\b", re.IGNORECASE)
+_RAW = ("script", "style")  # elements whose content is not text to translate
+
+
+class _Starts(HTMLParser):
+    """Records where each piece starts, and whether it is text to translate."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(convert_charrefs=True)
+        self.line_starts = [0, *(match.end() for match in re.finditer("\n", text))]  # as `getpos` counts lines
+        self.starts: list[tuple[int, bool]] = []  # (offset in the text, translate)
+        self.raw: str | None = None  # inside <script> or <style>: its name
+
+    def _start(self, translate: bool) -> None:
+        line, column = self.getpos()
+        offset = self.line_starts[line - 1] + column
+        if not (self.starts and self.starts[-1][1] and translate):  # runs of text are one piece
+            self.starts.append((offset, translate))
+
+    def handle_starttag(self, tag: str, attrs: list) -> None:
+        self._start(False)
+        if tag in _RAW:
+            self.raw = tag
+
+    def handle_startendtag(self, tag: str, attrs: list) -> None:
+        self._start(False)
+
+    def handle_endtag(self, tag: str) -> None:
+        self._start(False)
+        if tag == self.raw:
+            self.raw = None
+
+    def handle_data(self, data: str) -> None:
+        self._start(self.raw is None)
+
+    def handle_comment(self, data: str) -> None:
+        self._start(False)
+
+    def handle_decl(self, decl: str) -> None:
+        self._start(False)
+
+    def handle_pi(self, data: str) -> None:
+        self._start(False)
+
+    def unknown_decl(self, data: str) -> None:
+        self._start(False)
 
 
 def split_markup(text: str) -> list[tuple[bool, str]]:
     """`text` as consecutive pieces `(translate, piece)`: `translate` is True for text between tags (unescaped),
     False for what is kept as it is (tags, comments, script and style contents, whitespace-only text)."""
-    pieces: list[tuple[bool, str]] = []
-    position = 0
-    raw_until: str | None = None  # inside <script> or <style>: kept until its end tag
-    for match in _TAG.finditer(text):
-        between = text[position : match.start()]
-        if between:
-            keep = raw_until is not None or not between.strip()
-            pieces.append((False, between) if keep else (True, html.unescape(between)))
-        tag = match.group()
-        if raw_until is None and (start := _RAW_START.match(tag)):
-            raw_until = f"</{start.group(1).lower()}"
-        elif raw_until is not None and tag.lower().startswith(raw_until):
-            raw_until = None
-        pieces.append((False, tag))
-        position = match.end()
-    rest = text[position:]
-    if rest:
-        pieces.append((False, rest) if raw_until is not None or not rest.strip() else (True, html.unescape(rest)))
+    parser = _Starts(text)
+    parser.feed(text)
+    parser.close()
+    offsets = [offset for offset, _ in parser.starts] + [len(text)]
+    pieces = []
+    for (start, translate), end in zip(parser.starts, offsets[1:], strict=True):
+        piece = text[start:end]
+        if piece:
+            pieces.append((True, html.unescape(piece)) if translate and piece.strip() else (False, piece))
     return pieces
 
 
 def join_markup(pieces: list[tuple[bool, str]], translations: list[str]) -> str:
-    """The document again: each text piece replaced by the next of `translations` (escaped), keeping the piece's
-    leading and trailing whitespace."""
+    """The document again: each text piece replaced by the next of `translations` (escaped, quotes included),
+    keeping the piece's leading and trailing whitespace."""
     ahead = iter(translations)
     parts = []
     for translate, piece in pieces:
@@ -47,7 +83,7 @@ def join_markup(pieces: list[tuple[bool, str]], translations: list[str]) -> str:
             continue
         lead = piece[: len(piece) - len(piece.lstrip())]
         trail = piece[len(piece.rstrip()) :]
-        parts.append(lead + html.escape(next(ahead), quote=False) + trail)
+        parts.append(lead + html.escape(next(ahead), quote=True) + trail)
     return "".join(parts)
 
 

@@ -1,10 +1,9 @@
 """One served model folder: its language pair, and `translate(texts, n_best)`, which goes through the `Translator`
-that `hf-bahdanau translate` uses (`load_translator`), so the server gives the same translations as the command for
-the same settings. This is the one place the server reaches the package's translation code."""
+that `hf-bahdanau translate` uses (`Translator.from_folder`), so the server gives the same translations as the command
+for the same settings. This is the one place the server reaches the package's translation code."""
 
 from __future__ import annotations
 
-import argparse
 import copy
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,14 +34,14 @@ class ServedModel:
     own copy of the tokenizer)."""
 
     def __init__(self, folder: str | Path, decoding: Decoding) -> None:
-        from hf_bahdanau.decoding.loading import check_generation_length, load_translator
+        from hf_bahdanau.decoding.loading import check_generation_length
+        from hf_bahdanau.decoding.translator import Translator
 
         self.folder = str(folder)
-        self._args = argparse.Namespace(
-            model=self.folder, **vars(decoding), n_best=None, scores=False, alignments=False, torch_fallback=True
-        )
         check_generation_length(self.folder, decoding.max_new_tokens)
-        self._translator = load_translator(self._args)
+        self._translator = Translator.from_folder(self.folder, engine=decoding.engine, quantize=decoding.quantize,
+                                                  threads=decoding.threads, batch_size=decoding.batch_size,
+                                                  batch_tokens=decoding.batch_tokens, torch_fallback=True)  # fmt: skip
         self._options = {name: value for name in ("num_beams", "max_new_tokens", "length_penalty")
                          if (value := getattr(decoding, name)) is not None}  # fmt: skip
         config = self._translator.config

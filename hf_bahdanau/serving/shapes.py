@@ -15,7 +15,7 @@ from typing import Any
 
 from hf_bahdanau.decoding.glossary import Glossary
 from hf_bahdanau.errors import InputError
-from hf_bahdanau.publishing.card import LANGUAGE_NAMES
+from hf_bahdanau.languages import language_name
 
 FORMATS = ("text", "html")
 AUTO = "auto"  # LibreTranslate's "detect the source language"
@@ -44,17 +44,14 @@ class TranslateRequest:
     glossary: Glossary | None = None
 
 
-def language_name(code: str) -> str:
-    """A language's English name where known, else its code."""
-    return LANGUAGE_NAMES.get(code, code)
-
-
 def parse_json_fields(body: bytes) -> dict[str, Any]:
     """The fields of a JSON body: it must be an object."""
     try:
         fields = json.loads(body)
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
         raise ApiError(400, f"Invalid JSON format: {error}") from None
+    except RecursionError:
+        raise ApiError(400, "Invalid JSON format: nested too deeply") from None
     if not isinstance(fields, dict):
         raise ApiError(400, "Invalid JSON format: expected an object of parameters")
     return fields
@@ -111,18 +108,16 @@ def parse_glossary(fields: Mapping[str, Any]) -> Glossary | None:
     given = fields.get("glossary")
     if given is None or given == "" or given == {} or given == []:
         return None
-    if isinstance(given, str):
-        given = [line.split("\t") for line in given.splitlines() if line.strip() and not line.startswith("#")]
-        if any(len(pair) != 2 for pair in given):
-            raise ApiError(400, "Invalid request: glossary lines must be source<TAB>target")
     if isinstance(given, list) and not all(isinstance(pair, list) and len(pair) == 2 for pair in given):
         raise ApiError(400, "Invalid request: glossary must be an object, [source, target] pairs or TSV lines")
-    if not isinstance(given, dict | list):
+    if not isinstance(given, str | dict | list):
         raise ApiError(400, "Invalid request: glossary must be an object, [source, target] pairs or TSV lines")
     try:
+        if isinstance(given, str):  # TSV lines, read as a glossary file's (a header line, comments)
+            return Glossary.from_lines(given.split("\n"), "glossary")
         return Glossary.from_pairs(given)
     except InputError as error:
-        raise ApiError(400, f"Invalid request: glossary: {error}") from None
+        raise ApiError(400, f"Invalid request: {'' if isinstance(given, str) else 'glossary: '}{error}") from None
 
 
 def translate_response(

@@ -61,14 +61,10 @@ def build_model(
     tokenizer: PreTrainedTokenizerBase,
     src_lang: str,
     tgt_lang: str,
-    label_smoothing: float = 0.0,
     checkpoint: str | None = None,
 ) -> TranslationPreTrainedModel:
     """A new model of `model_args.model_type` for `tokenizer`, or the saved one (a resumed `checkpoint` first),
-    checked against the tokenizer.
-
-    A saved model keeps its architecture: model options must match its config, but for its `run_options` (e.g. the
-    RNN's teacher forcing ratio), which may change; the run's label smoothing applies to it."""
+    checked against the tokenizer. A saved model keeps its architecture: model options must match its config."""
     # What transformers and the model's code refuse (a folder's weights, a config value of the options) is input.
     with as_input_error(ValueError, OSError):
         saved = checkpoint or model_args.model_name_or_path
@@ -77,23 +73,15 @@ def build_model(
             model = AutoModelForSeq2SeqLM.from_pretrained(saved, use_safetensors=True, trust_remote_code=False)
             realign_weights(model)  # a resumed run computes what the uninterrupted one did, to the bit
             overrides = model_args.config_overrides(type(model.config))
-            fixed = sorted(
-                name
-                for name, value in overrides.items()
-                if name not in model.config.run_options and getattr(model.config, name) != value
-            )
+            fixed = sorted(name for name, value in overrides.items() if getattr(model.config, name) != value)
             if fixed:
                 kept = ", ".join(f"--{name} {getattr(model.config, name)}" for name in fixed)
                 raise InputError(f"a saved model keeps its architecture ({kept}); leave out or match these options")
-            for name, value in {**overrides, "label_smoothing": label_smoothing}.items():
-                setattr(model.config, name, value)
-            model.config.check()
         else:
             config_class, model_class = get_model_type(model_args.model_type)
             config = config_class(
                 **model_args.config_overrides(),
                 vocab_size=len(tokenizer),
-                label_smoothing=label_smoothing,
                 source_language=src_lang,
                 target_language=tgt_lang,
                 pad_token_id=tokenizer.pad_token_id,

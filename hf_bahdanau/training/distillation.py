@@ -10,7 +10,6 @@ size and the teacher's translation time. The cache's folders, its lock and its r
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import importlib.util
 import json
@@ -87,11 +86,9 @@ def cache_key(teacher_hash: str, corpus_hash: str, decoding: Decoding) -> str:
 
 def teacher_translator(teacher: str | Path, decoding: Decoding) -> Translate:
     """The teacher's translation function: the `Translator` that `hf-bahdanau translate` uses, with `decoding`."""
-    from hf_bahdanau.decoding.loading import load_translator
+    from hf_bahdanau.decoding.translator import Translator
 
-    options = {"model": str(teacher), "engine": decoding.engine, "quantize": None, "threads": None,
-               "batch_size": decoding.batch_size}  # fmt: skip
-    translator = load_translator(argparse.Namespace(**options))
+    translator = Translator.from_folder(teacher, engine=decoding.engine, batch_size=decoding.batch_size)
     generation = {"num_beams": decoding.num_beams}
     if decoding.max_new_tokens is not None:
         generation["max_new_tokens"] = decoding.max_new_tokens

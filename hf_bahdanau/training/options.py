@@ -50,9 +50,8 @@ class TokenizerArguments:
     )
 
 
-# Config fields that are not model options: those that are not architecture, the tokenizer's vocabulary size and the
-# Trainer's label smoothing (--label_smoothing_factor).
-_NOT_MODEL_OPTIONS = {*NOT_ARCHITECTURE, "vocab_size", "label_smoothing"}
+# Config fields that are not model options: those that are not architecture, and the tokenizer's vocabulary size.
+_NOT_MODEL_OPTIONS = {*NOT_ARCHITECTURE, "vocab_size"}
 
 
 def _documented_fields(config_class: type) -> dict[str, str]:
@@ -169,7 +168,23 @@ class DataArguments:
 
 @dataclass
 class RunArguments:
-    """How this run relates to earlier ones."""
+    """The run's own options beside the Trainer's: its objective and how it relates to earlier runs."""
+
+    unlikelihood: float = field(
+        default=0.0,
+        metadata={
+            "help": "Weight of the token-level unlikelihood loss (Welleck et al., 2020) added in training: at each "
+            "target position, -log(1 - p) of every earlier target token but the right one, which trains the decoder "
+            "against repeating itself (0: off)."
+        },
+    )
+    teacher_forcing_ratio: float = field(
+        default=1.0,
+        metadata={
+            "help": "The probability of feeding the decoder the gold previous token in training; below 1, its own "
+            "greedy prediction otherwise (scheduled sampling, one decoder step at a time, one process)."
+        },
+    )
 
     resume: bool = field(default=False, metadata={"help": "Continue from the last checkpoint in output_dir."})
     overwrite: bool = field(default=False, metadata={"help": "Replace an existing, non-empty output_dir."})
@@ -183,6 +198,28 @@ class RunArguments:
             "averaging; 0: off); keeps at least N checkpoints."
         },
     )
+
+
+# The Trainer's setting for length-grouped batches: `train_sampling_strategy="group_by_length"` from transformers 5.2
+# on, `group_by_length=True` on 5.0 and 5.1.
+LENGTH_GROUPED: dict[str, Any] = (
+    {"train_sampling_strategy": "group_by_length"}
+    if "train_sampling_strategy" in {item.name for item in fields(TrainingArguments)}
+    else {"group_by_length": True}
+)
+
+
+def groups_by_length(args: TrainingArguments) -> bool:
+    """Whether `args` ask for length-grouped batches (`LENGTH_GROUPED`, the installed release's setting)."""
+    return all(getattr(args, name) == value for name, value in LENGTH_GROUPED.items())
+
+
+def stop_grouping_by_length(args: TrainingArguments) -> None:
+    """Turn the Trainer's length-grouped sampler off, for a stream that is batched by length as it is read (which
+    transformers 5.0 and 5.1 refuse to combine with the sampler; later releases ignore the sampler there)."""
+    defaults = {item.name: item.default for item in fields(TrainingArguments)}
+    for name in LENGTH_GROUPED:
+        setattr(args, name, defaults[name])
 
 
 TRAINING_DEFAULTS = dict(
@@ -203,9 +240,10 @@ TRAINING_DEFAULTS = dict(
     metric_for_best_model="bleu",
     greater_is_better=True,
     predict_with_generate=True,
-    train_sampling_strategy="group_by_length",
+    **LENGTH_GROUPED,
     dataloader_pin_memory=torch.cuda.is_available(),
     report_to="none",
+    trackio_space_id=None,  # trackio's local store, as from transformers 5.6 on (up to 5.5 the default is a Hub Space)
     disable_tqdm=not sys.stderr.isatty(),  # a progress bar on a terminal; in a log file, one line per log entry
 )
 
@@ -239,6 +277,21 @@ def check_training_arguments(training_args: Seq2SeqTrainingArguments) -> None:
     except (ImportError, ValueError) as error:
         optim = getattr(training_args.optim, "value", training_args.optim)
         raise InputError(f"--optim {optim}: {str(error).splitlines()[0]}") from None
+
+
+def check_objective(run_args: RunArguments, training_args: TrainingArguments) -> None:
+    """Raise a one-line InputError for an objective the run cannot train with."""
+    if not 0.0 <= training_args.label_smoothing_factor < 1.0:
+        raise InputError(f"--label_smoothing_factor must be in [0, 1), got {training_args.label_smoothing_factor}")
+    if run_args.unlikelihood < 0:
+        raise InputError(f"--unlikelihood must be 0 or more, got {run_args.unlikelihood}")
+    if not 0.0 <= run_args.teacher_forcing_ratio <= 1.0:
+        raise InputError(f"--teacher_forcing_ratio must be in [0, 1], got {run_args.teacher_forcing_ratio}")
+    if run_args.teacher_forcing_ratio < 1 and training_args.world_size > 1:
+        raise InputError(
+            "--teacher_forcing_ratio below 1 (scheduled sampling) trains in one process: run it without accelerate "
+            "launch or torchrun, or leave the ratio at 1"
+        )
 
 
 def check_streaming_arguments(data_args: DataArguments, training_args: TrainingArguments) -> None:
@@ -297,14 +350,18 @@ def new_model_table(model_args: ModelArguments) -> int | None:
 
 __all__ = [
     "DataArguments",
+    "LENGTH_GROUPED",
     "METRIC_NAMES",
     "ModelArguments",
     "RunArguments",
     "TRAINING_DEFAULTS",
     "TokenizerArguments",
+    "check_objective",
     "check_position_lengths",
     "check_streaming_arguments",
     "check_tokenizer_arguments",
     "check_training_arguments",
+    "groups_by_length",
+    "stop_grouping_by_length",
     "new_model_table",
 ]

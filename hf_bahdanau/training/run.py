@@ -54,11 +54,13 @@ from hf_bahdanau.training.options import (
     ModelArguments,
     RunArguments,
     TokenizerArguments,
+    check_objective,
     check_position_lengths,
     check_streaming_arguments,
     check_tokenizer_arguments,
     check_training_arguments,
     new_model_table,
+    stop_grouping_by_length,
 )
 from hf_bahdanau.training.run_folder import (
     CheckpointManifest,
@@ -199,6 +201,7 @@ def check_options(
         raise InputError(f"--src-lang and --tgt-lang are both {data_args.src_lang!r}: choose two languages")
     check_local_source(data_args.data)  # a mistyped corpus path fails before the output folder is locked
     check_training_arguments(training_args)
+    check_objective(run_args, training_args)
     check_streaming_arguments(data_args, training_args)
     check_averaging(run_args.average_checkpoints, training_args)
     trains_tokenizer = not (run_args.resume or tokenizer_args.tokenizer_name_or_path or model_args.model_name_or_path)
@@ -245,8 +248,6 @@ def _train_in(
 ) -> Seq2SeqTrainer:
     """`train` once the options are checked and (main process) the output folder is locked."""
     model_args, tokenizer_args, data_args, training_args, run_args = arguments
-    # The model computes label smoothing itself (so it also honours num_items_in_batch).
-    label_smoothing, training_args.label_smoothing_factor = training_args.label_smoothing_factor, 0.0
     push = upload.take_push_from_trainer(training_args)  # our card and file selection, not the Trainer's; the token
     is_main = training_args.process_index == 0
 
@@ -267,7 +268,7 @@ def _train_in(
             train_pairs,
         )
         set_seed(training_args.seed)  # the seed decides the initial weights too
-        model = build_model(model_args, tokenizer, data_args.src_lang, data_args.tgt_lang, label_smoothing, checkpoint)
+        model = build_model(model_args, tokenizer, data_args.src_lang, data_args.tgt_lang, checkpoint)
         check_position_lengths(getattr(model.config, "max_position_embeddings", None), data_args, training_args)
         if data_args.streaming:
             corpus = datasets.DatasetDict({"validation": corpus["validation"]})
@@ -282,6 +283,7 @@ def _train_in(
         )
         if data_args.streaming:
             tokenized["train"] = _train_stream(data_args, training_args, tokenizer)
+            stop_grouping_by_length(training_args)
         elif tokenizer_args.bpe_dropout:  # the train pairs re-encoded with dropout each read; the tokenizer as is
             lengths = (data_args.max_source_length, data_args.max_target_length)
             languages = (data_args.src_lang, data_args.tgt_lang)

@@ -13,6 +13,7 @@ import json
 import logging
 import os
 import shutil
+import tempfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,6 @@ import torch
 from filelock import FileLock, Timeout
 from safetensors import safe_open
 from transformers import PreTrainedTokenizerBase, TrainerCallback, TrainerControl, TrainerState, TrainingArguments
-from transformers.trainer_pt_utils import safe_globals
 
 from hf_bahdanau.data.run_settings import DATA_SETTINGS_FILE, read_data_settings
 from hf_bahdanau.errors import InputError, InputNotFoundError, OutputExistsError, UnwritableError
@@ -63,13 +63,22 @@ def is_complete_checkpoint(folder: Path) -> bool:
         return False
 
 
+def numpy_state_globals() -> list[Any]:
+    """What torch's weights-only loader must allow to read the numpy random state in a checkpoint's `rng_state.pth`
+    (as the Trainer allows it; transformers' own helper for this moved between releases)."""
+    import numpy as np
+
+    multiarray = np._core.multiarray if hasattr(np, "_core") else np.core.multiarray  # numpy 2, numpy 1
+    return [multiarray._reconstruct, np.ndarray, np.dtype, type(np.dtype(np.uint32))]
+
+
 def unreadable_part(folder: Path) -> str | None:
     """The first file of checkpoint `folder` that cannot be read as what it is (torch's `*.pt`/`*.pth` states,
     safetensors weights' header), with the reason, or None: a file of the right size may still be corrupt."""
     for path in sorted(folder.iterdir()):
         try:
             if path.suffix in (".pt", ".pth"):
-                with safe_globals():
+                with torch.serialization.safe_globals(numpy_state_globals()):
                     torch.load(path, map_location="cpu", weights_only=True)
             elif path.suffix == ".safetensors":
                 with safe_open(path, framework="pt") as weights:
@@ -137,10 +146,28 @@ def _check_not_a_users(staging: Path) -> None:
         )
 
 
+def check_output_place(output_dir: Path) -> None:
+    """Refuse an --output-dir that cannot be made or written, before any work: a file, one under a file, or one in a
+    folder that takes no new folders (its lock and staging folder go beside it)."""
+    real = output_dir.resolve()
+    if real.exists() and not real.is_dir():
+        raise UnwritableError(f"--output-dir {output_dir} is a file, not a folder: choose another")
+    existing = next((folder for folder in real.parents if folder.exists()), real)  # (the root has no parent)
+    if not existing.is_dir():
+        raise UnwritableError(f"--output-dir {output_dir} cannot be made: {existing} is a file, not a folder")
+    try:  # permissions, a read-only or immutable folder, a virtual file system: a folder made and removed says
+        os.rmdir(tempfile.mkdtemp(prefix=f".{real.name}.probe-", dir=existing))
+    except OSError as error:
+        raise UnwritableError(
+            f"--output-dir {output_dir} cannot be made: {existing} takes no new folders ({error.strerror or error})"
+        ) from None
+
+
 @contextlib.contextmanager
 def locked_output_dir(output_dir: Path) -> Iterator[None]:
     """Hold an exclusive lock on `output_dir` (a lock file beside the folder it is, symlinks followed: a link and
     the folder it points at are one lock) for the whole run."""
+    check_output_place(output_dir)  # so that a lock that cannot be taken means another run holds it
     real = output_dir.resolve()
     real.parent.mkdir(parents=True, exist_ok=True)
     lock = FileLock(real.with_name(f".{real.name}.lock"))
@@ -276,6 +303,7 @@ __all__ = [
     "CheckpointManifest",
     "check_inputs_kept",
     "check_output_dir",
+    "check_output_place",
     "check_resume_steps",
     "choose_work_dir",
     "is_complete_checkpoint",

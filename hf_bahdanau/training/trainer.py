@@ -1,5 +1,6 @@
-"""`TranslationTrainer`, the run's `Seq2SeqTrainer`: a seeded length-grouped sampler, streamed batches, checkpoints
-that name a failed write; and `build_trainer`, which makes it with the run's collator, metrics and callbacks."""
+"""`TranslationTrainer`, the run's `Seq2SeqTrainer` on its public API: a seeded length-grouped sampler, streamed
+batches, checkpoints that name a failed write; and `build_trainer`, which makes it with the run's collator, metrics
+and callbacks."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import logging
 import re
 import shutil
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +16,7 @@ import datasets
 import pyarrow.compute as pc
 import torch
 from safetensors import SafetensorError
+from torch.utils.data import DataLoader
 from transformers import (
     DataCollatorForSeq2Seq,
     EarlyStoppingCallback,
@@ -25,27 +28,24 @@ from transformers import (
     TrainerCallback,
 )
 from transformers.trainer_pt_utils import LengthGroupedSampler
-from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, seed_worker
 
 from hf_bahdanau.data.streaming import LengthBucketedBatches, stream_dataloader
-from hf_bahdanau.data.tokenization import BpeDropoutEncoder
 from hf_bahdanau.errors import InputError
 from hf_bahdanau.metrics import make_compute_metrics
 from hf_bahdanau.models.pretrained_model import TranslationPreTrainedModel
 from hf_bahdanau.training.callbacks import InterruptToCheckpoint, LogEntryLogger, ProgressBar, TrainingStartLogger
-from hf_bahdanau.training.options import RunArguments
-from hf_bahdanau.training.run_folder import CheckpointManifest, write_failure
+from hf_bahdanau.training.objective import TrainingObjective, scheduled_sampling_outputs
+from hf_bahdanau.training.options import RunArguments, groups_by_length
+from hf_bahdanau.training.run_folder import CheckpointManifest, is_complete_checkpoint, write_failure
 
 logger = logging.getLogger(__name__)
 
 
 def arrow_lengths(dataset: datasets.Dataset, column: str) -> list[int]:
-    """The length of each row's list in `column`, read from the Arrow offsets (no row decoded), in the dataset's row
-    order (its indices mapping, after `select`/`shuffle`, applied)."""
-    lengths = pc.list_value_length(dataset.data.column(column))
-    if dataset._indices is not None:  # `datasets` keeps a selection as an indices table beside the data
-        lengths = lengths.take(dataset._indices.column(0))
-    return lengths.to_pylist()
+    """The length of each row's list in `column`, read from Arrow (no row decoded into Python), in the dataset's row
+    order (after `select`/`shuffle`)."""
+    return pc.list_value_length(dataset.with_format("arrow")[column]).to_pylist()
 
 
 class SeededLengthGroupedSampler(LengthGroupedSampler):
@@ -64,61 +64,84 @@ class SeededLengthGroupedSampler(LengthGroupedSampler):
         return super().__iter__()
 
 
-class TranslationTrainer(Seq2SeqTrainer):
-    """`Seq2SeqTrainer` with a seeded length-grouped sampler, whose evaluation keeps `max_new_tokens` the only length
-    limit (it sets the legacy `max_length=20` after each batch, so that every later batch warns about both)."""
+def is_write_failure(error: Exception) -> bool:
+    """Whether `error` is a file that could not be written: an OSError, safetensors' error, or torch's zip writer's
+    RuntimeError (how torch reports a full disk)."""
+    return not isinstance(error, RuntimeError) or bool(re.search(r"inline_container|write", str(error)))
 
-    def _save_checkpoint(self, model: torch.nn.Module, trial: Any) -> None:
+
+class TranslationTrainer(Seq2SeqTrainer):
+    """`Seq2SeqTrainer` with a seeded length-grouped sampler (the lengths read from Arrow), streamed batches, a
+    checkpoint whose write failed removed and named, and an evaluation that keeps `max_new_tokens` the only length
+    limit (it sets the legacy `max_length=20` after each batch, so that every later batch warns about both).
+
+    Its datasets hold the model's inputs only (or, for BPE-dropout, a view whose transform gives them): build it
+    with `remove_unused_columns=False`, as `build_trainer` does."""
+
+    def train(self, *args: Any, **kwargs: Any) -> Any:
         """The Trainer's; a checkpoint that cannot be written (a full disk) is removed, to free its space, and the
-        error names it (torch reports a full disk as a RuntimeError of its zip writer)."""
-        folder = Path(self._get_output_dir(trial=trial)) / f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
+        error names it."""
         try:
-            super()._save_checkpoint(model, trial)
+            return super().train(*args, **kwargs)
         except (OSError, RuntimeError, SafetensorError) as error:
-            if isinstance(error, RuntimeError) and not re.search(r"inline_container|write", str(error)):
-                raise  # not a failed write
+            folder = Path(self.args.output_dir) / f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
+            if not is_write_failure(error) or not folder.is_dir() or is_complete_checkpoint(folder):
+                raise  # not a checkpoint cut off while being written
             if self.args.should_save:
                 shutil.rmtree(folder, ignore_errors=True)
             kept = "the earlier checkpoints, and any run it replaces, are intact"
             raise write_failure(folder, error, kept) from error
 
-    def get_train_dataloader(self) -> torch.utils.data.DataLoader:
-        """The Trainer's, or for a streamed corpus (`LengthBucketedBatches`, already this process's part of the
-        stream) one bucketed batch an item, which accelerate must not split again."""
-        if isinstance(self.train_dataset, LengthBucketedBatches):
-            return stream_dataloader(self.train_dataset, self.data_collator)
-        return super().get_train_dataloader()
-
-    def _get_train_sampler(self, train_dataset: datasets.Dataset | None = None) -> torch.utils.data.Sampler | None:
-        dataset = train_dataset if train_dataset is not None else self.train_dataset
-        if (
-            self.args.train_sampling_strategy == "group_by_length"
+    def get_train_dataloader(self) -> DataLoader:
+        """The Trainer's, but for a corpus grouped by length (`SeededLengthGroupedSampler`, lengths from Arrow: the
+        Trainer's way decodes every row, minutes for millions) and a streamed corpus (`LengthBucketedBatches`,
+        already this process's part of the stream: one bucketed batch an item, which accelerate must not split
+        again)."""
+        dataset, args = self.train_dataset, self.args
+        if isinstance(dataset, LengthBucketedBatches):
+            return stream_dataloader(dataset, self.data_collator)
+        if not (
+            groups_by_length(args)
             and isinstance(dataset, datasets.Dataset)
             and "input_ids" in dataset.column_names
-            and self.args.length_column_name not in dataset.column_names
-        ):  # the lengths from Arrow's list offsets: the Trainer's way decodes every row (minutes for millions)
-            batch_size = self.args.train_batch_size * self.args.gradient_accumulation_steps
-            seed = self.args.data_seed if self.args.data_seed is not None else self.args.seed
-            return SeededLengthGroupedSampler(batch_size, arrow_lengths(dataset, "input_ids"), seed)
-        sampler = super()._get_train_sampler(train_dataset)
-        if type(sampler) is LengthGroupedSampler:
-            seed = self.args.data_seed if self.args.data_seed is not None else self.args.seed
-            return SeededLengthGroupedSampler(sampler.batch_size, sampler.lengths, seed)
-        return sampler
+        ):
+            return super().get_train_dataloader()
+        seed = args.data_seed if args.data_seed is not None else args.seed
+        sampler = SeededLengthGroupedSampler(
+            args.train_batch_size * args.gradient_accumulation_steps, arrow_lengths(dataset, "input_ids"), seed
+        )
+        workers = args.dataloader_num_workers
+        loader = DataLoader(
+            dataset,
+            batch_size=args.train_batch_size,
+            sampler=sampler,
+            collate_fn=self.data_collator,
+            drop_last=args.dataloader_drop_last,
+            num_workers=workers,
+            pin_memory=args.dataloader_pin_memory,
+            persistent_workers=args.dataloader_persistent_workers,
+            prefetch_factor=args.dataloader_prefetch_factor if workers else None,
+            worker_init_fn=partial(seed_worker, num_workers=workers, rank=args.process_index),
+        )
+        return self.accelerator.prepare(loader)
 
-    def _remove_unused_columns(self, dataset: datasets.Dataset, description: str | None = None) -> datasets.Dataset:
-        """The Trainer's, except for the BPE-dropout view, whose transform reads the text column the Trainer would
-        remove and gives the model inputs only."""
-        if isinstance(dataset.format["format_kwargs"].get("transform"), BpeDropoutEncoder):
-            return dataset
-        return super()._remove_unused_columns(dataset, description)
-
-    def _issue_warnings_after_load(self, load_result: Any) -> None:
-        """The Trainer's warnings after loading the best checkpoint, less the tied weights that a checkpoint stores
-        once (as the embedding they share): `lm_head.weight` is not missing, it is loaded with the embedding."""
-        tied = set(self.model._tied_weights_keys or ()) if self.model.config.tie_word_embeddings else set()
-        missing = [key for key in load_result.missing_keys if key not in tied]
-        super()._issue_warnings_after_load(load_result._replace(missing_keys=missing))
+    def compute_loss(
+        self,
+        model: torch.nn.Module,
+        inputs: dict[str, Any],
+        return_outputs: bool = False,
+        num_items_in_batch: torch.Tensor | int | None = None,
+    ) -> torch.Tensor | tuple[torch.Tensor, Any]:
+        """The Trainer's (its `compute_loss_func` a `TrainingObjective`), or in training with a teacher-forcing
+        ratio below 1 the objective of `scheduled_sampling_outputs` (one process: `check_objective`)."""
+        objective = self.compute_loss_func
+        if not (model.training and isinstance(objective, TrainingObjective) and objective.teacher_forcing_ratio < 1):
+            return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+        inputs = dict(inputs)
+        labels = inputs.pop("labels")
+        outputs = scheduled_sampling_outputs(model, inputs, objective.teacher_forcing_ratio)
+        loss = objective(outputs, labels, num_items_in_batch)
+        return (loss, outputs) if return_outputs else loss
 
     def prediction_step(self, *args: Any, **kwargs: Any) -> tuple:
         try:
@@ -135,8 +158,9 @@ def build_trainer(
     training_args: Seq2SeqTrainingArguments,
     run_args: RunArguments,
 ) -> Seq2SeqTrainer:
-    """A `Seq2SeqTrainer` with length-padded batches, sacreBLEU evaluation, early stopping on BLEU, checkpoints that
-    show whether they are complete, and a checkpoint on Ctrl-C."""
+    """A `Seq2SeqTrainer` with length-padded batches, the run's objective (`--label_smoothing_factor`,
+    `--unlikelihood`, `--teacher_forcing_ratio`), sacreBLEU evaluation, early stopping on BLEU, checkpoints that show
+    whether they are complete, and a checkpoint on Ctrl-C."""
     if getattr(model, "quantization", None) is not None:
         raise InputError(
             f"the model was quantized to {model.quantization} for inference and cannot be trained: train the fp32 "
@@ -144,7 +168,12 @@ def build_trainer(
         )
     if training_args.ddp_find_unused_parameters is None:  # every parameter of both model types takes part
         training_args.ddp_find_unused_parameters = False
+    training_args.remove_unused_columns = False  # the datasets hold model inputs only (BPE-dropout: its text too)
+    objective = TrainingObjective(
+        training_args.label_smoothing_factor, run_args.unlikelihood, run_args.teacher_forcing_ratio
+    )
     callbacks: list[TrainerCallback] = [
+        objective,  # recorded in trainer_state.json
         TrainingStartLogger(),
         LogEntryLogger(),
         CheckpointManifest(),
@@ -161,6 +190,7 @@ def build_trainer(
         processing_class=tokenizer,
         compute_metrics=make_compute_metrics(tokenizer),
         callbacks=callbacks,
+        compute_loss_func=objective,
     )
     if trainer.pop_callback(PrinterCallback) is None and trainer.pop_callback(ProgressCallback) is not None:
         trainer.add_callback(ProgressBar)

@@ -11,8 +11,7 @@ from typing import Any
 
 from hf_bahdanau.errors import InputError
 from hf_bahdanau.json_files import read_json
-
-from .redaction import redact_argv, redact_config, redact_message
+from hf_bahdanau.redaction import redact_argv, redact_config, redact_message
 
 COMMAND_FILE = "training_command.json"  # written at the end of `hf-bahdanau train`
 
