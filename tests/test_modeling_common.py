@@ -14,6 +14,7 @@ from transformers.generation.utils import DeferredStopCheck
 from hf_bahdanau import GENERATION_DEFAULTS, TranslationConfig, get_model_type
 from hf_bahdanau.decoding.checkpoint import load_checkpoint
 from hf_bahdanau.errors import InputError
+from hf_bahdanau.models.cache_names import returned_cache
 
 pytestmark = pytest.mark.parametrize("model_type", MODEL_TYPES)
 
@@ -130,6 +131,42 @@ def test_padding_on_either_side_equals_no_padding(model_type):
         for row, ids in enumerate(sentences):
             alone = model(input_ids=ids, decoder_input_ids=tgt[row : row + 1]).logits
             torch.testing.assert_close(padded[row : row + 1], alone, atol=1e-5, rtol=1e-5, msg=f"{settings} {side}")
+
+
+@torch.no_grad()
+def test_a_left_padded_target_equals_the_target_alone_with_its_decoder_attention_mask(model_type):
+    for settings in VARIANTS[model_type]:
+        model = make_model(model_type, **settings)
+        src, tgt = random_ids(2, 5), random_ids(2, 4, seed=9)
+        padded = torch.cat([torch.zeros(2, 2, dtype=torch.long), tgt], dim=1)  # row 0 left-padded by 2
+        padded[1] = torch.cat([tgt[1], random_ids(1, 2, seed=3)[0]])  # row 1: 6 real tokens
+        mask = torch.ones(2, 6, dtype=torch.long)
+        mask[0, :2] = 0
+        logits = model(input_ids=src, decoder_input_ids=padded, decoder_attention_mask=mask).logits
+        alone = model(input_ids=src[:1], decoder_input_ids=tgt[:1]).logits
+        torch.testing.assert_close(logits[:1, 2:], alone, atol=1e-5, rtol=1e-5, msg=str(settings))
+        whole = model(input_ids=src[1:], decoder_input_ids=padded[1:]).logits
+        torch.testing.assert_close(logits[1:], whole, atol=1e-5, rtol=1e-5, msg=str(settings))
+        first = model(
+            input_ids=src, decoder_input_ids=padded[:, :3], decoder_attention_mask=mask[:, :3], use_cache=True
+        )
+        step = model(input_ids=src, decoder_input_ids=padded[:, 3:4], decoder_attention_mask=mask[:, :4],
+                     cache=returned_cache(first))  # fmt: skip
+        torch.testing.assert_close(step.logits, logits[:, 3:4], atol=1e-5, rtol=1e-5, msg=str(settings))
+
+
+@torch.no_grad()
+def test_embeddings_given_for_the_ids_give_the_same_outputs_and_other_arguments_are_refused(model_type):
+    model = make_model(model_type)
+    src, tgt = random_ids(2, 5), random_ids(2, 4, seed=9)
+    expected = model(input_ids=src, decoder_input_ids=tgt).logits
+    encoder, decoder = model.get_encoder(), model.get_decoder()
+    embedded = model(inputs_embeds=encoder.embed_tokens(src), decoder_inputs_embeds=decoder.embed_tokens(tgt)).logits
+    torch.testing.assert_close(embedded, expected)
+    with pytest.raises(TypeError, match="position_ids"):
+        model(input_ids=src, decoder_input_ids=tgt, position_ids=torch.arange(5)[None])
+    with pytest.raises(ValueError, match="pass decoder_input_ids or decoder_inputs_embeds"):
+        model(input_ids=src)
 
 
 # ---- decoding -----------------------------------------------------------------------------------------------

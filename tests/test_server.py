@@ -20,7 +20,7 @@ import urllib.error
 import pytest
 from helpers import tiny_translator
 
-from hf_bahdanau.decoding.glossary import term_used
+from hf_bahdanau.decoding.glossary import Glossary, term_used
 from hf_bahdanau.decoding.translator import Translator
 from hf_bahdanau.models.pipelines import save_for_pipeline
 
@@ -78,23 +78,26 @@ class Running:
 
 class Held:
     """A served De->En model whose batches wait until `release` is set (`started` is set once one has begun), each
-    text translated as itself upper-cased; `batches` records the texts of each batch done."""
+    text translated as itself upper-cased; `batches` records the texts of each batch done. With `plain_at_once`,
+    only batches with a glossary wait."""
 
     pair = ("de", "en")
     folder = "held"
     max_alternatives = 0
-    places_terms = False
+    places_terms = True
 
-    def __init__(self) -> None:
+    def __init__(self, plain_at_once: bool = False) -> None:
         self.started, self.release = threading.Event(), threading.Event()
+        self.plain_at_once = plain_at_once
         self.batches: list[list[str]] = []
 
     def count_tokens(self, texts: list[str]) -> list[int]:
         return [len(text.split()) for text in texts]
 
     def translate(self, texts: list[str], n_best: int = 1, glossary=None) -> list[list[str]]:
-        self.started.set()
-        assert self.release.wait(60)
+        if glossary is not None or not self.plain_at_once:
+            self.started.set()
+            assert self.release.wait(60)
         self.batches.append(list(texts))
         return [[text.upper()] for text in texts]
 
@@ -219,7 +222,10 @@ def test_a_glossary_counts_toward_the_text_limit_and_its_terms_and_their_lengths
     request = {"q": "Ein Hund.", "source": "de", "target": "en", "api_key": KEY}
     for glossary, message in (
         ({f"Wort{i}": "word" for i in range(11)}, "Invalid request: glossary (11 terms) exceeds glossary limit (10)"),
-        ("".join(f"Wort{i}\tword\n" for i in range(13)), "Invalid request: glossary (12 terms) exceeds glossary limit"),
+        (
+            "".join(f"Wort{i}\tword\n" for i in range(13)),
+            "Invalid request: glossary (12 terms) exceeds glossary limit (10)",
+        ),
         ({"Hund": "very " * 9 + "long"}, "Invalid request: a glossary term (49) exceeds term limit (48)"),
         ({f"{i}" * 40: "x" * 40 for i in range(4)}, "Invalid request: request (329) exceeds text limit (300)"),
     ):
@@ -346,8 +352,8 @@ def test_a_fixed_load_of_concurrent_requests_is_answered_in_time_and_batched(ser
 
 
 def serve_process(command: list[str], *options: str) -> tuple[subprocess.Popen, str, list[str]]:
-    """`command serve` (the console script, or `cli_command`) in a process group of its own on a free port of
-    127.0.0.1; its URL once it listens, and its log (lines, read on in a thread)."""
+    """`command serve` (the console script) in a process group of its own on a free port of 127.0.0.1; its URL once
+    it listens, and its log (lines, read on in a thread)."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     process = subprocess.Popen([*command, "serve", "--port", "0", *options], stderr=subprocess.PIPE, text=True,
                                env=env, start_new_session=True)  # fmt: skip
@@ -451,6 +457,37 @@ def test_a_client_that_goes_frees_its_place_in_the_queue():
         assert later.json() == {"translatedText": "ZWEI KATZEN."}
         assert model.batches == [["Zwei Katzen."]]  # the first sentence was never translated
     finally:
+        running.stop()
+
+
+def test_a_glossary_request_holds_no_plain_request_and_one_whose_client_left_is_never_translated():
+    from hf_bahdanau.serving.app import Batching, Settings, build_app
+
+    model = Held(plain_at_once=True)  # a glossary batch runs until released, as a long target term would make it
+    running = Running(build_app(Settings(models=("held",), batching=Batching(wait=0.0)), {model.pair: model}))
+    port = int(running.url.rsplit(":", 1)[1])
+    plain = {"q": "Zwei Katzen.", "source": "de", "target": "en"}
+    request = {**plain, "q": "Ein Hund.", "glossary": {"Hund": "hound"}}
+    answers = []
+    slow = threading.Thread(target=lambda: answers.append(post(running.url, "/translate", json=request)))
+    slow.start()
+    try:
+        assert model.started.wait(30)
+        answer = post(running.url, "/translate", json=plain, timeout=20)
+        assert answer.json() == {"translatedText": "ZWEI KATZEN."}  # answered while the glossary batch runs
+        body = json.dumps({**request, "q": "Drei Mäuse."}).encode()
+        leaving = socket.create_connection(("127.0.0.1", port), timeout=10)  # a glossary request, behind the first
+        leaving.sendall(b"POST /translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                        b"Content-Length: %d\r\n\r\n%s" % (len(body), body))  # fmt: skip
+        wait_for(lambda: healthy(running.url)["models"][0]["waiting"] == 1, 10, "the request did not wait")
+        leaving.close()  # its client leaves while it waits
+        wait_for(lambda: healthy(running.url)["models"][0]["waiting"] == 0, 10, "the request still waits")
+        model.release.set()
+        slow.join(30)
+        assert answers[0].json() == {"translatedText": "EIN HUND."}
+        assert model.batches == [["Zwei Katzen."], ["Ein Hund."]]  # "Drei Mäuse." never translated
+    finally:
+        model.release.set()
         running.stop()
 
 
@@ -559,3 +596,16 @@ def test_serve_refuses_a_queue_limit_below_the_sentence_limit_before_loading_any
             "--queue-limit (20) is below --sentence-limit (25): a request of 25 sentences could never be translated"
         )
     )
+
+
+@pytest.mark.skipif(not __import__("importlib").util.find_spec("ctranslate2"), reason="CTranslate2 not installed")
+@pytest.mark.parametrize("engine", ["torch", "ctranslate2"])
+def test_a_served_model_translates_with_and_without_a_glossary_as_the_translator_does(folder, engine):
+    from hf_bahdanau.serving.model import Decoding, ServedModel
+
+    glossary = Glossary.from_pairs({"Hunde": "hounds", "Fahrrad": "bike"})
+    served = ServedModel(folder, Decoding(engine=engine))
+    plain = Translator.from_folder(folder, engine=engine).translate(SENTENCES)
+    with_terms = Translator.from_folder(folder).translate(SENTENCES, glossary=glossary)  # torch places the terms
+    assert served.translate(SENTENCES) == [[t.text] for t in plain]
+    assert served.translate(SENTENCES, glossary=glossary) == [[t.text] for t in with_terms]

@@ -76,7 +76,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         "--queue_limit",
         type=positive_int,
         default=2000,
-        help="Sentences that may wait for a model (at least --sentence-limit); beyond, 429 (retry later).",
+        help="Sentences that may wait for a model, in each of its queues (with a glossary, without): at least "
+        "--sentence-limit; beyond, 429 (retry later).",
     )
     parser.add_argument(
         "--batch-wait-ms",

@@ -8,7 +8,7 @@ a candidate among the top `beams` that ends joins the finished ones, its score d
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 
 import torch
 
@@ -41,7 +41,8 @@ class BeamState:
     `sentences` the batch index of each, `limits` `(size, beams)` each row's most new tokens (None: no bound),
     `running` / `finished` `(size, beams, max_length)` the hypotheses with their beam `scores`, `log_probs` (under
     the model, unmasked) and, once finished, `lengths` and whether each `holds` every required phrase;
-    `improvable`: generate()'s early stopping heuristic."""
+    `improvable`: generate()'s early stopping heuristic; `top_beams` `(2 * beams,)`, the same for every sentence:
+    the candidates that may finish, the top `beams`."""
 
     sentences: torch.Tensor
     limits: torch.Tensor | None
@@ -55,6 +56,7 @@ class BeamState:
     is_finished: torch.Tensor
     holds: torch.Tensor
     improvable: torch.Tensor
+    top_beams: torch.Tensor = field(metadata={"shared": True})
 
     @classmethod
     def start(
@@ -79,6 +81,7 @@ class BeamState:
             is_finished=torch.zeros((batch, beams), dtype=torch.bool, device=device),
             holds=torch.ones((batch, beams), dtype=torch.bool, device=device),
             improvable=torch.ones(batch, dtype=torch.bool, device=device),
+            top_beams=torch.arange(2 * beams, device=device) < beams,
         )
 
     @property
@@ -129,8 +132,7 @@ class BeamState:
     ) -> None:
         """The finished hypotheses: the best `beams` of those kept and of the top `beams` candidates that end."""
         beams = settings.num_beams
-        ended = hits.clone()
-        ended[:, beams:] = False  # only the top `beams` candidates may finish
+        ended = hits & self.top_beams  # (size, 2 * beams)
         ended_scores = candidates.scores / (cur_len**settings.length_penalty)
         all_done = self.is_finished.all(-1, keepdim=True) & (settings.early_stopping is True)  # (size, 1)
         ended_scores += all_done.to(torch.float32) * NEG
@@ -167,10 +169,10 @@ class BeamState:
 
     def keep(self, kept: torch.Tensor) -> torch.Tensor:
         """Keep only the sentences `kept` `(kept,)`; returns their decoder rows `(kept * beams,)`."""
-        for field in fields(self):
-            value = getattr(self, field.name)
-            if value is not None:
-                setattr(self, field.name, value[kept])
+        for each in fields(self):
+            value = getattr(self, each.name)
+            if value is not None and not each.metadata.get("shared"):
+                setattr(self, each.name, value[kept])
         beams = self.running.shape[1]
         return (kept[:, None] * beams + torch.arange(beams, device=kept.device)).flatten()
 

@@ -28,18 +28,24 @@ from typing import Any
 import torch
 from torch import nn
 from torch.nn import functional as F
-from transformers import GenerationMixin
+from transformers import GenerationMixin, PreTrainedModel
 from transformers.modeling_outputs import ModelOutput, Seq2SeqLMOutput, Seq2SeqModelOutput
 
 from .cache_names import given_cache, returned_cache, with_cache
 from .configuration_translation import TranslationConfig
 from .pretrained_model import TranslationPreTrainedModel, generation_defaults, tied_embeddings
 
-# What `generate` hands `prepare_inputs_for_generation` that `forward` takes besides the decoder inputs and state.
-FORWARD_KWARGS = (
-    "attention_mask", "decoder_attention_mask", "encoder_outputs", "use_cache", "output_attentions",
-    "output_hidden_states", "return_dict",
-)  # fmt: skip
+# What `generate` hands `prepare_inputs_for_generation` that is not for `forward` (`cache_position`: up to 5.23;
+# `forward` counts positions from the cache).
+GENERATION_ONLY_KWARGS = ("labels", "inputs_embeds", "decoder_inputs_embeds", "is_first_iteration", "cache_position")
+
+
+def writes_code(model: PreTrainedModel) -> bool:
+    """Whether `save_pretrained` copies the model's code into the folder (its class registered for an auto class):
+    `is_remote_code()` from transformers 5.3 on; 5.0-5.2 lack it, and there the classes count as registered, as
+    importing the package registers them, and so does transformers when it loads a folder's code."""
+    is_remote_code = getattr(model, "is_remote_code", None)
+    return is_remote_code() if is_remote_code is not None else True
 
 
 def shift_tokens_right(labels: torch.Tensor, pad_token_id: int, decoder_start_token_id: int) -> torch.Tensor:
@@ -210,7 +216,7 @@ class TranslationForConditionalGeneration(TranslationPreTrainedModel, Generation
     def save_pretrained(self, save_directory: str | os.PathLike, *args: Any, **kwargs: Any) -> None:
         """`TranslationPreTrainedModel.save_pretrained`; a folder with remote code (`register_for_auto_class`) maps
         `AutoModel` to the base model too, in its config's `auto_map` (the file is the one copied for this class)."""
-        if self.is_remote_code():
+        if writes_code(self):
             base = self.base_model_class
             self.config.auto_map = {
                 **(getattr(self.config, "auto_map", None) or {}),
@@ -258,7 +264,7 @@ class TranslationForConditionalGeneration(TranslationPreTrainedModel, Generation
                 next_sequence_length = input_ids.shape[1] - seen
         if next_sequence_length is not None:
             input_ids = input_ids[:, -next_sequence_length:]
-        inputs = {name: kwargs[name] for name in FORWARD_KWARGS if name in kwargs}
+        inputs = {name: value for name, value in kwargs.items() if name not in GENERATION_ONLY_KWARGS}
         return {**inputs, "decoder_input_ids": input_ids, "cache" if cache is not None else "past_key_values": state}
 
     def forward(

@@ -4,9 +4,9 @@ of the same shape (its traceback in the server's log), and the server goes on se
 
 A text is split into sentences as `translate --document` splits a document (paragraphs at blank lines, sentences by
 `sentencex` in the model's source language; HTML: the text between tags), the sentences go through the model's
-`Batcher`, and the translations are put back together. Alternative k of a text is each sentence's k-th best
-translation put together the same way. The server keeps no state between requests: replicas can share any load
-balancer.
+`Lanes` (a `Batcher` for requests with a glossary, another for the rest), and the translations are put back
+together. Alternative k of a text is each sentence's k-th best translation put together the same way. The server
+keeps no state between requests: replicas can share any load balancer.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from hf_bahdanau.decoding.documents import grouped, join_document, split_documen
 from hf_bahdanau.decoding.glossary import Glossary
 from hf_bahdanau.errors import InputError
 
-from .batching import Batcher
+from .batching import Lanes
 from .limits import ApiKeys, BodyLimit, Limits
 from .markup import join_markup, split_markup
 from .model import Decoding, ServedModel
@@ -90,8 +90,8 @@ def build_app(settings: Settings, models: dict[tuple[str, str], ServedModel] | N
     keys = ApiKeys.from_file(settings.api_keys)
     limits = settings.limits
     batching = settings.batching
-    batchers = {
-        pair: Batcher(
+    lanes = {
+        pair: Lanes(
             model.translate,
             model.count_tokens,
             wait=batching.wait,
@@ -107,11 +107,11 @@ def build_app(settings: Settings, models: dict[tuple[str, str], ServedModel] | N
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        for batcher in batchers.values():
-            batcher.start()
+        for lane in lanes.values():
+            lane.start()
         logger.info("serving %s", ", ".join(f"{s}->{t} ({models[s, t].folder})" for s, t in pairs))
         yield  # uvicorn has waited `--shutdown-timeout` for requests in flight: a batch still running is left
-        await asyncio.to_thread(lambda: [batcher.close(CLOSE_SECONDS) for batcher in batchers.values()])
+        await asyncio.to_thread(lambda: [lane.close(CLOSE_SECONDS) for lane in lanes.values()])
 
     app = FastAPI(title="hf-bahdanau serve (LibreTranslate API)", lifespan=lifespan)
     app.add_middleware(BodyLimit, limit=limits.body_bytes, seconds=limits.read_seconds)
@@ -150,7 +150,7 @@ def build_app(settings: Settings, models: dict[tuple[str, str], ServedModel] | N
         plans = [_plan(text, parsed.format, pair[0]) for text in parsed.texts]
         sentences = [sentence for plan, _ in plans for sentence in plan]
         limits.check_sentences(len(sentences))
-        found = await _translated(request, batchers[pair], sentences, parsed.alternatives + 1, parsed.glossary)
+        found = await _translated(request, lanes[pair], sentences, parsed.alternatives + 1, parsed.glossary)
         counts = [len(plan) for plan, _ in plans]
         translations = [
             [rebuild([h[min(k, len(h) - 1)] for h in hypotheses]) for k in range(parsed.alternatives + 1)]
@@ -185,10 +185,9 @@ def build_app(settings: Settings, models: dict[tuple[str, str], ServedModel] | N
         """200 `{"status": "ok"}` while every model's translating thread runs (a listening server has its models
         loaded), else 503; with each model's waiting sentences, and an id of the process that answered."""
         served = [
-            {"source": s, "target": t, "waiting": batchers[s, t].waiting, "batches": batchers[s, t].batches}
-            for s, t in pairs
+            {"source": s, "target": t, "waiting": lanes[s, t].waiting, "batches": lanes[s, t].batches} for s, t in pairs
         ]
-        if not all(batcher.alive for batcher in batchers.values()):
+        if not all(lane.alive for lane in lanes.values()):
             return JSONResponse(
                 {"status": "error", "error": "a model's thread has stopped", "worker": worker, "models": served}, 503
             )
@@ -309,20 +308,20 @@ def _plan(text: str, text_format: str, language: str) -> tuple[list[str], Callab
 
 
 async def _translated(
-    request: Request, batcher: Batcher, sentences: list[str], n_best: int, glossary: Glossary | None
+    request: Request, lanes: Lanes, sentences: list[str], n_best: int, glossary: Glossary | None
 ) -> list[list[str]]:
-    """The sentences' n-best lists from the batcher; if the client goes first, its sentences leave the queue."""
-    job = batcher.submit(sentences, n_best, glossary)
+    """The sentences' n-best lists from the model's lanes; if the client goes first, its sentences leave the queue."""
+    job = lanes.submit(sentences, n_best, glossary)
     gone = asyncio.ensure_future(_disconnected(request))
     try:
         await asyncio.wait({job.future, gone}, return_when=asyncio.FIRST_COMPLETED)
     except asyncio.CancelledError:
-        batcher.cancel(job)
+        lanes.cancel(job)
         raise
     finally:
         gone.cancel()
     if not job.future.done():
-        batcher.cancel(job)
+        lanes.cancel(job)
         raise ApiError(400, "Client disconnected")
     return job.future.result()
 

@@ -10,6 +10,9 @@ while the batch's padded size (sentences x the longest's tokens) stays within `b
 asking for a different number of alternatives or another glossary wait for a batch of their own. At most
 `queue_limit` sentences may wait: a request that would pass it is refused (429; 400 for a request of more sentences
 than that), and a request whose client has gone frees its waiting sentences at once.
+
+A model has two such queues (`Lanes`): one for requests with a glossary, whose target terms can make a batch's
+translations far longer than its sources, and one for the rest, which never wait behind them.
 """
 
 from __future__ import annotations
@@ -215,6 +218,55 @@ class Batcher:
                 job.future.get_loop().call_soon_threadsafe(_resolve, job.future, job.results)
 
 
+class Lanes:
+    """A model's two `Batcher`s, each with its own thread: requests with a glossary go to one, the rest to the
+    other. `translate` runs in both threads, each lane's calls with or without a glossary only."""
+
+    def __init__(
+        self,
+        translate: Callable[[list[str], int, Glossary | None], list[list[str]]],
+        count_tokens: Callable[[list[str]], list[int]],
+        *,
+        name: str = "model",
+        **options: float,
+    ) -> None:
+        self.plain = Batcher(translate, count_tokens, name=name, **options)
+        self.glossary = Batcher(translate, count_tokens, name=f"{name}-glossary", **options)
+
+    def _lane(self, glossary: Glossary | None) -> Batcher:
+        return self.plain if glossary is None else self.glossary
+
+    def start(self) -> None:
+        self.plain.start()
+        self.glossary.start()
+
+    @property
+    def alive(self) -> bool:
+        return self.plain.alive and self.glossary.alive
+
+    @property
+    def waiting(self) -> int:
+        return self.plain.waiting + self.glossary.waiting
+
+    @property
+    def batches(self) -> int:
+        return self.plain.batches + self.glossary.batches
+
+    def submit(self, texts: list[str], n_best: int = 1, glossary: Glossary | None = None) -> Job:
+        """`Batcher.submit` on the request's lane."""
+        return self._lane(glossary).submit(texts, n_best, glossary)
+
+    def cancel(self, job: Job) -> None:
+        """`Batcher.cancel` on the request's lane."""
+        self._lane(job.glossary).cancel(job)
+
+    def close(self, timeout: float | None = None) -> None:
+        """`Batcher.close` on both lanes, within `timeout` seconds in all."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for lane in (self.plain, self.glossary):
+            lane.close(None if deadline is None else max(0.0, deadline - time.monotonic()))
+
+
 def _resolve(future: asyncio.Future, results: list) -> None:
     if not future.done():
         future.set_result(results)
@@ -229,4 +281,4 @@ def _fail(job: Job, error: Exception) -> None:
     job.future.get_loop().call_soon_threadsafe(_reject, job.future, error)
 
 
-__all__ = ["Batcher", "Job"]
+__all__ = ["Batcher", "Job", "Lanes"]

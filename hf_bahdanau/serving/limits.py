@@ -1,4 +1,5 @@
-"""What one request may ask for (characters, sentences, body bytes: `BodyLimit`) and the optional API keys.
+"""What one request may ask for (characters, sentences, glossary terms; body bytes and time: `BodyLimit`) and the
+optional API keys.
 
 Keys come from a file, one a line (blank lines and `#` comments left out). A key given with a request is compared
 with every key in constant time (`hmac.compare_digest` of SHA-256 digests), so the time taken tells nothing of how
@@ -14,14 +15,16 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from starlette.responses import JSONResponse
 
-from hf_bahdanau.decoding.glossary import Glossary
 from hf_bahdanau.errors import InputError
 
 from .shapes import ApiError, error_body
+
+if TYPE_CHECKING:
+    from hf_bahdanau.decoding.glossary import Glossary
 
 MISSING_KEY = "Please contact the server operator to get an API key"
 

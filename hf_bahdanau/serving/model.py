@@ -1,18 +1,22 @@
-"""One served model folder: its language pair, and `translate(texts, n_best)`, which goes through the `Translator`
-that `hf-bahdanau translate` uses (`Translator.from_folder`), so the server gives the same translations as the command
-for the same settings. This is the one place the server reaches the package's translation code."""
+"""One served model folder: its language pair, and `translate(texts, n_best, glossary)`, which goes through the
+`Translator` that `hf-bahdanau translate` uses (`Translator.from_folder`), so the server gives the same translations as
+the command for the same settings. This is the one place the server reaches the package's translation code."""
 
 from __future__ import annotations
 
 import copy
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from hf_bahdanau.decoding.glossary import Glossary
+    from hf_bahdanau.decoding.translator import Translator
 
 from hf_bahdanau.errors import InputError
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -30,18 +34,20 @@ class Decoding:
 
 
 class ServedModel:
-    """A model folder loaded for serving; `count_tokens` may run in another thread than `translate` (it has its
-    own copy of the tokenizer)."""
+    """A model folder loaded for serving. `translate` runs in two threads, one with a glossary and one without
+    (`batching.Lanes`), and `count_tokens` in a third: each has its own tokenizer."""
 
     def __init__(self, folder: str | Path, decoding: Decoding) -> None:
         from hf_bahdanau.decoding.loading import check_generation_length
         from hf_bahdanau.decoding.translator import Translator
 
         self.folder = str(folder)
+        self._decoding = decoding
         check_generation_length(self.folder, decoding.max_new_tokens)
         self._translator = Translator.from_folder(self.folder, engine=decoding.engine, quantize=decoding.quantize,
                                                   threads=decoding.threads, batch_size=decoding.batch_size,
-                                                  batch_tokens=decoding.batch_tokens, torch_fallback=True)  # fmt: skip
+                                                  batch_tokens=decoding.batch_tokens)  # fmt: skip
+        self._glossary_translator: Translator | None = None
         self._options = {name: value for name in ("num_beams", "max_new_tokens", "length_penalty")
                          if (value := getattr(decoding, name)) is not None}  # fmt: skip
         config = self._translator.config
@@ -64,8 +70,29 @@ class ServedModel:
 
     def translate(self, texts: list[str], n_best: int = 1, glossary: Glossary | None = None) -> list[list[str]]:
         """Each text's `n_best` translations, best first, using the `glossary`'s terms."""
-        found = self._translator.translate(texts, n_best=n_best, glossary=glossary, **self._options)
+        translator = self._translator if glossary is None else self._translator_with_glossary()
+        found = translator.translate(texts, n_best=n_best, glossary=glossary, **self._options)
         return [[hypothesis.text for hypothesis in translation.hypotheses] for translation in found]
+
+    def _translator_with_glossary(self) -> Translator:
+        """The translator of the requests with a glossary, made by their thread when it first needs it: the model's
+        weights with a tokenizer of its own, or, as CTranslate2 cannot place terms, the folder's torch model."""
+        from hf_bahdanau.decoding.translator import Translator
+
+        if self._glossary_translator is None:
+            decoding, main = self._decoding, self._translator
+            if main.engine == "torch":
+                self._glossary_translator = Translator(main.model, copy.deepcopy(main.tokenizer),
+                                                       batch_size=decoding.batch_size,
+                                                       batch_tokens=decoding.batch_tokens,
+                                                       trained_source_length=main.trained_source_length)  # fmt: skip
+            else:
+                logger.warning("CTranslate2 cannot place glossary terms: the torch engine translates with a glossary")
+                self._glossary_translator = Translator.from_folder(self.folder, quantize=decoding.quantize,
+                                                                   threads=decoding.threads,
+                                                                   batch_size=decoding.batch_size,
+                                                                   batch_tokens=decoding.batch_tokens)  # fmt: skip
+        return self._glossary_translator
 
 
 __all__ = ["Decoding", "ServedModel"]

@@ -243,6 +243,7 @@ TRAINING_DEFAULTS = dict(
     **LENGTH_GROUPED,
     dataloader_pin_memory=torch.cuda.is_available(),
     report_to="none",
+    trackio_space_id=None,  # trackio's local store, as from transformers 5.6 on (up to 5.5 the default is a Hub Space)
     disable_tqdm=not sys.stderr.isatty(),  # a progress bar on a terminal; in a log file, one line per log entry
 )
 

@@ -36,7 +36,7 @@ from hf_bahdanau.metrics import make_compute_metrics
 from hf_bahdanau.models.pretrained_model import TranslationPreTrainedModel
 from hf_bahdanau.training.callbacks import InterruptToCheckpoint, LogEntryLogger, ProgressBar, TrainingStartLogger
 from hf_bahdanau.training.objective import TrainingObjective, scheduled_sampling_outputs
-from hf_bahdanau.training.options import RunArguments
+from hf_bahdanau.training.options import RunArguments, groups_by_length
 from hf_bahdanau.training.run_folder import CheckpointManifest, is_complete_checkpoint, write_failure
 
 logger = logging.getLogger(__name__)
@@ -101,9 +101,7 @@ class TranslationTrainer(Seq2SeqTrainer):
         if isinstance(dataset, LengthBucketedBatches):
             return stream_dataloader(dataset, self.data_collator)
         if not (
-            args.train_sampling_strategy == "group_by_length"
-            and isinstance(dataset, datasets.Dataset)
-            and "input_ids" in dataset.column_names
+            groups_by_length(args) and isinstance(dataset, datasets.Dataset) and "input_ids" in dataset.column_names
         ):
             return super().get_train_dataloader()
         seed = args.data_seed if args.data_seed is not None else args.seed
