@@ -170,11 +170,12 @@ def to_standard_model(model: Any) -> Any:
 
 def _save_tokenizer(folder: Path, staging: Path) -> None:
     """Our `tokenizer.json` as it is, with a `tokenizer_config.json` that any transformers release reads
-    (`PreTrainedTokenizerFast`, padding on the right as the standard models count positions)."""
+    (`PreTrainedTokenizerFast`, padding on the right as the standard models count positions, no token type ids)."""
     shutil.copy2(folder / "tokenizer.json", staging / "tokenizer.json")
     ours = read_json(folder / "tokenizer_config.json") if (folder / "tokenizer_config.json").is_file() else {}
     settings = {name: ours[name] for name in TOKENIZER_SETTINGS if name in ours}
     settings.update(tokenizer_class="PreTrainedTokenizerFast", padding_side="right", clean_up_tokenization_spaces=False)
+    settings["model_input_names"] = ["input_ids", "attention_mask"]  # not transformers 4's token_type_ids
     text = json.dumps(settings, indent=2, sort_keys=True) + "\n"
     (staging / "tokenizer_config.json").write_text(text, encoding="utf-8")
 
@@ -196,6 +197,14 @@ def export_transformers(
     fingerprint = source_fingerprint(folder)
     model, _ = load_exportable(folder)
     standard = to_standard_model(model)
+    if model.config.norm_first and not torch.equal(
+        model.model.encoder.embed_tokens.weight, model.model.decoder.embed_tokens.weight
+    ):
+        logger.warning(
+            "%s needs transformers 5: on transformers 4 Blenderbot's encoder and decoder share one embedding, and "
+            "this model's two differ",
+            output,
+        )
 
     def write(staging: Path) -> None:
         standard.save_pretrained(staging, safe_serialization=True)
