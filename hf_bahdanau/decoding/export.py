@@ -179,20 +179,12 @@ def check_outside_model_folders(output: Path) -> None:
 
 
 def load_exportable(folder: Path) -> tuple[Any, Any]:
-    """The `d2l_transformer` of `folder` (float32, eval mode) and its tokenizer, never through the folder's own
-    code; a one-line InputError for what transformers or the model's code refuse in the folder."""
-    from transformers import AutoTokenizer
+    """The `d2l_transformer` of `folder` (float32, eval mode) and its tokenizer, loaded as every front end loads a
+    folder (`loading.load_translation_model`: never through the folder's own code, every weight found)."""
+    from .loading import load_translation_model
 
-    from hf_bahdanau.models.modeling_transformer import TransformerForConditionalGeneration
-    from hf_bahdanau.models.pipelines import check_tokenizer_matches
-    from hf_bahdanau.registry import register_auto_classes
-
-    register_auto_classes()  # which `translate --engine ctranslate2` leaves undone until a model loads
-    with as_input_error(ValueError, OSError):
-        tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=False)  # never a folder's own code
-        model = TransformerForConditionalGeneration.from_pretrained(folder, use_safetensors=True).float().eval()
-        check_tokenizer_matches(model.config, tokenizer)
-    return model, tokenizer
+    model, tokenizer = load_translation_model(str(folder))
+    return model.float(), tokenizer
 
 
 def write_export(output: Path, info: dict[str, Any], write: Callable[[Path], None]) -> Path:
