@@ -29,6 +29,7 @@ from hf_bahdanau.data import cache as corpus_cache
 from hf_bahdanau.data import corpora as data
 from hf_bahdanau.data import run_settings
 from hf_bahdanau.decoding import quantization
+from hf_bahdanau.decoding.checkpoint import load_checkpoint
 from hf_bahdanau.metrics import count_repeating
 from hf_bahdanau.publishing import card
 from hf_bahdanau.registry import get_model_type
@@ -147,8 +148,8 @@ def test_translate_evaluate_and_pipeline_with_int8_leave_the_fp32_folder(trained
     assert "BLEU = " in capsys.readouterr().out
     stored_now = (trained / "eval_results.json").read_bytes() if (trained / "eval_results.json").exists() else None
     assert stored_now == stored  # the int8 model's scores are not the folder's (fp32) scores
-    translator = pipeline(TASK, model=str(trained), pipeline_class=TranslationPipeline,
-                          model_kwargs={"quantize": "int8"})  # fmt: skip
+    translator = pipeline(TASK, model=load_checkpoint(trained, quantize="int8"), tokenizer=str(trained),
+                          pipeline_class=TranslationPipeline)  # fmt: skip
     assert translator.model.quantization == "int8" and translator("Go.")[0]["translation_text"]
     assert (trained / "model.safetensors").read_bytes() == weights  # the folder keeps its fp32 weights
     with pytest.raises(SystemExit):

@@ -2,7 +2,7 @@
 evaluate, translate with beam 5, the pipeline, one server request, a tiny distill and publish --dry-run.
 
 CI also runs this file alone on the oldest transformers release `pyproject.toml` allows, in an environment of its own
-(`.ci/run`, `-m end_to_end`); docs/compatibility.md says which release that is."""
+(`.ci/run`); docs/compatibility.md says which release that is. `-m end_to_end` selects these tests."""
 
 from __future__ import annotations
 

@@ -163,7 +163,9 @@ class Constraints:
         progress = self.progress(
             running[:, :, :cur_len].reshape(size * beams, cur_len), sources.repeat_interleave(beams)
         )
-        pool, empty = self._pool(scores, progress.view(size, beams, -1), met, sources, count)  # (size, pool)
+        phrases = self.required[sources]  # (size, phrases, longest)
+        lengths = (phrases != NO_TOKEN).sum(-1)  # (size, phrases)
+        pool, empty = self._pool(scores, phrases, lengths, progress.view(size, beams, -1), met, count)  # (size, pool)
         pool_scores = flat.gather(1, pool).masked_fill(empty, -torch.inf)  # (size, pool)
         empty |= pool_scores < DEAD  # forbidden tokens, and the first step's copies of the first beam
         parents, pool_tokens = pool // vocab, pool % vocab
@@ -171,12 +173,11 @@ class Constraints:
         candidates[:, :, cur_len] = pool_tokens
         pool_sources = sources.repeat_interleave(pool.shape[1])
         ended = self.progress(candidates.reshape(-1, cur_len + 1), pool_sources).view(size, pool.shape[1], -1)
-        lengths = self.required_lengths(sources)[:, None]  # (size, 1, phrases)
         pool_met = met.gather(1, parents[:, :, None].expand(-1, -1, met.shape[-1])) | (
-            (ended == lengths) & (lengths > 0)
+            (ended == lengths[:, None]) & (lengths[:, None] > 0)
         )  # (size, pool, phrases)
         partial = ended.masked_fill(pool_met, 0).amax(-1)  # (size, pool): the longest phrase under way
-        bank = (pool_met * lengths).sum(-1) + partial  # (size, pool): phrase tokens produced
+        bank = (pool_met * lengths[:, None]).sum(-1) + partial  # (size, pool): phrase tokens produced
         order = _round_robin(bank, pool_scores, empty)[:, :count]  # (size, count)
         return (
             pool_scores.gather(1, order),
@@ -187,9 +188,10 @@ class Constraints:
     def _pool(
         self,
         scores: torch.Tensor,  # (size, beams, vocab)
+        phrases: torch.Tensor,  # (size, phrases, longest): each sentence's required phrases
+        lengths: torch.Tensor,  # (size, phrases): their token counts
         progress: torch.Tensor,  # (size, beams, phrases): the longest start of each phrase ending each beam
         met: torch.Tensor,  # (size, beams, phrases)
-        sources: torch.Tensor,  # (size,)
         count: int,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """The continuations the allocation chooses from, as flat indices `beam * vocab + token` `(size, pool)`:
@@ -197,8 +199,6 @@ class Constraints:
         `(size, pool)` which slots are empty (a repeat, or no phrase)."""
         size, beams, vocab = scores.shape
         device = scores.device
-        phrases = self.required[sources]  # (size, phrases, longest)
-        lengths = (phrases != NO_TOKEN).sum(-1)  # (size, phrases)
         # Each unmet phrase's next token (continuing it) and first token (starting it again), for each beam.
         following = (
             phrases[:, None]

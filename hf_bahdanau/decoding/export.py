@@ -17,6 +17,7 @@ import logging
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +55,12 @@ def is_ctranslate2_folder(folder: str | os.PathLike) -> bool:
     return (Path(folder) / "model.bin").is_file() and (Path(folder) / EXPORT_INFO).is_file()
 
 
-def _local_folder(model_dir_or_repo_id: str | os.PathLike) -> Path:
+def is_export_folder(folder: str | os.PathLike) -> bool:
+    """Whether `folder` holds an export of this package, of any format (its `hf_bahdanau_export.json`)."""
+    return (Path(folder) / EXPORT_INFO).is_file()
+
+
+def local_folder(model_dir_or_repo_id: str | os.PathLike) -> Path:
     """A local model folder, or the needed files of a Hub repo downloaded into the Hub cache."""
     folder = Path(model_dir_or_repo_id)
     if folder.is_dir():
@@ -104,9 +110,9 @@ def check_tokenizer_file(folder: Path) -> None:
 
 
 def _model_folder_around(path: Path) -> Path | None:
-    """The saved model folder that `path` is or lies in (a CTranslate2 export is none), or None."""
+    """The saved model folder that `path` is or lies in (an export is none), or None."""
     for folder in (path, *path.parents):
-        if (folder / "config.json").is_file() and not is_ctranslate2_folder(folder):
+        if (folder / "config.json").is_file() and not is_export_folder(folder):
             return folder
     return None
 
@@ -121,7 +127,7 @@ def check_export_output(output: Path, folder: Path, overwrite: bool) -> None:
         raise InputError(f"{output} exists and is not a folder: choose another export folder")
     if not output.exists() or not any(output.iterdir()):
         return
-    if not is_ctranslate2_folder(output):
+    if not is_export_folder(output):
         raise InputError(
             f"{output} holds files that are not an export of this package (no {EXPORT_INFO}): export replaces only "
             "its own exports; choose another folder"
@@ -161,47 +167,61 @@ def export_ctranslate2(
     """
     require_ctranslate2()
     output = Path(output_dir)
+    check_outside_model_folders(output)
+    return _export(local_folder(model_dir_or_repo_id), output, quantization, overwrite)
+
+
+def check_outside_model_folders(output: Path) -> None:
+    """An InputError when the export folder `output` is or lies in a saved model folder."""
     inside = _model_folder_around(output.resolve())
     if inside is not None:
         raise InputError(f"the export folder {output} is in the model folder {inside}: choose a folder outside it")
-    return _export(_local_folder(model_dir_or_repo_id), output, quantization, overwrite)
+
+
+def load_exportable(folder: Path) -> tuple[Any, Any]:
+    """The `d2l_transformer` of `folder` (float32, eval mode) and its tokenizer, loaded as every front end loads a
+    folder (`loading.load_translation_model`: never through the folder's own code, every weight found)."""
+    from .loading import load_translation_model
+
+    model, tokenizer = load_translation_model(str(folder))
+    return model.float(), tokenizer
+
+
+def write_export(output: Path, info: dict[str, Any], write: Callable[[Path], None]) -> Path:
+    """`write(staging)` fills a fresh folder beside `output`; `info` and the list of the files written go into its
+    `hf_bahdanau_export.json` (what `--overwrite` may replace), and it is moved into place at the end, so a failed
+    export leaves no half-written folder. Returns `output`."""
+    staging = fresh_sibling(output, "exporting")
+    try:
+        write(staging)
+        files = sorted([*os.listdir(staging), EXPORT_INFO])
+        (staging / EXPORT_INFO).write_text(json.dumps({**info, "files": files}, indent=2) + "\n", encoding="utf-8")
+        replace_with(output, staging)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)  # made above; gone once moved into place
+    return output
 
 
 def _export(folder: Path, output: Path, quantization: str, overwrite: bool) -> Path:
     """`export_ctranslate2` once the place of `output` is allowed."""
     require_ctranslate2()
-    from transformers import AutoTokenizer
-
-    from hf_bahdanau.models.modeling_transformer import TransformerForConditionalGeneration
-    from hf_bahdanau.models.pipelines import check_tokenizer_matches
-    from hf_bahdanau.registry import register_auto_classes
-
     from .converter import D2LTransformerConverter
-
-    register_auto_classes()  # which `translate --engine ctranslate2` leaves undone until a model loads
 
     if quantization not in QUANTIZATIONS:
         raise InputError(f"quantization must be one of {', '.join(QUANTIZATIONS)}, got {quantization!r}")
     model_config = _check_exportable(folder)  # as saved: no local path in it (the export may be published)
     check_export_output(output, folder, overwrite)
     fingerprint = source_fingerprint(folder)
-    with as_input_error(ValueError, OSError):  # what transformers and the model's code refuse in the folder
-        tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=False)  # never a folder's own code
-        model = TransformerForConditionalGeneration.from_pretrained(folder, use_safetensors=True).float().eval()
-        check_tokenizer_matches(model.config, tokenizer)
-    staging = fresh_sibling(output, "exporting")
-    try:
+    model, tokenizer = load_exportable(folder)
+
+    def write(staging: Path) -> None:
         D2LTransformerConverter(model, tokenizer).convert(str(staging), quantization=quantization, force=True)
         for name in COPIED_FILES:
             if (folder / name).is_file():
                 shutil.copy2(folder / name, staging / name)
-        files = sorted([*os.listdir(staging), EXPORT_INFO])  # what --overwrite may replace
-        info = {"quantization": quantization, "source_fingerprint": fingerprint, "model_config": model_config,
-                "files": files}  # fmt: skip
-        (staging / EXPORT_INFO).write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
-        replace_with(output, staging)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)  # made above; gone once moved into place
+
+    info = {"quantization": quantization, "source_fingerprint": fingerprint, "model_config": model_config}
+    write_export(output, info, write)
     logger.info("exported %s to CTranslate2 (%s) in %s", folder, quantization, output)
     return output
 

@@ -101,9 +101,7 @@ class TranslationTrainer(Seq2SeqTrainer):
         if isinstance(dataset, LengthBucketedBatches):
             return stream_dataloader(dataset, self.data_collator)
         if not (
-            groups_by_length(args)
-            and isinstance(dataset, datasets.Dataset)
-            and "input_ids" in dataset.column_names
+            groups_by_length(args) and isinstance(dataset, datasets.Dataset) and "input_ids" in dataset.column_names
         ):
             return super().get_train_dataloader()
         seed = args.data_seed if args.data_seed is not None else args.seed
