@@ -492,6 +492,13 @@ def test_tied_embeddings_share_storage_and_stay_tied_after_resize(model_type):
     assert out.logits.shape == (1, 2, VOCAB + 5)
 
 
+def test_a_tied_embedding_is_drawn_as_an_untied_one(model_type):
+    tied = make_model(model_type, tie_word_embeddings=True, tie_encoder_decoder_embeddings=True)
+    untied = make_model(model_type)
+    spread = untied.model.decoder.embed_tokens.weight.std()  # N(0, 1) or N(0, init_std), not the head's Xavier
+    assert float(tied.model.decoder.embed_tokens.weight.std()) == pytest.approx(float(spread), rel=0.2)
+
+
 @pytest.mark.parametrize("mean_resizing", [True, False])
 def test_untied_resize_resizes_encoder_too(model_type, mean_resizing):
     model = make_model(model_type)

@@ -57,6 +57,7 @@ class BahdanauModel(BahdanauPreTrainedModel, TranslationModel):
         super().__init__(config, initialize)
         self.encoder = BahdanauEncoder(config)
         self.decoder = (ConditionalGRUDecoder if config.decoder_type == "cgru" else BahdanauDecoder)(config)
+        self.share_embeddings()
         self.post_init()
 
 

@@ -342,6 +342,7 @@ class TransformerModel(TransformerPreTrainedModel, TranslationModel):
         super().__init__(config, initialize)
         self.encoder = TransformerEncoder(config)
         self.decoder = TransformerDecoder(config)
+        self.share_embeddings()
         self.post_init()
 
 

@@ -85,6 +85,12 @@ class TranslationModel(TranslationPreTrainedModel):
         self._initialize = initialize
         self._tied_weights_keys = tied_embeddings(config)
 
+    def share_embeddings(self) -> None:
+        """With `tie_encoder_decoder_embeddings`, the encoder embeds with the decoder's embedding module (as Marian's
+        `shared`), so that loading the decoder's loads both. Called by a subclass once it set `encoder` and `decoder`."""
+        if self.config.tie_encoder_decoder_embeddings:
+            self.encoder.embed_tokens = self.decoder.embed_tokens
+
     def init_weights(self) -> None:
         """transformers' (initialise and tie), unless `initialize=False`."""
         if self._initialize:
@@ -205,13 +211,25 @@ class TranslationForConditionalGeneration(TranslationPreTrainedModel, Generation
         self.model = self.base_model_class(config, initialize=False)  # initialised below, with lm_head
         self.lm_head = nn.Linear(config.hidden_size, config.vocab_size)
         prefix = f"{self.base_model_prefix}."
-        self._tied_weights_keys = {"lm_head.weight": f"{prefix}decoder.embed_tokens.weight"}
+        # The decoder's embedding is declared tied to `lm_head` (and saved, the head not): transformers ties a weight
+        # absent from a folder to the one it holds, in either direction, on every 5.x release.
+        self._tied_weights_keys = {f"{prefix}decoder.embed_tokens.weight": "lm_head.weight"}
         self._tied_weights_keys.update(tied_embeddings(config, prefix))
         # Tied weights are saved once, as the decoder's embedding: a state dict without the others is complete.
-        self._keys_to_ignore_on_save = list(self._tied_weights_keys) if config.tie_word_embeddings else None
+        saved_once = ["lm_head.weight", *tied_embeddings(config, prefix)]
+        self._keys_to_ignore_on_save = saved_once if config.tie_word_embeddings else None
         self.post_init()
         if self.generation_config is not None:  # a new model's; a saved folder's generation_config.json replaces it
             self.generation_config.update(**generation_defaults(config))
+
+    def init_weights(self) -> None:
+        """transformers' (initialise and tie); a tied embedding keeps the values it was drawn with (the tie's source
+        is `lm_head`, which transformers would copy onto it)."""
+        drawn = self.get_input_embeddings().weight  # initialised in place
+        super().init_weights()
+        if self.lm_head.weight is not drawn and self.lm_head.weight is self.get_input_embeddings().weight:
+            with torch.no_grad():
+                self.lm_head.weight.copy_(drawn)
 
     def save_pretrained(self, save_directory: str | os.PathLike, *args: Any, **kwargs: Any) -> None:
         """`TranslationPreTrainedModel.save_pretrained`; a folder with remote code (`register_for_auto_class`) maps

@@ -86,6 +86,11 @@ class TranslationPreTrainedModel(PreTrainedModel):
             encoder.embed_tokens = resized_embedding(
                 encoder.embed_tokens, embeddings.num_embeddings, mean_resizing, self._init_weights
             )
+        head = self.get_output_embeddings()
+        if head is not None and head.bias is not None and head.bias.shape[0] != embeddings.num_embeddings:
+            # a tied head's weight is resized with the embedding (its source); its bias gains zeros or loses rows
+            head.bias.data = nn.functional.pad(head.bias.data, (0, embeddings.num_embeddings - head.bias.shape[0]))
+            head.out_features = embeddings.num_embeddings
         return embeddings
 
 
