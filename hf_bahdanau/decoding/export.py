@@ -50,6 +50,14 @@ def require_ctranslate2() -> Any:
     return ctranslate2
 
 
+def check_ctranslate2() -> None:
+    """An InputError that says how to install CTranslate2 where it is missing."""
+    try:
+        require_ctranslate2()
+    except ImportError as error:
+        raise InputError(str(error)) from None
+
+
 def is_ctranslate2_folder(folder: str | os.PathLike) -> bool:
     """Whether `folder` holds a CTranslate2 model exported by `export_ctranslate2`."""
     return (Path(folder) / "model.bin").is_file() and (Path(folder) / EXPORT_INFO).is_file()
@@ -259,6 +267,7 @@ __all__ = [
     "INSTALL_HINT",
     "QUANTIZATIONS",
     "cached_export",
+    "check_ctranslate2",
     "export_ctranslate2",
     "is_ctranslate2_folder",
     "published_export",
