@@ -105,3 +105,17 @@ def test_an_export_given_as_a_model_names_the_engine_option(model_copy, tmp_path
     export = export_ctranslate2(model_copy, tmp_path / "ct2")
     with pytest.raises(ValueError, match="is a CTranslate2 export: translate with it through --engine ctranslate2"):
         check_saved_model_type(export)
+
+
+@pytest.mark.parametrize("format", ["ctranslate2", "transformers"])
+def test_a_folder_missing_a_weight_is_refused_as_translate_refuses_it(model_copy, tmp_path, caplog, format):
+    from safetensors.torch import load_file, save_file
+
+    weights = load_file(model_copy / "model.safetensors")
+    missing = next(name for name in sorted(weights) if "layers.0" in name and name.endswith("weight"))
+    save_file({name: tensor for name, tensor in weights.items() if name != missing}, model_copy / "model.safetensors",
+              metadata={"format": "pt"})  # fmt: skip
+    output = tmp_path / "export"
+    error = error_of(["export", "--model", str(model_copy), "--format", format, "--output", str(output)], caplog)
+    assert "do not fit" in error and "1 missing" in error and not output.exists()
+    assert error == error_of(["translate", "--model", str(model_copy), "Ein Hund."], caplog)

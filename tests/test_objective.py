@@ -9,9 +9,10 @@ import pytest
 import torch
 from helpers import MODEL_TYPES, VOCAB, make_model, random_ids
 from torch import nn
-from transformers import AutoConfig, AutoModelForSeq2SeqLM
+from transformers import AutoConfig, AutoModelForSeq2SeqLM, Seq2SeqTrainingArguments
 
 from hf_bahdanau.training.objective import TrainingObjective, scheduled_sampling_outputs
+from hf_bahdanau.training.trainer import TranslationTrainer
 
 
 def random_logits(batch: int, length: int) -> torch.Tensor:
@@ -97,3 +98,19 @@ def test_a_config_saved_with_training_settings_loads_without_them(model_type, tm
     loaded = AutoModelForSeq2SeqLM.from_pretrained(tmp_path)
     for name, value in model.state_dict().items():
         assert torch.equal(value, loaded.state_dict()[name]), name
+
+
+@pytest.mark.parametrize("ratio", [1.0, 0.0])
+def test_the_trainer_trains_on_the_objective_with_scheduled_sampling_below_a_ratio_of_1(ratio, tmp_path):
+    model = make_model("bahdanau")
+    src, labels = random_ids(3, 6), random_ids(3, 5, seed=4)
+    batch = {"input_ids": src, "attention_mask": torch.ones_like(src), "labels": labels,
+             "decoder_input_ids": model.prepare_decoder_input_ids_from_labels(labels)}  # fmt: skip
+    objective = TrainingObjective(label_smoothing=0.1, unlikelihood=0.5, teacher_forcing_ratio=ratio)
+    args = Seq2SeqTrainingArguments(str(tmp_path), report_to=[], use_cpu=True)
+    trainer = TranslationTrainer(model=model, args=args, compute_loss_func=objective)
+    loss = trainer.compute_loss(model.train(), dict(batch))
+    inputs = {name: value for name, value in batch.items() if name != "labels"}
+    outputs = model(**inputs) if ratio == 1 else scheduled_sampling_outputs(model, inputs, ratio)
+    torch.testing.assert_close(loss, objective(outputs, labels))
+    assert not torch.equal(loss, trainer.compute_loss(model.eval(), dict(batch)).detach()) or ratio == 1

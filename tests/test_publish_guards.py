@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 from pathlib import Path
 
 import huggingface_hub
@@ -189,3 +190,19 @@ def test_publish_keeps_a_hand_written_card_unless_told(saved, uploads, monkeypat
     assert CARD_MARKER in card and "license: apache-2.0" in card
     assert main(["publish", "--model", str(saved), "--repo-id", REPO_ID, "--license", "mit"]) == 0  # ours: refreshed
     assert "license: mit" in (saved / "README.md").read_text(encoding="utf-8")
+
+
+class _GoneReader:
+    """A stdout whose reader went away (`... | head -1`)."""
+
+    def write(self, text: str) -> int:
+        raise BrokenPipeError(32, "Broken pipe")
+
+    def flush(self) -> None:
+        raise BrokenPipeError(32, "Broken pipe")
+
+
+def test_a_dry_run_whose_reader_goes_away_ends_quietly(saved, monkeypatch, caplog):
+    monkeypatch.setattr(sys, "stdout", _GoneReader())
+    assert main(["publish", "--model", str(saved), "--repo-id", REPO_ID, "--dry-run"]) == 141  # as Unix tools end
+    assert not logged_errors(caplog)

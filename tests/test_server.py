@@ -442,6 +442,37 @@ def test_the_console_script_serves_with_worker_processes_and_sigterm_lets_reques
         kill_group(process)
 
 
+def test_serve_exits_with_the_one_line_error_of_a_worker_process_that_cannot_serve(folder, tmp_path):
+    """The command checks the folder, then its workers find it gone (`sitecustomize` changes the settings of spawned
+    processes only): uvicorn stops, and the command fails saying why."""
+    gone = tmp_path / "gone"
+    (tmp_path / "sitecustomize.py").write_text(
+        "import json, os, sys\n"
+        "if '--multiprocessing-fork' in sys.argv:\n"
+        "    saved = json.loads(os.environ['HF_BAHDANAU_SERVE_SETTINGS'])\n"
+        f"    saved['models'] = [{str(gone)!r}]\n"
+        "    os.environ['HF_BAHDANAU_SERVE_SETTINGS'] = json.dumps(saved)\n",
+        encoding="utf-8",
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])}
+    command = [
+        sys.executable,
+        "-m",
+        "hf_bahdanau.cli",
+        "serve",
+        "--model",
+        str(folder),
+        "--workers",
+        "2",
+        "--port",
+        "0",
+    ]
+    found = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
+    lines = found.stderr.strip().splitlines()
+    assert found.returncode == 1, found.stderr[-3000:]
+    assert lines[-1].endswith(f"a worker process cannot serve: {gone} is not a saved model folder (no config.json)")
+
+
 def test_a_client_that_goes_frees_its_place_in_the_queue():
     from hf_bahdanau.serving.app import Batching, Settings, build_app
 

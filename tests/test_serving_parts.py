@@ -10,7 +10,7 @@ import pytest
 pytest.importorskip("fastapi")
 
 from hf_bahdanau.decoding.glossary import Glossary  # noqa: E402
-from hf_bahdanau.serving.batching import Batcher  # noqa: E402
+from hf_bahdanau.serving.batching import Batcher, Lanes  # noqa: E402
 from hf_bahdanau.serving.limits import ApiKeys, Limits  # noqa: E402
 from hf_bahdanau.serving.markup import join_markup, split_markup  # noqa: E402
 from hf_bahdanau.serving.shapes import ApiError, form_fields, parse_translate  # noqa: E402
@@ -86,6 +86,34 @@ def test_requests_with_another_glossary_wait_for_a_batch_of_their_own_and_get_it
 
     assert run(main()) == [[["A"]], [["B"]], [["C"]], [["D"]]]
     assert recorder.batches == [(["a", "c"], 1), (["b", "d"], 1, dogs)]  # equal glossaries share a batch
+
+
+def test_requests_with_a_glossary_have_their_own_lane_and_a_held_glossary_batch_holds_no_other_request():
+    gate = threading.Event()
+    dogs = Glossary.from_pairs({"Hund": "hound"})
+
+    def translate(texts: list[str], n_best: int, glossary=None) -> list[list[str]]:
+        if glossary is not None:  # a long target term: its batch runs until the gate opens
+            assert gate.wait(30)
+        return [[text.upper()] for text in texts]
+
+    async def main():
+        lanes = Lanes(translate, words, wait=0.0)
+        lanes.start()
+        held = lanes.submit(["a"], glossary=dogs)
+        while lanes.waiting:  # taken into a batch, held by the gate
+            await asyncio.sleep(0.01)
+        behind = lanes.submit(["b"], glossary=dogs)
+        plain = await asyncio.wait_for(lanes.submit(["c", "d"]).future, 10)  # while the glossary batch runs
+        waiting = lanes.waiting
+        lanes.cancel(behind)  # its client went
+        after = lanes.waiting
+        gate.set()
+        found = await held.future
+        await asyncio.to_thread(lanes.close)
+        return plain, waiting, after, found, behind.future.done(), lanes.batches
+
+    assert run(main()) == ([["C"], ["D"]], 1, 0, [["A"]], False, 2)  # "b" was never translated
 
 
 def test_a_glossary_field_is_read_from_json_pairs_and_form_lines_and_refused_when_malformed():

@@ -132,6 +132,9 @@ def test_the_folder_loads_as_a_standard_class_without_the_package(exported, name
     assert config["model_type"] == {"MarianMTModel": "marian", "BlenderbotForConditionalGeneration": "blenderbot"}[name]
     assert "auto_map" not in config and not list(export.glob("*.py"))
     assert (export / "model.safetensors").is_file() and not list(export.glob("*.bin"))
+    tokenizer_config = json.loads((export / "tokenizer_config.json").read_text())
+    assert tokenizer_config["tokenizer_class"] == "PreTrainedTokenizerFast"  # a class transformers 4 has too
+    assert tokenizer_config["model_input_names"] == ["input_ids", "attention_mask"]  # what the standard models take
 
 
 @pytest.mark.parametrize("name", NORMS)
@@ -204,6 +207,7 @@ def test_tied_embeddings_export_exactly_or_are_refused(tokenizer, tmp_path, capl
     from hf_bahdanau.cli import main
 
     assert main(argv) == 0
+    assert "needs transformers 5" not in caplog.text  # tied embeddings load alike on transformers 4
     standard = AutoModelForSeq2SeqLM.from_pretrained(tmp_path / "export").eval()
     inputs = tokenizer(SENTENCES[:3], padding=True, return_tensors="pt")
     with torch.no_grad():
@@ -212,6 +216,14 @@ def test_tied_embeddings_export_exactly_or_are_refused(tokenizer, tmp_path, capl
             - model(**inputs, decoder_input_ids=inputs["input_ids"]).logits
         )
     assert type(standard).__name__ == name and difference.abs().max() < 1e-4
+
+
+def test_a_blenderbot_folder_with_untied_embeddings_says_it_needs_transformers_5(exported, caplog, tmp_path):
+    export_transformers(exported["BlenderbotForConditionalGeneration"]["folder"], tmp_path / "export")
+    assert "needs transformers 5" in caplog.text
+    caplog.clear()
+    export_transformers(exported["MarianMTModel"]["folder"], tmp_path / "marian")
+    assert "needs transformers 5" not in caplog.text
 
 
 def test_the_rnn_is_refused_in_one_line(tmp_path, caplog):

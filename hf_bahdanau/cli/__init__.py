@@ -26,6 +26,7 @@ from hf_bahdanau.redaction import redact_message
 
 from . import demo, distill, evaluate, export, publish, serve, train, translate
 from .arguments import UsageError, option_names
+from .streams import SIGPIPE_STATUS, drop_stdout
 
 logger = logging.getLogger("hf_bahdanau")
 # Each command's module, in the order `--help` lists them.
@@ -127,4 +128,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt as interrupt:  # Ctrl-C: training has saved a checkpoint to resume from
         logger.error("%s", str(interrupt) or "interrupted")
         return 130
+    except BrokenPipeError:  # stdout's reader went away (`... | head -1`): end quietly, as Unix tools end
+        drop_stdout()
+        return SIGPIPE_STATUS
     return 0

@@ -57,8 +57,7 @@ def run(args: argparse.Namespace) -> None:
             raise InputError("--quantization applies to --format ctranslate2: a standard folder holds float32 weights")
         output = export_transformers(args.model, args.output, overwrite=args.overwrite)
     else:
-        from hf_bahdanau.decoding.export import export_ctranslate2
-        from hf_bahdanau.decoding.loading import check_ctranslate2
+        from hf_bahdanau.decoding.export import check_ctranslate2, export_ctranslate2
 
         check_ctranslate2()
         output = export_ctranslate2(args.model, args.output, args.quantization, overwrite=args.overwrite)

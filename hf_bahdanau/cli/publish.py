@@ -81,7 +81,7 @@ def _publish_space(args: argparse.Namespace) -> None:
 
 def _publish_model(args: argparse.Namespace) -> None:
     """`publish --model`: the model, its card and files; a dry run shows them."""
-    from hf_bahdanau.decoding.loading import check_ctranslate2
+    from hf_bahdanau.decoding.export import check_ctranslate2
     from hf_bahdanau.publishing.upload import publish
 
     if args.with_ctranslate2:

@@ -8,19 +8,27 @@ import dataclasses
 import json
 import logging
 import os
+import tempfile
+import time
+from pathlib import Path
 from typing import Any
 
 from hf_bahdanau.choices import ENGINES, QUANTIZATIONS
+from hf_bahdanau.errors import InputError
 
 from .arguments import UsageError, add_command, positive_int
 
 logger = logging.getLogger("hf_bahdanau.serving")
 SETTINGS_VARIABLE = "HF_BAHDANAU_SERVE_SETTINGS"  # how `--workers` processes get the settings
+FAILURE_VARIABLE = "HF_BAHDANAU_SERVE_FAILURE"  # the file where a worker that cannot serve says why, for its parent
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
 # uvicorn's limit for a worker to answer its parent's ping (from its start, before it loads the models: a process
 # starting on a busy machine), and to be ready after SIGHUP; a worker dying between a ping and its answer holds the
 # parent this long
 WORKER_ANSWER_SECONDS = 60
+# a worker that cannot serve waits this long before it exits, answering its parent's pings meanwhile: a ping left
+# unanswered when it exits holds the parent WORKER_ANSWER_SECONDS (uvicorn's pipe gives the parent no end of file)
+ANSWER_PENDING_SECONDS = 0.5
 SUMMARY = "serve models over HTTP with the LibreTranslate API, batching requests that arrive together"
 EPILOG = """\
 examples:
@@ -198,24 +206,30 @@ def run(args: argparse.Namespace) -> None:
         return
     load_models(settings)  # each worker loads its own copy: the folders are checked here once
     os.environ[SETTINGS_VARIABLE] = json.dumps(dataclasses.asdict(settings))
-    uvicorn.run(
-        f"{__name__}:app_from_environment",
-        factory=True,
-        workers=args.workers,
-        timeout_worker_healthcheck=WORKER_ANSWER_SECONDS,
-        **options,
-    )
+    with tempfile.TemporaryDirectory(prefix="hf-bahdanau-serve-") as folder:
+        failure = Path(folder) / "failure.txt"
+        os.environ[FAILURE_VARIABLE] = str(failure)
+        uvicorn.run(
+            f"{__name__}:app_from_environment",
+            factory=True,
+            workers=args.workers,
+            timeout_worker_healthcheck=WORKER_ANSWER_SECONDS,
+            **options,
+        )
+        if failure.exists():  # uvicorn stopped because a worker could not start
+            reason = failure.read_text(encoding="utf-8").splitlines()[0]
+            raise InputError(f"a worker process cannot serve: {reason}")
 
 
 def app_from_environment() -> Any:
     """A `--workers` process's app, from the settings the command left in the environment. The process imported
     the console script's module (`hf_bahdanau_cli`) first, as its parent did, so it registers the model types here,
-    as `main` does. A worker that cannot build its app says why in one line and exits at once with uvicorn's
-    start-up failure, which stops the parent rather than restarting the worker."""
+    as `main` does. A worker that cannot build its app says why in one line (to the log, and in the parent's
+    `FAILURE_VARIABLE` file for the command's error) and exits with uvicorn's start-up failure, which stops the parent
+    (uvicorn 0.50 and later) rather than restarting the worker."""
     from uvicorn.config import STARTUP_FAILURE
 
     from hf_bahdanau import register
-    from hf_bahdanau.errors import InputError
     from hf_bahdanau.serving.app import Batching, Settings, build_app
     from hf_bahdanau.serving.limits import Limits
     from hf_bahdanau.serving.model import Decoding
@@ -232,9 +246,17 @@ def app_from_environment() -> Any:
     )
     try:
         return build_app(settings)
-    except InputError as error:
-        logger.error("a worker cannot serve: %s", error)
+    except Exception as error:  # bad input in one line; anything else is a bug: its traceback
+        if isinstance(error, InputError):
+            reason = str(error)
+            logger.error("a worker cannot serve: %s", reason)
+        else:
+            reason = f"{type(error).__name__} (its traceback is in the log)"
+            logger.exception("a worker cannot serve")
+        with open(os.environ[FAILURE_VARIABLE], "a", encoding="utf-8") as record:
+            record.write(" ".join(reason.splitlines()) + "\n")
         logging.shutdown()
+        time.sleep(ANSWER_PENDING_SECONDS)  # uvicorn's thread answers a ping that came while this one was busy
         os._exit(STARTUP_FAILURE)  # no teardown: its parent's next ping finds it gone, not dying and unanswering
 
 

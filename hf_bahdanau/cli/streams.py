@@ -21,14 +21,14 @@ def write_out(text: str, what: str = "the translations") -> None:
         sys.stdout.write(text)
         sys.stdout.flush()
     except BrokenPipeError:
-        _drop_stdout()
+        drop_stdout()
         raise SystemExit(SIGPIPE_STATUS) from None
     except OSError as error:
-        _drop_stdout()
+        drop_stdout()
         raise UnwritableError(f"{what} cannot be written to stdout ({error.strerror or error})") from None
 
 
-def _drop_stdout() -> None:
+def drop_stdout() -> None:
     """Point stdout's file descriptor at /dev/null (a stand-in without one, such as io.StringIO, stays)."""
     try:
         fd = sys.stdout.fileno()

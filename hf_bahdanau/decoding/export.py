@@ -50,6 +50,14 @@ def require_ctranslate2() -> Any:
     return ctranslate2
 
 
+def check_ctranslate2() -> None:
+    """An InputError that says how to install CTranslate2 where it is missing."""
+    try:
+        require_ctranslate2()
+    except ImportError as error:
+        raise InputError(str(error)) from None
+
+
 def is_ctranslate2_folder(folder: str | os.PathLike) -> bool:
     """Whether `folder` holds a CTranslate2 model exported by `export_ctranslate2`."""
     return (Path(folder) / "model.bin").is_file() and (Path(folder) / EXPORT_INFO).is_file()
@@ -85,20 +93,18 @@ def source_fingerprint(folder: str | os.PathLike) -> str:
     return digest.hexdigest()
 
 
-def _check_exportable(folder: Path) -> dict[str, Any]:
-    """The folder's config.json, or an InputError for a folder that CTranslate2 cannot run."""
+def check_exportable(folder: Path, target: str, rnn_reason: str) -> dict[str, Any]:
+    """The folder's config.json, or an InputError for a folder that cannot be exported to `target` (an RNN, for
+    `rnn_reason`)."""
     config_file = folder / "config.json"
     if not config_file.is_file():
         raise InputError(f"{folder} is not a saved model folder (no config.json)")
     config = read_json(config_file)
     model_type = config.get("model_type")
     if model_type == "bahdanau":
-        raise InputError(
-            f"{folder} holds an RNN encoder-decoder (model type bahdanau): CTranslate2 has no RNN decoder, so only "
-            "d2l_transformer models export; translate it with --engine torch"
-        )
+        raise InputError(f"{folder} holds an RNN encoder-decoder (model type bahdanau): {rnn_reason}")
     if model_type != "d2l_transformer":
-        raise InputError(f"{folder} holds a {model_type!r} model: only d2l_transformer models export to CTranslate2")
+        raise InputError(f"{folder} holds a {model_type!r} model: only d2l_transformer models export to {target}")
     check_tokenizer_file(folder)
     return config
 
@@ -179,20 +185,12 @@ def check_outside_model_folders(output: Path) -> None:
 
 
 def load_exportable(folder: Path) -> tuple[Any, Any]:
-    """The `d2l_transformer` of `folder` (float32, eval mode) and its tokenizer, never through the folder's own
-    code; a one-line InputError for what transformers or the model's code refuse in the folder."""
-    from transformers import AutoTokenizer
+    """The `d2l_transformer` of `folder` (float32, eval mode) and its tokenizer, loaded as every front end loads a
+    folder (`loading.load_translation_model`: never through the folder's own code, every weight found)."""
+    from .loading import load_translation_model
 
-    from hf_bahdanau.models.modeling_transformer import TransformerForConditionalGeneration
-    from hf_bahdanau.models.pipelines import check_tokenizer_matches
-    from hf_bahdanau.registry import register_auto_classes
-
-    register_auto_classes()  # which `translate --engine ctranslate2` leaves undone until a model loads
-    with as_input_error(ValueError, OSError):
-        tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=False)  # never a folder's own code
-        model = TransformerForConditionalGeneration.from_pretrained(folder, use_safetensors=True).float().eval()
-        check_tokenizer_matches(model.config, tokenizer)
-    return model, tokenizer
+    model, tokenizer = load_translation_model(str(folder))
+    return model.float(), tokenizer
 
 
 def write_export(output: Path, info: dict[str, Any], write: Callable[[Path], None]) -> Path:
@@ -217,7 +215,11 @@ def _export(folder: Path, output: Path, quantization: str, overwrite: bool) -> P
 
     if quantization not in QUANTIZATIONS:
         raise InputError(f"quantization must be one of {', '.join(QUANTIZATIONS)}, got {quantization!r}")
-    model_config = _check_exportable(folder)  # as saved: no local path in it (the export may be published)
+    model_config = check_exportable(  # as saved: no local path in it (the export may be published)
+        folder,
+        "CTranslate2",
+        "CTranslate2 has no RNN decoder, so only d2l_transformer models export; translate it with --engine torch",
+    )
     check_export_output(output, folder, overwrite)
     fingerprint = source_fingerprint(folder)
     model, tokenizer = load_exportable(folder)
@@ -267,6 +269,8 @@ __all__ = [
     "INSTALL_HINT",
     "QUANTIZATIONS",
     "cached_export",
+    "check_ctranslate2",
+    "check_exportable",
     "export_ctranslate2",
     "is_ctranslate2_folder",
     "published_export",

@@ -62,18 +62,7 @@ def check_generation_length(model_dir: str, max_new_tokens: int | None) -> None:
         )
 
 
-def check_ctranslate2() -> None:
-    """An InputError that says how to install CTranslate2 where it is missing."""
-    from .export import require_ctranslate2
-
-    try:
-        require_ctranslate2()
-    except ImportError as error:
-        raise InputError(str(error)) from None
-
-
 __all__ = [
-    "check_ctranslate2",
     "check_generation_length",
     "load_translation_model",
 ]

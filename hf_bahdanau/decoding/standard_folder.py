@@ -32,8 +32,8 @@ from hf_bahdanau.json_files import read_json
 
 from .export import (
     check_export_output,
+    check_exportable,
     check_outside_model_folders,
-    check_tokenizer_file,
     load_exportable,
     local_folder,
     source_fingerprint,
@@ -170,11 +170,12 @@ def to_standard_model(model: Any) -> Any:
 
 def _save_tokenizer(folder: Path, staging: Path) -> None:
     """Our `tokenizer.json` as it is, with a `tokenizer_config.json` that any transformers release reads
-    (`PreTrainedTokenizerFast`, padding on the right as the standard models count positions)."""
+    (`PreTrainedTokenizerFast`, padding on the right as the standard models count positions, no token type ids)."""
     shutil.copy2(folder / "tokenizer.json", staging / "tokenizer.json")
     ours = read_json(folder / "tokenizer_config.json") if (folder / "tokenizer_config.json").is_file() else {}
     settings = {name: ours[name] for name in TOKENIZER_SETTINGS if name in ours}
     settings.update(tokenizer_class="PreTrainedTokenizerFast", padding_side="right", clean_up_tokenization_spaces=False)
+    settings["model_input_names"] = ["input_ids", "attention_mask"]  # not transformers 4's token_type_ids
     text = json.dumps(settings, indent=2, sort_keys=True) + "\n"
     (staging / "tokenizer_config.json").write_text(text, encoding="utf-8")
 
@@ -191,11 +192,24 @@ def export_transformers(
     output = Path(output_dir)
     check_outside_model_folders(output)
     folder = local_folder(model_dir_or_repo_id)
-    model_config = _check_exportable(folder)
+    model_config = check_exportable(
+        folder,
+        FORMAT,
+        "no standard transformers architecture has d2l's GRU decoder with Bahdanau attention, so "
+        "only d2l_transformer models export as a standard folder",
+    )
     check_export_output(output, folder, overwrite)
     fingerprint = source_fingerprint(folder)
     model, _ = load_exportable(folder)
     standard = to_standard_model(model)
+    if model.config.norm_first and not torch.equal(
+        model.model.encoder.embed_tokens.weight, model.model.decoder.embed_tokens.weight
+    ):
+        logger.warning(
+            "%s needs transformers 5: on transformers 4 Blenderbot's encoder and decoder share one embedding, and "
+            "this model's two differ",
+            output,
+        )
 
     def write(staging: Path) -> None:
         standard.save_pretrained(staging, safe_serialization=True)
@@ -206,24 +220,6 @@ def export_transformers(
     write_export(output, info, write)
     logger.info("exported %s as a standard %s folder in %s", folder, type(standard).__name__, output)
     return output
-
-
-def _check_exportable(folder: Path) -> dict[str, Any]:
-    """The folder's config.json, or an InputError for a model no standard architecture holds."""
-    config_file = folder / "config.json"
-    if not config_file.is_file():
-        raise InputError(f"{folder} is not a saved model folder (no config.json)")
-    config = read_json(config_file)
-    model_type = config.get("model_type")
-    if model_type == "bahdanau":
-        raise InputError(
-            f"{folder} holds an RNN encoder-decoder (model type bahdanau): no standard transformers architecture has "
-            "d2l's GRU decoder with Bahdanau attention, so only d2l_transformer models export as a standard folder"
-        )
-    if model_type != "d2l_transformer":
-        raise InputError(f"{folder} holds a {model_type!r} model: only d2l_transformer models export to {FORMAT}")
-    check_tokenizer_file(folder)
-    return config
 
 
 __all__ = ["FORMAT", "export_transformers", "residual_order", "to_standard_model"]

@@ -132,7 +132,7 @@ class Translator:
         options.setdefault("trained_source_length", trained_source_length(path))
         if engine == "ctranslate2":
             from .ctranslate2 import CTranslate2Translator
-            from .loading import check_ctranslate2
+            from .export import check_ctranslate2
 
             check_ctranslate2()
             if torch_fallback and os.path.isfile(os.path.join(path, "config.json")):
