@@ -129,11 +129,14 @@ def test_a_source_longer_than_the_position_table_is_a_clear_error():
     model = make_model(max_position_embeddings=8)
     with pytest.raises(ValueError, match="source reaches 9 tokens but the model's max_position_embeddings is 8"):
         model(input_ids=random_ids(1, 9), decoder_input_ids=torch.ones(1, 1, dtype=torch.long))
-    padded = torch.cat([torch.zeros(1, 2, dtype=torch.long), random_ids(1, 8)], dim=1)  # 8 real tokens: fits
+    padded = torch.cat([torch.zeros(1, 2, dtype=torch.long), random_ids(1, 6)], dim=1)  # 6 real tokens, padded to 8
     mask = (padded != 0).long()
     assert model(
         input_ids=padded, attention_mask=mask, decoder_input_ids=torch.ones(1, 1, dtype=torch.long)
     ).logits.shape
+    padded = torch.cat([torch.zeros(1, 2, dtype=torch.long), random_ids(1, 7)], dim=1)  # a shape check: padding counts
+    with pytest.raises(ValueError, match="source reaches 9 tokens"):
+        model(input_ids=padded, attention_mask=(padded != 0).long(), decoder_input_ids=torch.ones(1, 1).long())
     with pytest.raises(ValueError, match="target reaches 9 tokens"):
         model(input_ids=random_ids(1, 3), decoder_input_ids=random_ids(1, 9))
 

@@ -36,4 +36,3 @@ def test_the_environment_folder_signals_root_logger_threads_and_progress_bars_ar
     assert root.handlers == handlers and root.level == level
     assert torch.get_num_threads() == threads
     assert transformers_logging.is_progress_bar_enabled()
-

@@ -221,9 +221,7 @@ def bpe_dropout_view(
 
     if len(texts) != len(dataset):
         raise ValueError(f"BPE-dropout: {len(texts)} sentence pairs for {len(dataset)} tokenized ones")
-    texts = texts.select_columns(["translation"])
-    if texts._indices is not None:  # a selection (e.g. --max_train_samples): written out, as axis=1 needs
-        texts = texts.flatten_indices()
+    texts = texts.select_columns(["translation"]).flatten_indices()  # a selection written out, as axis=1 needs
     joined = datasets.concatenate_datasets([dataset, texts], axis=1)
     return joined.with_transform(encoder)
 

@@ -93,20 +93,18 @@ def source_fingerprint(folder: str | os.PathLike) -> str:
     return digest.hexdigest()
 
 
-def _check_exportable(folder: Path) -> dict[str, Any]:
-    """The folder's config.json, or an InputError for a folder that CTranslate2 cannot run."""
+def check_exportable(folder: Path, target: str, rnn_reason: str) -> dict[str, Any]:
+    """The folder's config.json, or an InputError for a folder that cannot be exported to `target` (an RNN, for
+    `rnn_reason`)."""
     config_file = folder / "config.json"
     if not config_file.is_file():
         raise InputError(f"{folder} is not a saved model folder (no config.json)")
     config = read_json(config_file)
     model_type = config.get("model_type")
     if model_type == "bahdanau":
-        raise InputError(
-            f"{folder} holds an RNN encoder-decoder (model type bahdanau): CTranslate2 has no RNN decoder, so only "
-            "d2l_transformer models export; translate it with --engine torch"
-        )
+        raise InputError(f"{folder} holds an RNN encoder-decoder (model type bahdanau): {rnn_reason}")
     if model_type != "d2l_transformer":
-        raise InputError(f"{folder} holds a {model_type!r} model: only d2l_transformer models export to CTranslate2")
+        raise InputError(f"{folder} holds a {model_type!r} model: only d2l_transformer models export to {target}")
     check_tokenizer_file(folder)
     return config
 
@@ -217,7 +215,11 @@ def _export(folder: Path, output: Path, quantization: str, overwrite: bool) -> P
 
     if quantization not in QUANTIZATIONS:
         raise InputError(f"quantization must be one of {', '.join(QUANTIZATIONS)}, got {quantization!r}")
-    model_config = _check_exportable(folder)  # as saved: no local path in it (the export may be published)
+    model_config = check_exportable(  # as saved: no local path in it (the export may be published)
+        folder,
+        "CTranslate2",
+        "CTranslate2 has no RNN decoder, so only d2l_transformer models export; translate it with --engine torch",
+    )
     check_export_output(output, folder, overwrite)
     fingerprint = source_fingerprint(folder)
     model, tokenizer = load_exportable(folder)
@@ -268,6 +270,7 @@ __all__ = [
     "QUANTIZATIONS",
     "cached_export",
     "check_ctranslate2",
+    "check_exportable",
     "export_ctranslate2",
     "is_ctranslate2_folder",
     "published_export",

@@ -32,8 +32,8 @@ from hf_bahdanau.json_files import read_json
 
 from .export import (
     check_export_output,
+    check_exportable,
     check_outside_model_folders,
-    check_tokenizer_file,
     load_exportable,
     local_folder,
     source_fingerprint,
@@ -192,7 +192,12 @@ def export_transformers(
     output = Path(output_dir)
     check_outside_model_folders(output)
     folder = local_folder(model_dir_or_repo_id)
-    model_config = _check_exportable(folder)
+    model_config = check_exportable(
+        folder,
+        FORMAT,
+        "no standard transformers architecture has d2l's GRU decoder with Bahdanau attention, so "
+        "only d2l_transformer models export as a standard folder",
+    )
     check_export_output(output, folder, overwrite)
     fingerprint = source_fingerprint(folder)
     model, _ = load_exportable(folder)
@@ -215,24 +220,6 @@ def export_transformers(
     write_export(output, info, write)
     logger.info("exported %s as a standard %s folder in %s", folder, type(standard).__name__, output)
     return output
-
-
-def _check_exportable(folder: Path) -> dict[str, Any]:
-    """The folder's config.json, or an InputError for a model no standard architecture holds."""
-    config_file = folder / "config.json"
-    if not config_file.is_file():
-        raise InputError(f"{folder} is not a saved model folder (no config.json)")
-    config = read_json(config_file)
-    model_type = config.get("model_type")
-    if model_type == "bahdanau":
-        raise InputError(
-            f"{folder} holds an RNN encoder-decoder (model type bahdanau): no standard transformers architecture has "
-            "d2l's GRU decoder with Bahdanau attention, so only d2l_transformer models export as a standard folder"
-        )
-    if model_type != "d2l_transformer":
-        raise InputError(f"{folder} holds a {model_type!r} model: only d2l_transformer models export to {FORMAT}")
-    check_tokenizer_file(folder)
-    return config
 
 
 __all__ = ["FORMAT", "export_transformers", "residual_order", "to_standard_model"]

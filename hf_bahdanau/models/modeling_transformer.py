@@ -190,13 +190,13 @@ class TransformerStack(nn.Module):
         inputs_embeds: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """Scaled embeddings of `input_ids` (or `inputs_embeds`, as `embed_tokens` gives them) plus the encoding of
-        `positions` `(batch, length)` (default: `offset`, `offset + 1`, ...): `(batch, length, d_model)`. Without
-        `positions`, a sequence longer than the position table is a ValueError (a shape check: a padded batch's
-        positions count its real tokens, which its maker cuts)."""
+        `positions` `(batch, length)` (default: `offset`, `offset + 1`, ...): `(batch, length, d_model)`. A sequence
+        longer than the position table is a ValueError (a shape check: `positions`, counted from each row's first
+        real token, stay below `offset + length`)."""
         embeddings = self.embed_tokens(input_ids) if inputs_embeds is None else inputs_embeds
         longest = offset + embeddings.shape[1]
         limit = self.config.max_position_embeddings
-        if positions is None and longest > limit:
+        if longest > limit:
             raise ValueError(
                 f"the {what} reaches {longest} tokens but the model's max_position_embeddings is {limit}: "
                 "truncate it (the pipeline and the command line do)"
