@@ -87,7 +87,8 @@ class TranslationModel(TranslationPreTrainedModel):
 
     def share_embeddings(self) -> None:
         """With `tie_encoder_decoder_embeddings`, the encoder embeds with the decoder's embedding module (as Marian's
-        `shared`), so that loading the decoder's loads both. Called by a subclass once it set `encoder` and `decoder`."""
+        `shared`), so that loading the decoder's loads both. A subclass calls it once `encoder` and `decoder` are set.
+        """
         if self.config.tie_encoder_decoder_embeddings:
             self.encoder.embed_tokens = self.decoder.embed_tokens
 
