@@ -640,3 +640,6 @@ def test_a_served_model_translates_with_and_without_a_glossary_as_the_translator
     with_terms = Translator.from_folder(folder).translate(SENTENCES, glossary=glossary)  # torch places the terms
     assert served.translate(SENTENCES) == [[t.text] for t in plain]
     assert served.translate(SENTENCES, glossary=glossary) == [[t.text] for t in with_terms]
+    assert served.max_alternatives >= 1  # alternatives from either engine, as translate --n-best gives them
+    two_best = Translator.from_folder(folder, engine=engine).translate(SENTENCES, n_best=2)
+    assert served.translate(SENTENCES, n_best=2) == [[h.text for h in t.hypotheses] for t in two_best]

@@ -59,7 +59,7 @@ class ServedModel:
         self.pair: tuple[str, str] = (config.source_language, config.target_language)
         beams = decoding.num_beams or self._translator.generation_config.num_beams or 1
         self.places_terms = beams > 1  # a glossary needs beam search (on CTranslate2, the torch engine takes it)
-        self.max_alternatives = beams - 1 if decoding.engine == "torch" else 0  # n-best: torch only, as translate
+        self.max_alternatives = beams - 1  # n-best lists, from either engine
         self._counting_tokenizer = copy.deepcopy(self._translator.tokenizer)
 
     def count_tokens(self, texts: list[str]) -> list[int]:
