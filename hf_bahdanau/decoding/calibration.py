@@ -86,7 +86,7 @@ def fit_estimator(samples: Sequence[Sample], data: dict[str, Any]) -> QualityEst
     fitted = {"method": "word: logistic regression (L2 0.01, Newton), threshold of best MCC; sentence: least squares "
               "on the sentence features and the mean word probability, predicting chrF / 100; Bergamot's: logistic "
               "regression on its four word features, the sentence score the mean of its words'",
-              "labels": "word OK when a word-level edit alignment matches it to the reference; sentence chrF",
+              "labels": "word OK when in a longest common subsequence with the reference's words; sentence chrF",
               "sentences": len(samples), "words": len(labels), "ok_words": round(float(labels.mean()), 4),
               **data}  # fmt: skip
     estimator = QualityEstimator(ours, sentences, bergamot, fitted)

@@ -9,9 +9,9 @@ mean of its words'), the baseline every figure is compared with. Both are saved 
 `quality_estimator.json` (`ESTIMATOR_FILE`): feature names, means, scales, weights, the word threshold, and how and
 on what data they were fitted, with their figures.
 
-Labels (`word_labels`, `sentence_chrf`): a word of a translation is OK when a word-level edit alignment with the
-reference (Levenshtein's, TER without its block shifts) matches it to an equal reference word, compared lower-cased
-with the punctuation at its ends stripped; else BAD. A sentence's label is its sentence chrF (sacreBLEU's).
+Labels (`word_labels`, `sentence_chrf`): a word of a translation is OK when it is in a longest common subsequence
+of the translation's and the reference's words (the most words matched in order), compared lower-cased with the
+punctuation at their ends stripped; else BAD. A sentence's label is its sentence chrF (sacreBLEU's).
 """
 
 from __future__ import annotations
@@ -211,25 +211,25 @@ def _plain(word: str) -> str:
 
 
 def word_labels(words: Sequence[str], reference: str) -> list[bool]:
-    """Whether each word of a translation is OK: matched to an equal reference word by a word-level edit
-    (Levenshtein) alignment, words compared lower-cased with the punctuation at their ends stripped."""
+    """Whether each word of a translation is OK: in a longest common subsequence of the translation's and the
+    reference's words (the most words matched in order: an edit alignment of insertions and deletions, TER without
+    its shifts), words compared lower-cased with the punctuation at their ends stripped."""
     hypothesis, target = [_plain(word) for word in words], [_plain(word) for word in reference.split()]
     rows, columns = len(hypothesis), len(target)
-    cost = np.zeros((rows + 1, columns + 1), dtype=np.int64)
-    cost[:, 0], cost[0, :] = np.arange(rows + 1), np.arange(columns + 1)
+    common = np.zeros((rows + 1, columns + 1), dtype=np.int64)  # common[i, j]: LCS of the first i and j words
     for i in range(1, rows + 1):
         for j in range(1, columns + 1):
-            same = hypothesis[i - 1] == target[j - 1]
-            cost[i, j] = min(cost[i - 1, j - 1] + (0 if same else 1), cost[i - 1, j] + 1, cost[i, j - 1] + 1)
+            if hypothesis[i - 1] == target[j - 1]:
+                common[i, j] = common[i - 1, j - 1] + 1
+            else:
+                common[i, j] = max(common[i - 1, j], common[i, j - 1])
     ok = [False] * rows
     i, j = rows, columns
-    while i > 0 and j > 0:  # back through the alignment, a match first where there is one
-        if hypothesis[i - 1] == target[j - 1] and cost[i, j] == cost[i - 1, j - 1]:
+    while i > 0 and j > 0:
+        if hypothesis[i - 1] == target[j - 1]:
             ok[i - 1] = True
             i, j = i - 1, j - 1
-        elif cost[i, j] == cost[i - 1, j - 1] + 1:
-            i, j = i - 1, j - 1
-        elif cost[i, j] == cost[i - 1, j] + 1:
+        elif common[i - 1, j] >= common[i, j - 1]:
             i -= 1
         else:
             j -= 1
