@@ -69,8 +69,10 @@ def test_evidence_is_the_token_arithmetic_of_the_model_s_distributions(tokenizer
     """Each token's log-probability and step entropy are those of a forward pass by hand; the mean log-probability
     is the search's score; a word's mean and least log-probability and its piece count are its tokens'."""
     translator = Translator.from_folder(tiny_folder(tokenizer, tmp_path / "model", model_type))
-    translations = translator.translate(SOURCES[:6])
-    for text, translation, evidence in zip(SOURCES, translations, translator.evidence(SOURCES[:6], translations)):
+    texts = SOURCES[:6]
+    translations = translator.translate(texts)
+    evidence_found = translator.evidence(texts, translations)
+    for text, translation, evidence in zip(texts, translations, evidence_found, strict=True):
         ids = translation.hypotheses[0].ids
         source = torch.tensor(translator.source_ids([text]))
         decoder = torch.tensor([[translator.config.decoder_start_token_id, *ids[:-1]]])
