@@ -160,6 +160,45 @@ def check_engine_options(args: argparse.Namespace) -> None:
         raise UsageError("--glossary needs --engine torch: CTranslate2 cannot place required terms")
 
 
+def add_fallback_arguments(parser: argparse.ArgumentParser, teachers: str) -> None:
+    """The options of a student that calls its teacher (`translate`, `serve`); `teachers`: what --fallback's help
+    says of several."""
+    parser.add_argument(
+        "--fallback",
+        metavar="TEACHER",
+        action="append",
+        help="A teacher model folder: every sentence whose quality estimate is below --min-quality is re-translated "
+        "by it (one call for those of a batch). The model must have a quality estimator (hf-bahdanau calibrate); "
+        f"the teacher searches as its folder's generation config says. {teachers}",
+    )
+    parser.add_argument(
+        "--min-quality",
+        "--min_quality",
+        type=quality_threshold,
+        metavar="Q",
+        help="With --fallback: the least sentence estimate (0 to 1, the predicted chrF / 100) kept from the model.",
+    )
+    parser.add_argument(
+        "--fallback-engine", "--fallback_engine", choices=ENGINES, default="torch", help="The teacher's engine."
+    )
+
+
+def quality_threshold(text: str) -> float:
+    """argparse type: a number from 0 to 1."""
+    value = finite_float(text)
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"expected a number from 0 to 1, got {value:g}")
+    return value
+
+
+def check_fallback_options(args: argparse.Namespace) -> None:
+    """--fallback and --min-quality go together (checked before anything loads)."""
+    if args.fallback and args.min_quality is None:
+        raise UsageError("--fallback needs --min-quality Q: the estimate below which its teacher re-translates")
+    if args.min_quality is not None and not args.fallback:
+        raise UsageError("--min-quality needs --fallback TEACHER: the model that re-translates what scores below it")
+
+
 def add_command(commands: argparse._SubParsersAction, name: str, summary: str, epilog: str) -> argparse.ArgumentParser:
     """A command's parser: `summary` as its help and description, `epilog` (its examples) kept as written."""
     return commands.add_parser(name, help=summary, description=summary, epilog=epilog, formatter_class=Formatter)
