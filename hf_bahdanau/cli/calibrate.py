@@ -4,6 +4,7 @@ them in its folder (`quality_estimator.json`), for `translate --quality`, `evalu
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from .arguments import (
     UsageError,
@@ -48,7 +49,7 @@ def run(args: argparse.Namespace) -> None:
         raise UsageError("calibrate fits on held-out data: choose a split other than test (e.g. validation)")
     translator = load_translator(args)
     pairs = read_pairs(args, translator)
-    data = {"data": pairs.data, "split": pairs.split}
+    data = {"data": Path(pairs.data).name, "split": pairs.split}  # a name: the folder may be published
     try:
         estimator = calibrate(translator, args.model, pairs.sources, pairs.references, data, **generation_options(args))
     except ValueError as error:

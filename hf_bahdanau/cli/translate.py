@@ -312,11 +312,34 @@ def _translate_documents(translator: Translator | Cascade, args: argparse.Namesp
         raise KeyboardInterrupt(f"interrupted: wrote {written} of {len(layouts)} {unit}") from None
 
 
+def hypothesis_lines(
+    index: int, translation: Translation, n_best: bool, scores: bool, alignments: bool, quality: bool = False
+) -> str:
+    """The output lines of one source: `[INDEX TAB] [SCORE TAB] [QUALITY TAB] TRANSLATION [TAB ALIGNMENT] [TAB TAGS]`,
+    one per hypothesis (the index for n-best lists, the score and alignment when asked for); with `quality`, the best
+    hypothesis's estimate: QUALITY its sentence score (0 to 1), TAGS an OK or BAD per word, space-separated (empty
+    fields on the other hypotheses and where nothing was estimated)."""
+    lines = []
+    for rank, hypothesis in enumerate(translation.hypotheses):
+        fields = [str(index)] if n_best else []
+        if scores:  # an empty field where nothing was scored (a blank source, CTranslate2)
+            fields.append("" if hypothesis.score is None else f"{hypothesis.score:.4f}")
+        estimate = translation.quality if quality and rank == 0 else None
+        if quality:
+            fields.append("" if estimate is None else f"{estimate.score:.4f}")
+        fields.append(hypothesis.text)
+        if alignments and hypothesis.alignment is not None:
+            fields.append(hypothesis.alignment)
+        if quality:
+            fields.append("" if estimate is None else " ".join("OK" if w.ok else "BAD" for w in estimate.words))
+        lines.append("\t".join(fields) + "\n")
+    return "".join(lines)
+
+
 def run(args: argparse.Namespace) -> None:
     """Translate what the options name, writing each batch as soon as it is done."""
     from hf_bahdanau.decoding.batching import SORT_WINDOW
     from hf_bahdanau.decoding.loading import check_generation_length
-    from hf_bahdanau.decoding.translator import hypothesis_lines
 
     check_generation_length(args.model, args.max_new_tokens)
     _check_translate_options(args)

@@ -20,9 +20,9 @@ import json
 import math
 import os
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -34,6 +34,7 @@ from .quality_features import sentence_features as sentence_rows
 from .quality_features import word_features as word_rows
 
 ESTIMATOR_FILE = "quality_estimator.json"
+T = TypeVar("T")
 FORMAT = 1
 
 
@@ -137,6 +138,14 @@ class QualityEstimator:
         score = float(np.clip(self.sentences(sentence)[0], 0.0, 1.0))
         bergamot = QualityEstimate(float(baseline.mean()), _flags(evidence.word_texts, baseline, self.bergamot))
         return QualityEstimate(score, _flags(evidence.word_texts, ok, self.words), bergamot)
+
+    def attach(
+        self, translations: list[T], evidence: Sequence[Evidence | None], source_tokens: Sequence[int]
+    ) -> list[T]:
+        """`translations` (the Translator's) each with the estimate of its best hypothesis as `quality`, from its
+        `evidence` (None: left as it is) and its source's length."""
+        return [translation if found is None else replace(translation, quality=self.estimate(found, length))
+                for translation, found, length in zip(translations, evidence, source_tokens, strict=True)]  # fmt: skip
 
     def save(self, folder: str | os.PathLike) -> Path:
         """Write `quality_estimator.json` into `folder`; returns its path."""

@@ -11,7 +11,7 @@ depend on how the search ran. Words are the whitespace-separated words of the de
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -113,20 +113,22 @@ def sentence_features(evidence: Evidence, source_tokens: int) -> list[float]:
 
 
 def torch_evidence(
-    model: Any, tokenizer: Any, sources: Sequence[list[int]], targets: Sequence[list[int]], pad: int, side: str
+    model: Any,
+    tokenizer: Any,
+    input_ids: torch.Tensor,  # (batch, src_len), the sources padded as the search pads them
+    attention_mask: torch.Tensor,  # (batch, src_len)
+    targets: Sequence[list[int]],
 ) -> list[Evidence]:
-    """The evidence of each translation `targets[k]` (generated ids, `</s>` included) of `sources[k]` (ids, `</s>`
-    included), from one teacher-forced pass of the torch `model` over the batch (sources padded on `side`, as the
-    search pads them)."""
+    """The evidence of each translation `targets[k]` (generated ids, `</s>` included) of the source `input_ids[k]`,
+    from one teacher-forced pass of the torch `model` over the batch."""
     import torch
 
-    device = model.device
-    start = model.config.decoder_start_token_id
-    source_ids, source_mask = _padded(sources, pad, side, device)  # (batch, src_len)
-    decoder_ids, _ = _padded([[start, *target[:-1]] for target in targets], pad, "right", device)  # (batch, tgt_len)
+    device, start, pad = model.device, model.config.decoder_start_token_id, model.config.pad_token_id or 0
+    longest = max(len(target) for target in targets)
+    decoder_ids = torch.tensor([[start, *target[:-1]] + [pad] * (longest - len(target)) for target in targets])
     with torch.no_grad():
-        outputs = model(input_ids=source_ids, attention_mask=source_mask, decoder_input_ids=decoder_ids,
-                        output_attentions=True)  # fmt: skip
+        outputs = model(input_ids=input_ids.to(device), attention_mask=attention_mask.to(device),
+                        decoder_input_ids=decoder_ids.to(device), output_attentions=True)  # fmt: skip
     log_probs = outputs.logits.float().log_softmax(-1)  # (batch, tgt_len, vocab)
     entropies = -(log_probs.exp() * log_probs).sum(-1)  # (batch, tgt_len)
     cross = outputs.cross_attentions[-1][:, 0].float()  # (batch, tgt_len, src_len): the last layer's first head
@@ -134,27 +136,31 @@ def torch_evidence(
     for k, target in enumerate(targets):
         ids = torch.tensor(target, device=device)
         chosen = log_probs[k, : len(target)].gather(1, ids[:, None]).squeeze(1)  # (tokens,)
-        attention = cross[k, : len(target)][:, source_mask[k].bool()]  # (tokens, source tokens)
+        attention = cross[k, : len(target)][:, attention_mask[k].bool().to(device)]  # (tokens, source tokens)
         words, texts = word_groups(tokenizer, target)
         found.append(Evidence(chosen.tolist(), entropies[k, : len(target)].tolist(), attention.tolist(), words, texts))
     return found
 
 
-def _padded(rows: Sequence[list[int]], pad: int, side: str, device: Any) -> tuple[torch.Tensor, torch.Tensor]:
-    """`(batch, longest)` ids and mask of `rows`, padded on `side` ("left" or "right")."""
-    import torch
-
-    longest = max(len(row) for row in rows)
-    ids = torch.full((len(rows), longest), pad, dtype=torch.long)
-    mask = torch.zeros((len(rows), longest), dtype=torch.long)
-    for i, row in enumerate(rows):
-        where = slice(longest - len(row), longest) if side == "left" else slice(0, len(row))
-        ids[i, where] = torch.tensor(row)
-        mask[i, where] = 1
-    return ids.to(device), mask.to(device)
+def by_batches(
+    evidence: Callable[[list[list[int]], list[list[int]]], list[Evidence]],
+    sources: Sequence[list[int]],
+    targets: Sequence[list[int]],
+    batch_size: int | None,
+) -> list[Evidence | None]:
+    """The `evidence` of each translation `targets[k]` of `sources[k]` (ids), in batches of at most `batch_size`
+    (None: one); None where either is empty."""
+    kept = [i for i in range(len(sources)) if sources[i] and targets[i]]
+    found: list[Evidence | None] = [None] * len(sources)
+    step = batch_size or len(kept) or 1
+    for start in range(0, len(kept), step):
+        batch = kept[start : start + step]
+        for i, each in zip(batch, evidence([sources[i] for i in batch], [targets[i] for i in batch]), strict=True):
+            found[i] = each
+    return found
 
 
 __all__ = [
-    "BERGAMOT_FEATURES", "SENTENCE_FEATURES", "WORD_FEATURES", "Evidence", "sentence_features", "torch_evidence",
-    "word_features", "word_groups",
+    "BERGAMOT_FEATURES", "SENTENCE_FEATURES", "WORD_FEATURES", "Evidence", "by_batches", "sentence_features",
+    "torch_evidence", "word_features", "word_groups",
 ]  # fmt: skip

@@ -12,10 +12,10 @@ It owns what decides a translation, so that every front end gets the same one:
 - terminology (`lexical`): a glossary whose applicable terms each translation must hold (beam search with
   dynamic beam allocation, `constraints`), a forced prefix and phrases to avoid; CTranslate2 takes a prefix and
   phrases to avoid itself, and hands a glossary to torch (`fallback`) or refuses it;
-- n-best lists and scores (both engines), alignments (torch), quality estimates (both engines, where the folder has
-  an estimator: `quality`; the evidence they come from is `evidence`). A hypothesis's score is its mean token
-  log-probability (`</s>` included) under the model, so a score near 0 is a confident translation and a low one a
-  doubtful one. Alignments are Pharaoh `i-j` pairs (`alignment`); attention maps come from `attention_maps`.
+- n-best lists and scores (both engines), alignments (torch), quality estimates (`quality`, `evidence`; both
+  engines). A hypothesis's score is its mean token log-probability (`</s>` included) under the model, so a score
+  near 0 is a confident translation and a low one a doubtful one. Alignments are Pharaoh `i-j` pairs; attention
+  maps come from `attention_maps`.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from hf_bahdanau.models.source_length import source_limit
 from .batching import in_input_order
 from .glossary import Glossary, Term
 from .lexical import LexicalOptions
+from .quality import QualityEstimate, QualityEstimator, require_estimator
 from .settings import SearchSettings
 from .sources import length_bound, source_ids, warn_long_sources
 
@@ -42,7 +43,6 @@ if TYPE_CHECKING:  # torch and transformers' models are the torch engine's: impo
 
     from .attention_maps import AttentionMaps
     from .folder_data import FolderTokenizer
-    from .quality import QualityEstimate, QualityEstimator
     from .quality_features import Evidence
 
 logger = logging.getLogger(__name__)
@@ -61,9 +61,8 @@ class Hypothesis:
 
 @dataclass
 class Translation:
-    """The translation of one source: its `hypotheses`, best first (samples: by score); `text`, `score` and
-    `alignment` are the best one's; `terms`: the glossary terms that apply to the source; `quality`: the best one's
-    quality estimate (with `quality=True`; None for a blank source)."""
+    """The translation of one source: its `hypotheses`, best first (samples: by score); `text`, `score`, `alignment`
+    and `quality` (its estimate, with `quality=True`) are the best one's; `terms`: the glossary terms that apply."""
 
     hypotheses: list[Hypothesis]
     terms: list[Term] = field(default_factory=list)
@@ -132,7 +131,6 @@ class Translator:
         int8 weights on the CPU; `threads`: CPU threads; `torch_fallback`: a model folder's glossary requests go to
         torch (loaded alike, when first needed); `options`: `Translator`'s (`trained_source_length` defaults to the
         folder's record). What is wrong with the folder is a one-line InputError."""
-        from .quality import QualityEstimator
         from .sources import trained_source_length
 
         path = str(path)
@@ -204,8 +202,6 @@ class Translator:
         the next ones are done (a file is written as it goes). A blank text translates to `n_best` empty hypotheses
         with score None. `quality`: each translation carries the estimate of its best hypothesis (an InputError where
         the translator has no estimator)."""
-        from .quality import require_estimator
-
         texts = list(texts)
         estimator = require_estimator(self.quality_estimator) if quality else None
         settings = self.settings(num_beams=num_beams, n_best=n_best, max_new_tokens=max_new_tokens,
@@ -234,9 +230,10 @@ class Translator:
             else:
                 found = self._translate_ids([rows[i] for i in indices], settings, max_new_tokens, alignments,
                                             [bounds[i] for i in indices], lexical, texts, indices)  # fmt: skip
-            if estimator is not None:
-                found = self._estimated(estimator, [rows[i] for i in indices], found)
-            return found
+            if estimator is None:
+                return found
+            sources = [rows[i] for i in indices]
+            return estimator.attach(found, self._evidence(sources, found), [len(row) for row in sources])
 
         yield from in_input_order(translate, lengths, self.batch_tokens, self.batch_size, progress)
 
@@ -360,32 +357,17 @@ class Translator:
 
     def _evidence(self, rows: list[list[int]], translations: Sequence[Translation]) -> list[Evidence | None]:
         """`evidence` of translations of the sources `rows` (ids), in batches of at most `batch_size`."""
-        kept = [i for i, translation in enumerate(translations) if rows[i] and translation.hypotheses[0].ids]
-        found: list[Evidence | None] = [None] * len(translations)
-        step = self.batch_size or len(kept) or 1
-        for start in range(0, len(kept), step):
-            batch = kept[start : start + step]
-            sources, targets = [rows[i] for i in batch], [translations[i].hypotheses[0].ids for i in batch]
+        from .quality_features import by_batches, torch_evidence
+
+        def batch(sources: list[list[int]], targets: list[list[int]]) -> list[Evidence]:
             if self.engine == "ctranslate2":
-                found_batch = self.model.evidence(sources, targets)
-            else:
-                from hf_bahdanau.models.pipelines import pad_id
+                return self.model.evidence(sources, targets)
+            from hf_bahdanau.models.pipelines import pad_id
 
-                from .quality_features import torch_evidence
+            ids, mask = _pad(sources, pad_id(self.tokenizer), self.tokenizer.padding_side)
+            return torch_evidence(self.model, self.tokenizer, ids, mask, targets)
 
-                found_batch = torch_evidence(self.model, self.tokenizer, sources, targets, pad_id(self.tokenizer),
-                                             self.tokenizer.padding_side)  # fmt: skip
-            for i, evidence in zip(batch, found_batch, strict=True):
-                found[i] = evidence
-        return found
-
-    def _estimated(
-        self, estimator: QualityEstimator, rows: list[list[int]], translations: list[Translation]
-    ) -> list[Translation]:
-        """`translations` of the sources `rows` (ids), each with its best hypothesis's quality estimate."""
-        evidence = self._evidence(rows, translations)
-        return [translation if found is None else replace(translation, quality=estimator.estimate(found, len(row)))
-                for translation, found, row in zip(translations, evidence, rows, strict=True)]  # fmt: skip
+        return by_batches(batch, rows, [translation.hypotheses[0].ids for translation in translations], self.batch_size)
 
     def attention_maps(self, text: str, hypothesis: Hypothesis | None = None, **options: Any) -> AttentionMaps:
         """The attention maps of `text`'s translation (`translate(..., **options)`'s best), or of `hypothesis`
@@ -415,28 +397,4 @@ def _pad(rows: Sequence[list[int]], pad: int, side: str) -> tuple[torch.Tensor, 
     return ids, mask
 
 
-def hypothesis_lines(
-    index: int, translation: Translation, n_best: bool, scores: bool, alignments: bool, quality: bool = False
-) -> str:
-    """The output lines of one source: `[INDEX TAB] [SCORE TAB] [QUALITY TAB] TRANSLATION [TAB ALIGNMENT] [TAB TAGS]`,
-    one per hypothesis (the index for n-best lists, the score and alignment when asked for); with `quality`, the best
-    hypothesis's estimate: QUALITY its sentence score (0 to 1), TAGS an OK or BAD per word, space-separated (empty
-    fields on the other hypotheses and where nothing was estimated)."""
-    lines = []
-    for rank, hypothesis in enumerate(translation.hypotheses):
-        fields = [str(index)] if n_best else []
-        if scores:  # an empty field where nothing was scored (a blank source, CTranslate2)
-            fields.append("" if hypothesis.score is None else f"{hypothesis.score:.4f}")
-        estimate = translation.quality if quality and rank == 0 else None
-        if quality:
-            fields.append("" if estimate is None else f"{estimate.score:.4f}")
-        fields.append(hypothesis.text)
-        if alignments and hypothesis.alignment is not None:
-            fields.append(hypothesis.alignment)
-        if quality:
-            fields.append("" if estimate is None else " ".join("OK" if w.ok else "BAD" for w in estimate.words))
-        lines.append("\t".join(fields) + "\n")
-    return "".join(lines)
-
-
-__all__ = ["ENGINES", "Hypothesis", "Translation", "Translator", "hypothesis_lines"]
+__all__ = ["ENGINES", "Hypothesis", "Translation", "Translator"]
