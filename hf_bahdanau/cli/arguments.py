@@ -14,6 +14,7 @@ from hf_bahdanau.choices import ENGINES, QUANTIZATIONS
 from hf_bahdanau.errors import InputError
 
 if TYPE_CHECKING:
+    from hf_bahdanau.decoding.cascade import Cascade
     from hf_bahdanau.decoding.translator import Translator
 
 
@@ -197,6 +198,19 @@ def check_fallback_options(args: argparse.Namespace) -> None:
         raise UsageError("--fallback needs --min-quality Q: the estimate below which its teacher re-translates")
     if args.min_quality is not None and not args.fallback:
         raise UsageError("--min-quality needs --fallback TEACHER: the model that re-translates what scores below it")
+
+
+def with_fallback(translator: Translator, args: argparse.Namespace) -> Translator | Cascade:
+    """`translator`, or with `--fallback TEACHER` the `Cascade` of it and its teacher (loaded with
+    `--fallback-engine`, unquantized, with the command's threads and batches)."""
+    if not args.fallback:
+        return translator
+    from hf_bahdanau.decoding.cascade import Cascade
+    from hf_bahdanau.decoding.translator import Translator
+
+    teacher = Translator.from_folder(args.fallback[0], engine=args.fallback_engine, threads=args.threads,
+                                     batch_size=args.batch_size, batch_tokens=args.batch_tokens)  # fmt: skip
+    return Cascade(translator, teacher, args.min_quality)
 
 
 def add_command(commands: argparse._SubParsersAction, name: str, summary: str, epilog: str) -> argparse.ArgumentParser:

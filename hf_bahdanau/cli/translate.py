@@ -22,6 +22,7 @@ from .arguments import (
     generation_options,
     load_translator,
     positive_int,
+    with_fallback,
 )
 from .streams import interactive_lines, stdin_chunks, stdin_lines, write_out
 
@@ -343,7 +344,7 @@ def run(args: argparse.Namespace) -> None:
 
     check_generation_length(args.model, args.max_new_tokens)
     _check_translate_options(args)
-    translator = _with_fallback(load_translator(args), args)
+    translator = with_fallback(load_translator(args), args)
     options = generation_options(args)
     beams = options.get("num_beams") or translator.generation_config.num_beams or 1
     if args.n_best and args.n_best > beams:
@@ -389,19 +390,6 @@ def run(args: argparse.Namespace) -> None:
     except KeyboardInterrupt:
         raise KeyboardInterrupt(f"interrupted: wrote {written} translations of the {read} lines read") from None
     _said_fallback(translator, args)
-
-
-def _with_fallback(translator: Translator, args: argparse.Namespace) -> Translator | Cascade:
-    """`translator`, or with `--fallback TEACHER` the `Cascade` of it and its teacher (loaded with
-    `--fallback-engine`, unquantized, with the command's threads and batches)."""
-    if not args.fallback:
-        return translator
-    from hf_bahdanau.decoding.cascade import Cascade
-    from hf_bahdanau.decoding.translator import Translator
-
-    teacher = Translator.from_folder(args.fallback[0], engine=args.fallback_engine, threads=args.threads,
-                                     batch_size=args.batch_size, batch_tokens=args.batch_tokens)  # fmt: skip
-    return Cascade(translator, teacher, args.min_quality)
 
 
 def _said_fallback(translator: Translator | Cascade, args: argparse.Namespace) -> None:
