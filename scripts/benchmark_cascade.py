@@ -37,7 +37,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--student", required=True, help="The student's model folder (with a quality estimator).")
     parser.add_argument("--student-engine", choices=ENGINES, default="ctranslate2")
-    parser.add_argument("--student-quantize", choices=QUANTIZATIONS, default="int8")
+    parser.add_argument("--student-quantize", choices=(*QUANTIZATIONS, "none"), default="int8")
     parser.add_argument("--student-beams", type=int, default=1, help="The student's beams (default 1: greedy).")
     parser.add_argument("--teacher", required=True, help="The teacher's model folder.")
     parser.add_argument("--teacher-engine", choices=ENGINES, default="torch")
@@ -49,7 +49,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--batch-size", type=int, default=32, help="Sentences a batch.")
     parser.add_argument("--output-dir", required=True, help="Where table.md and results.json go.")
     parser.add_argument("--plot", help="The plot's file (default: OUTPUT-DIR/cascade.png).")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    args.student_quantize = None if args.student_quantize == "none" else args.student_quantize
+    return args
 
 
 def split_pairs(folder: Path, split: str, max_samples: int | None) -> tuple[list[str], list[str]]:

@@ -184,3 +184,31 @@ def test_translate_with_a_fallback_writes_the_cascade_s_lines_and_records(
     records = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [r["translation"] for r in records] == [t.text for t in expected]
     assert [r["retranslated"] for r in records] == [int(t.made_by == TEACHER) for t in expected]
+
+
+@pytest.mark.slow
+def test_the_benchmark_spans_the_student_at_q_0_and_the_teacher_at_q_1(student_folder, teacher_folder, tmp_path):
+    from conftest import load_script
+
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for split in ("train", "val", "test_2016_flickr"):
+        (corpus / f"{split}.de").write_text("\n".join(SOURCES[:12]) + "\n", encoding="utf-8")
+        (corpus / f"{split}.en").write_text("\n".join(spoilt(text) for text in SOURCES[:12]) + "\n", encoding="utf-8")
+    student = shutil.copytree(student_folder, tmp_path / "student")
+    settings = {"data": str(corpus), "data_path": None, "src_lang": "de", "tgt_lang": "en",
+                "test_split": "test_2016_flickr", "d2l_normalize": False}  # fmt: skip
+    (student / "translation_data.json").write_text(json.dumps(settings), encoding="utf-8")
+    output = tmp_path / "benchmark"
+    load_script("benchmark_cascade").main([
+        "--student", str(student), "--student-engine", "torch", "--student-quantize", "none", "--teacher",
+        str(teacher_folder), "--teacher-beams", "2", "--thresholds", "0", "0.5", "1", "--batch-size", "4",
+        "--output-dir", str(output),
+    ])  # fmt: skip
+    results = json.loads((output / "results.json").read_text(encoding="utf-8"))
+    cascade = results["cascade"]
+    assert results["sentences"] == 12 and [cascade[q]["retranslated"] for q in ("0", "1")] == [0.0, 1.0]
+    assert cascade["0"]["bleu"] == results["student"]["bleu"] == results["student, with estimates"]["bleu"]
+    assert cascade["1"]["bleu"] == results["teacher"]["bleu"]
+    assert "| cascade | 0.5 |" in (output / "table.md").read_text(encoding="utf-8")
+    assert (output / "cascade.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

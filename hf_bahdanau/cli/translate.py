@@ -43,8 +43,7 @@ examples:
   hf-bahdanau translate --model runs/quick-de-en --glossary terms.tsv < sentences.de   # terms.tsv: Hund<TAB>hound
   hf-bahdanau translate --model runs/quick-de-en --prefix "Two dogs" "Zwei Hunde spielen im Schnee."
   hf-bahdanau translate --model runs/quick-de-en --quality < sentences.de     # after hf-bahdanau calibrate
-  hf-bahdanau translate --model runs/student --engine ctranslate2 --quantize int8 --num-beams 1 \
-      --fallback runs/teacher --min-quality 0.5 < sentences.de     # the teacher redoes what scores below 0.5
+  hf-bahdanau translate --model runs/student --fallback runs/teacher --min-quality 0.5 < sentences.de  # teacher < 0.5
 """
 
 
