@@ -47,7 +47,9 @@ class Sentence(list):
     where the model has no estimator, for a blank sentence, and for a teacher's translation where the teacher has
     none) and whether the teacher made them (`retranslated`)."""
 
-    def __init__(self, texts: Sequence[str], quality: QualityEstimate | None = None, retranslated: bool = False):
+    def __init__(
+        self, texts: Sequence[str], quality: QualityEstimate | None = None, retranslated: bool = False
+    ) -> None:
         super().__init__(texts)
         self.quality, self.retranslated = quality, retranslated
 
