@@ -19,7 +19,8 @@ calls the model's encoder, decoder and head with its decoder state as plain tens
 - **RNN** (`bahdanau`): `onnx/encoder_model.onnx` (`input_ids`, `attention_mask` -> `encoder_hidden_states`,
   `projected_keys`, the decoder's initial `hidden` (and an LSTM's `cell`), batch first) and `onnx/decoder_model.onnx`,
   one step: `input_ids` `(batch, 1)`, `encoder_hidden_states`, `projected_keys`, `encoder_attention_mask`, `hidden`
-  (`cell`) -> `logits` `(batch, 1, vocab)`, `new_hidden` (`new_cell`); with its tokenizer files.
+  (`cell`) -> `logits` `(batch, 1, vocab)`, `new_hidden` (`new_cell`); with the tokenizer files, the generation
+  config and the model's config (without the pointers to the code a saved folder holds).
 """
 
 from __future__ import annotations
@@ -61,6 +62,7 @@ DESCRIPTION = "decoding.json"  # in SUBFOLDER: the graphs' files, inputs and out
 QUANTIZED_SUFFIX = "_quantized"  # transformers.js's name of int8 ("q8") files
 OPSET = 17
 INSTALL_HINT = "pip install hf_bahdanau[onnx]"
+CODE_SETTINGS = ("auto_map", "custom_pipelines")  # a saved folder's pointers to its code, which an export lacks
 
 
 def require_onnx() -> None:
@@ -483,10 +485,12 @@ def export_onnx(
 
             standard.save_pretrained(staging, safe_serialization=True)
             save_tokenizer(folder, staging)
-        else:
+        else:  # the tokenizer, the generation config, and the model's config as data (no code to load it with)
             for name in COPIED_FILES:
                 if (folder / name).is_file():
                     shutil.copy2(folder / name, staging / name)
+            settings = {name: value for name, value in model_config.items() if name not in CODE_SETTINGS}
+            (staging / "config.json").write_text(json.dumps(settings, indent=2) + "\n", encoding="utf-8")
         (staging / SUBFOLDER).mkdir()
         for name, graph in graphs.items():
             path = staging / SUBFOLDER / f"{name}.onnx"
