@@ -38,6 +38,7 @@ examples:
   hf-bahdanau translate --model runs/quick-de-en --input-format jsonl --scores < in.jsonl > out.jsonl
   hf-bahdanau translate --model runs/quick-de-en --glossary terms.tsv < sentences.de   # terms.tsv: Hund<TAB>hound
   hf-bahdanau translate --model runs/quick-de-en --prefix "Two dogs" "Zwei Hunde spielen im Schnee."
+  hf-bahdanau translate --model runs/quick-de-en --quality < sentences.de     # after hf-bahdanau calibrate
 """
 
 
@@ -80,6 +81,14 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         action="store_true",
         help="Write SCORE<TAB>TRANSLATION lines: SCORE is the translation's mean token log-probability (0 is "
         "certain; low scores flag doubtful output); an empty source gets 0.0000 and an empty translation.",
+    )
+    parser.add_argument(
+        "--quality",
+        action="store_true",
+        help="Estimate each translation's quality (the model folder's quality estimator, from `calibrate`): lines "
+        "QUALITY<TAB>TRANSLATION<TAB>TAGS, QUALITY the predicted sentence chrF / 100 (0 to 1; low: check it), TAGS "
+        "OK or BAD per word of the translation (space-separated); with --input-format jsonl a 'quality' field "
+        "{score, words: [{word, probability, ok}], bergamot}.",
     )
     parser.add_argument(
         "--alignments",
@@ -218,8 +227,9 @@ def _check_document_options(args: argparse.Namespace) -> None:
              ("--alignments", args.alignments)) if value]  # fmt: skip
     if asked:
         raise UsageError(f"{' and '.join(asked)} do not apply to {given}: translate sentences a line each")
-    if args.scores and args.input_format != "jsonl":
-        raise UsageError("--scores with --document needs --input-format jsonl (a 'score' field per record)")
+    for name, value, field in (("--scores", args.scores, "score"), ("--quality", args.quality, "quality")):
+        if value and args.input_format != "jsonl":
+            raise UsageError(f"{name} with --document needs --input-format jsonl (a '{field}' field per record)")
 
 
 def _translate_documents(translator: Translator, args: argparse.Namespace) -> None:
@@ -235,6 +245,7 @@ def _translate_documents(translator: Translator, args: argparse.Namespace) -> No
         split_document,
         text_lines,
     )
+    from hf_bahdanau.decoding.quality import joined_estimate
 
     source = args.document if args.document and args.document != "-" else "stdin"
     if source == "stdin":
@@ -260,7 +271,8 @@ def _translate_documents(translator: Translator, args: argparse.Namespace) -> No
     written = 0
     try:  # each paragraph (record) is written as soon as its sentences are translated
         with terminate_as_interrupt() as whole:
-            batches = translator.translate_stream(sentences, progress=progress, **generation_options(args))
+            batches = translator.translate_stream(sentences, progress=progress, quality=args.quality,
+                                                  **generation_options(args))  # fmt: skip
             found = grouped(counts, (translation for batch in batches for translation in batch))
             for index, (layout, hypotheses) in enumerate(zip(layouts, found, strict=True)):
                 translation = join_document(layout, [hypothesis.text for hypothesis in hypotheses])
@@ -273,6 +285,9 @@ def _translate_documents(translator: Translator, args: argparse.Namespace) -> No
                     if args.scores:  # null where nothing was translated (0.0 would say "certain")
                         scores = [hypothesis.score for hypothesis in hypotheses if hypothesis.score is not None]
                         record["score"] = round(sum(scores) / len(scores), 4) if scores else None
+                    if args.quality:  # null where nothing was translated
+                        estimate = joined_estimate([translation.quality for translation in hypotheses])
+                        record["quality"] = None if estimate is None else estimate.as_dict()
                     line = jsonl_line(record)
                 with whole():
                     write_out(line)
@@ -282,11 +297,34 @@ def _translate_documents(translator: Translator, args: argparse.Namespace) -> No
         raise KeyboardInterrupt(f"interrupted: wrote {written} of {len(layouts)} {unit}") from None
 
 
+def hypothesis_lines(
+    index: int, translation: Translation, n_best: bool, scores: bool, alignments: bool, quality: bool = False
+) -> str:
+    """The output lines of one source: `[INDEX TAB] [SCORE TAB] [QUALITY TAB] TRANSLATION [TAB ALIGNMENT] [TAB TAGS]`,
+    one per hypothesis (the index for n-best lists, the score and alignment when asked for); with `quality`, the best
+    hypothesis's estimate: QUALITY its sentence score (0 to 1), TAGS an OK or BAD per word, space-separated (empty
+    fields on the other hypotheses and where nothing was estimated)."""
+    lines = []
+    for rank, hypothesis in enumerate(translation.hypotheses):
+        fields = [str(index)] if n_best else []
+        if scores:  # an empty field where nothing was scored (a blank source, CTranslate2)
+            fields.append("" if hypothesis.score is None else f"{hypothesis.score:.4f}")
+        estimate = translation.quality if quality and rank == 0 else None
+        if quality:
+            fields.append("" if estimate is None else f"{estimate.score:.4f}")
+        fields.append(hypothesis.text)
+        if alignments and hypothesis.alignment is not None:
+            fields.append(hypothesis.alignment)
+        if quality:
+            fields.append("" if estimate is None else " ".join("OK" if w.ok else "BAD" for w in estimate.words))
+        lines.append("\t".join(fields) + "\n")
+    return "".join(lines)
+
+
 def run(args: argparse.Namespace) -> None:
     """Translate what the options name, writing each batch as soon as it is done."""
     from hf_bahdanau.decoding.batching import SORT_WINDOW
     from hf_bahdanau.decoding.loading import check_generation_length
-    from hf_bahdanau.decoding.translator import hypothesis_lines
 
     check_generation_length(args.model, args.max_new_tokens)
     _check_translate_options(args)
@@ -307,10 +345,10 @@ def run(args: argparse.Namespace) -> None:
         _translate_documents(translator, args)
         return
     n_best = bool(args.n_best)
-    decoding = dict(options, n_best=args.n_best or 1, alignments=args.alignments)
+    decoding = dict(options, n_best=args.n_best or 1, alignments=args.alignments, quality=args.quality)
 
     def lines(index: int, translation: Translation) -> str:
-        return hypothesis_lines(index, translation, n_best, args.scores or n_best, args.alignments)
+        return hypothesis_lines(index, translation, n_best, args.scores or n_best, args.alignments, args.quality)
 
     if not args.text and sys.stdin.isatty():
         logger.info("type a sentence and press Enter to translate it; q (or Ctrl-D) quits")
