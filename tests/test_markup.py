@@ -255,3 +255,27 @@ def test_the_server_translates_format_html_as_the_translator_does(folder, model,
     translator = Translator(model, tokenizer)
     assert html_answer == {"translatedText": translator.translate_html([PAGE, "Ein Mann"])}
     assert text_answer["translatedText"][1] == translator.translate(["Ein Mann"])[0].text
+
+
+def test_the_benchmark_scores_the_three_ways_on_a_tiny_model(model, tokenizer, tmp_path):
+    import json
+
+    from conftest import load_script
+
+    from hf_bahdanau.models.pipelines import save_for_pipeline
+
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for split in ("train", "test_2016_flickr"):
+        (corpus / f"{split}.de").write_text("\n".join(CORPUS[0::2]) + "\n", encoding="utf-8")
+        (corpus / f"{split}.en").write_text("\n".join(CORPUS[1::2]) + "\n", encoding="utf-8")
+    folder = save_for_pipeline(model, tokenizer, tmp_path / "model")
+    output = tmp_path / "benchmark"
+    found = load_script("benchmark_markup").main(["--model", str(folder), "--data", str(corpus),
+                                                  "--output-dir", str(output)])  # fmt: skip
+    assert json.loads((output / "results.json").read_text(encoding="utf-8")) == found
+    assert found["sentences"] == 3 and found["tags"] >= 3
+    assert found["sentence"]["well_formed"] == found["naive"]["well_formed"] == 100.0
+    assert found["sentence"]["bleu"] == pytest.approx(found["tag_free_bleu"])  # the same words: tags take none away
+    assert all(0 <= found[method]["tag_f1"] <= 1 for method in ("sentence", "naive", "piecewise"))
+    assert "| by sentence, aligned (the package) | 100.0% |" in (output / "table.md").read_text(encoding="utf-8")
