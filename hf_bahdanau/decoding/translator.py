@@ -191,6 +191,13 @@ class Translator:
         (words or phrases), `quality` (each translation's `quality` estimate), `progress` (a bar)."""
         return [translation for ready in self.translate_stream(texts, **options) for translation in ready]
 
+    def translate_html(self, texts: Sequence[str], language: str | None = None, **options: Any) -> list[str]:
+        """Each HTML text translated a sentence at a time, its inline tags put back on the aligned words
+        (`markup.translate_html`; `language`: the sentence splitter's, default the model's source language)."""
+        from .markup import translate_html
+
+        return translate_html(self, texts, language, **options)
+
     def translate_stream(
         self,
         texts: Sequence[str],
