@@ -43,9 +43,9 @@ class Decoding:
 
 
 class Sentence(list):
-    """One sentence's translations, best first (strings), with the best one's quality estimate (`quality`: None
-    where the model has no estimator, for a blank sentence, and for a teacher's translation where the teacher has
-    none) and whether the teacher made them (`retranslated`)."""
+    """One sentence's translations, best first (strings, or `(text, alignment)` pairs), with the best one's quality
+    estimate (`quality`: None where the model has no estimator, for a blank sentence, and for a teacher's translation
+    where the teacher has none) and whether the teacher made them (`retranslated`)."""
 
     def __init__(
         self, texts: Sequence[str], quality: QualityEstimate | None = None, retranslated: bool = False
@@ -110,6 +110,8 @@ class ServedModel:
         self.max_alternatives = beams - 1  # n-best lists, from either engine
         self._counting_tokenizer = copy.deepcopy(self._translator.tokenizer)
         self._plain = self._cascade(self._translator, self.teacher and self.teacher.translator)
+        sides = [self._translator] if self.teacher is None else [self._translator, self.teacher.translator]
+        self._plain_aligns = all(side.engine == "torch" for side in sides)  # (the glossary lane's are torch)
 
     def count_tokens(self, texts: list[str]) -> list[int]:
         """Each text's source length in tokens (`</s>` included), as `translate` counts it."""
@@ -117,14 +119,19 @@ class ServedModel:
 
         return [len(row) for row in source_ids(self._counting_tokenizer, texts, self._translator.limit)]
 
-    def translate(self, texts: list[str], n_best: int = 1, glossary: Glossary | None = None) -> list[Sentence]:
-        """Each text's `n_best` translations, best first, using the `glossary`'s terms, with their estimates."""
+    def translate(
+        self, texts: list[str], n_best: int = 1, glossary: Glossary | None = None, aligned: bool = False
+    ) -> list[Sentence]:
+        """Each text's `n_best` translations, best first, using the `glossary`'s terms, with the best one's estimate;
+        with `aligned`, each as `(text, Pharaoh alignment)` (None from an engine without alignments: CTranslate2)."""
         from hf_bahdanau.decoding.cascade import TEACHER, Cascaded
 
         translator = self._plain if glossary is None else self._translator_with_glossary()
-        found = translator.translate(texts, n_best=n_best, glossary=glossary, quality=self.estimates, **self._options)
-        return [Sentence([hypothesis.text for hypothesis in translation.hypotheses], translation.quality,
-                         isinstance(translation, Cascaded) and translation.made_by == TEACHER)
+        aligned_here = aligned and (glossary is not None or self._plain_aligns)
+        found = translator.translate(texts, n_best=n_best, glossary=glossary, alignments=aligned_here,
+                                     quality=self.estimates, **self._options)  # fmt: skip
+        return [Sentence([(h.text, h.alignment) if aligned else h.text for h in translation.hypotheses],
+                         translation.quality, isinstance(translation, Cascaded) and translation.made_by == TEACHER)
                 for translation in found]  # fmt: skip
 
     def _cascade(self, student: Translator, teacher: Translator | None) -> Translator | Cascade:
