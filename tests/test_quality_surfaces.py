@@ -72,11 +72,17 @@ def test_answers_carry_each_text_s_estimate_beside_libretranslate_s_fields(stude
     assert settings["charLimit"] == 5000  # LibreTranslate's fields as ever
 
 
-def test_a_model_without_an_estimator_answers_as_before(plain_folder):
-    with client_of(plain_folder) as client:
+@pytest.mark.parametrize("served", ["without an estimator", "with --no-quality"])
+def test_a_model_without_an_estimator_or_told_not_to_estimate_answers_as_before(student_folder, plain_folder, served):
+    from hf_bahdanau.serving.model import Decoding
+
+    plain = served == "without an estimator"
+    folder, decoding = (plain_folder, Decoding()) if plain else (student_folder, Decoding(quality=False))
+    expected = [t.text for t in Translator.from_folder(folder).translate(GERMAN[:2])]
+    with client_of(folder, decoding=decoding) as client:
         answer = client.post("/translate", json={"q": GERMAN[:2], "source": "de", "target": "en"}).json()
         settings = client.get("/frontend/settings").json()
-    assert set(answer) == {"translatedText"} and settings["qualityEstimates"] == []
+    assert answer == {"translatedText": expected} and settings["qualityEstimates"] == []
 
 
 def test_a_served_student_calls_its_teacher_for_the_sentences_below_the_threshold(student_folder, plain_folder):

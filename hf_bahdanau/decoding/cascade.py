@@ -48,6 +48,7 @@ class Cascaded(Translation):
 
 def _cascaded(translation: Translation, made_by: str, student_quality: QualityEstimate | None,
               quality: bool) -> Cascaded:  # fmt: skip
+    """`translation` as a `Cascaded` one (its `quality` kept only where a call asked for estimates)."""
     found = {field.name: getattr(translation, field.name) for field in fields(Translation)}
     if not quality:
         found["quality"] = None
