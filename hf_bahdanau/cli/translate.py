@@ -1,5 +1,6 @@
 """`hf-bahdanau translate`: translate arguments, stdin (in chunks, written as each batch is done) or lines typed at
-a prompt; documents and JSON lines (`--document`, `--input-format jsonl`); the attention heatmap (`--heatmap`)."""
+a prompt; documents, JSON lines and HTML (`--document`, `--input-format jsonl|html`); the attention heatmap
+(`--heatmap`)."""
 
 from __future__ import annotations
 
@@ -36,6 +37,7 @@ examples:
   hf-bahdanau translate --model runs/quick-de-en "Ein Hund rennt." --heatmap attention.png
   hf-bahdanau translate --model runs/quick-de-en --document letter.de.txt > letter.en.txt  # paragraphs kept
   hf-bahdanau translate --model runs/quick-de-en --input-format jsonl --scores < in.jsonl > out.jsonl
+  hf-bahdanau translate --model runs/quick-de-en --input-format html < page.de.html > page.en.html
   hf-bahdanau translate --model runs/quick-de-en --glossary terms.tsv < sentences.de   # terms.tsv: Hund<TAB>hound
   hf-bahdanau translate --model runs/quick-de-en --prefix "Two dogs" "Zwei Hunde spielen im Schnee."
   hf-bahdanau translate --model runs/quick-de-en --quality < sentences.de     # after hf-bahdanau calibrate
@@ -120,10 +122,12 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--input-format",
         "--input_format",
-        choices=("text", "jsonl"),
+        choices=("text", "jsonl", "html"),
         default="text",
         help="jsonl: each input line is a JSON object with a 'text' field; each output line is that object with "
-        "'translation' added (and 'score' with --scores, a document's the mean of its sentences').",
+        "'translation' added (and 'score' with --scores, a document's the mean of its sentences'). html: stdin (or "
+        "--document) is one HTML document, translated a sentence at a time with its inline tags put back on the "
+        'aligned words; tags, comments, scripts, code and translate="no" content are kept.',
     )
 
 
@@ -198,8 +202,8 @@ def _check_translate_options(args: argparse.Namespace) -> None:
     if args.engine != "torch":
         asked = [name for name, value in (("--heatmap", args.heatmap), ("--alignments", args.alignments)) if value]
         if asked:
-            raise UsageError(f"{' and '.join(asked)} need --engine torch: CTranslate2 gives no attention weights")
-    if args.document or args.input_format == "jsonl":
+            raise UsageError(f"{' and '.join(asked)} need --engine torch: {args.engine} gives no attention weights")
+    if args.document or args.input_format != "text":
         _check_document_options(args)
     if args.heatmap:
         _check_heatmap_files(args)
@@ -220,7 +224,7 @@ def _check_heatmap_files(args: argparse.Namespace) -> None:
 
 def _check_document_options(args: argparse.Namespace) -> None:
     """Refuse what `--document` and `--input-format jsonl` cannot do (before anything is loaded)."""
-    given = "--document" if args.document else "--input-format jsonl"
+    given = "--document" if args.document else f"--input-format {args.input_format}"
     if args.text:
         raise UsageError(f"{given} reads {args.document or 'stdin'}: leave out the sentences given as arguments")
     asked = [name for name, value in (("--heatmap", args.heatmap), ("--n-best", args.n_best),
@@ -257,6 +261,10 @@ def _translate_documents(translator: Translator, args: argparse.Namespace) -> No
             raise UsageError(f"--document {source} cannot be read ({error.strerror or error})") from None
         except UnicodeDecodeError as error:
             raise UsageError(f"{source} is not UTF-8 text (byte {error.start})") from None
+    if args.input_format == "html":
+        write_out(translator.translate_html([text], args.document_language, progress=sys.stderr.isatty(),
+                                            **generation_options(args))[0] + "\n")  # fmt: skip
+        return
     language = check_language(args.document_language or translator.config.source_language) if args.document else None
     jsonl = args.input_format == "jsonl"
     records = read_jsonl(text_lines(text), source) if jsonl else None
@@ -341,7 +349,7 @@ def run(args: argparse.Namespace) -> None:
         raise UsageError("--heatmap-layer, --heatmap-head and --heatmap-all need --heatmap FILE.png")
     if args.heatmap_all and (args.heatmap_layer or args.heatmap_head):
         raise UsageError("--heatmap-all draws every layer and head: leave out --heatmap-layer and --heatmap-head")
-    if args.document or args.input_format == "jsonl":
+    if args.document or args.input_format != "text":
         _translate_documents(translator, args)
         return
     n_best = bool(args.n_best)
