@@ -155,8 +155,14 @@ class TranslationPipeline(Pipeline):
 
         `kwargs`: `batch_size`, `num_workers` and `model.generate` parameters; `glossary` (a mapping source term ->
         target term), `prefix` and `avoid` (words or phrases): generate() has no such constraints, so with any of
-        them the pipeline translates through the package's Translator (`terminology_translator`).
+        them the pipeline translates through the package's Translator (`terminology_translator`); so does
+        `input_format="html"` (sentence by sentence, the inline tags put back on the aligned words).
         """
+        input_format = kwargs.pop("input_format", None) or "text"
+        if input_format not in ("text", "html"):
+            raise ValueError(f"input_format {input_format!r}: choose text or html")
+        if input_format == "html":
+            return self._translate_html(texts, kwargs)
         if any(kwargs.get(name) is not None for name in LEXICAL_KEYS):
             return self._translate_with_terminology(texts, kwargs)
         if isinstance(texts, str):
@@ -188,6 +194,18 @@ class TranslationPipeline(Pipeline):
         if single:
             return results[0]
         return [result[0] for result in results] if n_best == 1 else results
+
+    def _translate_html(self, texts: str | list[str], kwargs: dict[str, Any]) -> list[Translation]:
+        """Translate HTML through the package's `Translator` (`translate_html`)."""
+        translator_class = terminology_translator()
+        if translator_class is None:
+            raise ValueError("input_format='html' needs the hf_bahdanau package (pip install hf_bahdanau, then import "
+                             "hf_bahdanau)")  # fmt: skip
+        options = {**self.generate_defaults, **kwargs}
+        translator = translator_class(self.model, self.tokenizer, batch_size=options.pop("batch_size", None) or 32)
+        found = translator.translate_html([texts] if isinstance(texts, str) else list(texts), **options)
+        results = [{"translation_text": text} for text in found]
+        return results if not isinstance(texts, str) else results[:1]
 
     def _sanitize_parameters(self, **generate_kwargs: Any) -> tuple[dict, dict, dict]:
         return {}, generate_kwargs, {}

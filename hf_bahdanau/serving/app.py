@@ -3,7 +3,8 @@
 of the same shape (its traceback in the server's log), and the server goes on serving.
 
 A text is split into sentences as `translate --document` splits a document (paragraphs at blank lines, sentences by
-`sentencex` in the model's source language; HTML: the text between tags), the sentences go through the model's
+`sentencex` in the model's source language; HTML: by `decoding.markup`, its inline tags put back on the aligned
+words of the translation), the sentences go through the model's
 `Lanes` (a `Batcher` for requests with a glossary, another for the rest), and the translations are put back
 together. Alternative k of a text is each sentence's k-th best translation put together the same way. The server
 keeps no state between requests: replicas can share any load balancer.
@@ -24,13 +25,13 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
-from hf_bahdanau.decoding.documents import grouped, join_document, split_document, split_sentences
+from hf_bahdanau.decoding.documents import grouped, join_document, split_document
 from hf_bahdanau.decoding.glossary import Glossary
+from hf_bahdanau.decoding.markup import HtmlDocument
 from hf_bahdanau.errors import InputError
 
 from .batching import Lanes
 from .limits import ApiKeys, BodyLimit, Limits
-from .markup import join_markup, split_markup
 from .model import Decoding, ServedModel
 from .shapes import (
     AUTO,
@@ -150,7 +151,8 @@ def build_app(settings: Settings, models: dict[tuple[str, str], ServedModel] | N
         plans = [_plan(text, parsed.format, pair[0]) for text in parsed.texts]
         sentences = [sentence for plan, _ in plans for sentence in plan]
         limits.check_sentences(len(sentences))
-        found = await _translated(request, lanes[pair], sentences, parsed.alternatives + 1, parsed.glossary)
+        found = await _translated(request, lanes[pair], sentences, parsed.alternatives + 1, parsed.glossary,
+                                  aligned=parsed.format == "html")  # fmt: skip
         counts = [len(plan) for plan, _ in plans]
         translations = [
             [rebuild([h[min(k, len(h) - 1)] for h in hypotheses]) for k in range(parsed.alternatives + 1)]
@@ -292,26 +294,22 @@ def _pick(request: TranslateRequest, pairs: list[tuple[str, str]]) -> tuple[tupl
     return (source, target), detected
 
 
-def _plan(text: str, text_format: str, language: str) -> tuple[list[str], Callable[[list[str]], str]]:
-    """A text's sentences to translate and what puts their translations back into its shape."""
+def _plan(text: str, text_format: str, language: str) -> tuple[list[str], Callable[[list], str]]:
+    """A text's sentences to translate and what puts their translations back into its shape (HTML: translations
+    with their alignments)."""
     if text_format == "html":
-        pieces = split_markup(text)
-        groups = [split_sentences(piece, language) for translate, piece in pieces if translate]
-        sentences = [sentence for group in groups for sentence in group]
-
-        def rebuild_markup(found: list[str]) -> str:
-            return join_markup(pieces, [" ".join(group) for group in grouped(map(len, groups), found)])
-
-        return sentences, rebuild_markup
+        document = HtmlDocument.parse(text, language)
+        return document.sentences, document.rebuild
     lines = split_document(text, language)
     return [sentence for line in lines for sentence in line], lambda found: join_document(lines, found)
 
 
 async def _translated(
-    request: Request, lanes: Lanes, sentences: list[str], n_best: int, glossary: Glossary | None
-) -> list[list[str]]:
-    """The sentences' n-best lists from the model's lanes; if the client goes first, its sentences leave the queue."""
-    job = lanes.submit(sentences, n_best, glossary)
+    request: Request, lanes: Lanes, sentences: list[str], n_best: int, glossary: Glossary | None, aligned: bool
+) -> list[list]:
+    """The sentences' n-best lists from the model's lanes (`aligned`: with alignments); if the client goes first, its
+    sentences leave the queue."""
+    job = lanes.submit(sentences, n_best, glossary, aligned)
     gone = asyncio.ensure_future(_disconnected(request))
     try:
         await asyncio.wait({job.future, gone}, return_when=asyncio.FIRST_COMPLETED)

@@ -5,7 +5,9 @@ translation's score, its mean token log-probability (`decoding.Translator`, as `
 attention of the translation chosen in that list with the figure `translate --heatmap` draws (`plot_word_attention`:
 the cross-attention between words of the last layer, heads averaged, or of the layer and head chosen on the page).
 Bad input (an empty text, a text too long, a text mostly in letters the model does not know) gets a message on
-the page.
+the page. With "HTML" ticked, the text is an HTML fragment translated as `serve` translates `format=html`
+(`Translator.translate_html`: a sentence at a time, the inline tags put back on the aligned words), shown as markup
+and rendered.
 
 Gradio reaches no network from here: analytics off (`GRADIO_ANALYTICS_ENABLED`), no share link unless asked, no
 server-side rendering, and the page's scripts, styles and the theme's fonts come from the local server.
@@ -61,15 +63,22 @@ def load_demo_translator(model: str) -> Translator:
     return Translator.from_folder(folder)
 
 
+def size_message(text: str) -> str | None:
+    """Why `text` is not translated here for its size (one line: empty, or over `MAX_CHARACTERS`), or None."""
+    if not text.strip():
+        return "Nothing to translate: type a sentence first."
+    if len(text) > MAX_CHARACTERS:
+        return f"The text has {len(text):,} characters: the demo translates at most {MAX_CHARACTERS:,} at once."
+    return None
+
+
 def check_text(text: str, tokenizer: PreTrainedTokenizerBase, limit: int) -> str | None:
     """Why `text` cannot be translated here (one line), or None: empty, over `MAX_CHARACTERS` or `limit` tokens, or
     mostly tokens the model does not know (`unknown_text_message`: a script the tokenizer never saw)."""
     from hf_bahdanau.decoding.sources import unknown_text_message
 
-    if not text.strip():
-        return "Nothing to translate: type a sentence first."
-    if len(text) > MAX_CHARACTERS:
-        return f"The text has {len(text):,} characters: the demo translates at most {MAX_CHARACTERS:,} at once."
+    if message := size_message(text):
+        return message
     tokens = len(tokenizer(text, verbose=False)["input_ids"])
     if tokens > limit:
         return f"The text is {tokens:,} tokens long: the model reads at most {limit:,}."
@@ -111,6 +120,15 @@ def translate(translator: Translator, text: str, decoding: str, beams: int, glos
         raise InputError(message)
     options, n_best = decoding_options(decoding, beams)
     return translator.translate([text], n_best=n_best, glossary=glossary_of(glossary), **options)[0].hypotheses
+
+
+def translate_html(translator: Translator, text: str, decoding: str, beams: int) -> str:
+    """`text` as HTML translated (`Translator.translate_html`, the best translation of each sentence); InputError
+    with the page's message for an empty text or one too long."""
+    if message := size_message(text):
+        raise InputError(message)
+    options, _ = decoding_options(decoding, beams)
+    return translator.translate_html([text], **options)[0]
 
 
 def attention_image(maps: AttentionMaps, text: str, layer: int | None = None, head: int | None = None) -> Image:
@@ -166,15 +184,26 @@ def build_demo(
         maps = translator.attention_maps(state["text"], hypotheses[chosen - 1])
         return figure_of(maps, state["text"], layer, head)
 
-    def on_translate(text: str, decoding: str, size: float, terms: str, progress: gr.Progress = gr.Progress()) -> tuple:  # noqa: B008
-        # outputs: message, translation, n-best list, chosen, layer, head, figure, state
+    def on_translate(
+        text: str,
+        decoding: str,
+        size: float,
+        terms: str,
+        markup: bool,
+        progress: gr.Progress = gr.Progress(),  # noqa: B008
+    ) -> tuple:
+        # outputs: message, translation, n-best list, chosen, layer, head, figure, state, rendered HTML
         progress(0.1, desc="translating")
+        hidden = gr.update(visible=False)
         try:
+            if markup:
+                found = translate_html(translator, text, decoding, int(size))
+                return ("", found, [[1, None, found]], gr.update(choices=[], value=None), hidden, hidden, None, {},
+                        gr.update(value=found, visible=True))  # fmt: skip
             hypotheses = translate(translator, text, decoding, int(size), terms)
         except InputError as error:
             gr.Warning(str(error))
-            hidden = gr.update(visible=False)
-            return f"⚠️ {error}", "", [], gr.update(choices=[], value=None), hidden, hidden, None, {}
+            return f"⚠️ {error}", "", [], gr.update(choices=[], value=None), hidden, hidden, None, {}, hidden
         lengths = [len(tokenizer(text, verbose=False)["input_ids"])]
         message = ""
         if warn_long_sources(lengths, trained):
@@ -199,6 +228,7 @@ def build_demo(
             gr.update(choices=[AVERAGE, *range(1, heads + 1)], value=AVERAGE, visible=selectable),
             image,
             state,
+            hidden,
         )
 
     with gr.Blocks(title=f"hf-bahdanau: {source}→{target}", analytics_enabled=False, delete_cache=(3600, 3600)) as demo:
@@ -214,21 +244,23 @@ def build_demo(
                 size = gr.Slider(1, MAX_BEAMS, value=beams, step=1, label="beam size (beam search), samples (sampling)")
                 terms = gr.Textbox(label="glossary (beam search): one 'source term = target term' a line", lines=2,
                                    elem_id="glossary")  # fmt: skip
+                markup = gr.Checkbox(label="HTML: translate the text as markup, its tags kept", elem_id="html")
                 button = gr.Button("Translate", variant="primary", elem_id="translate")
             with gr.Column():
                 message = gr.Markdown(elem_id="message")
                 translation = gr.Textbox(label=f"translation ({target})", interactive=False, elem_id="translation")
                 nbest = gr.Dataframe(headers=["#", "score", "translation"], label="n-best list", interactive=False,
                                      wrap=True, column_widths=["7%", "17%", "76%"], elem_id="nbest")  # fmt: skip
+                rendered = gr.HTML(visible=False, elem_id="rendered")
         with gr.Row():
             chosen = gr.Dropdown(choices=[], label="attention of translation", elem_id="chosen")
             layer = gr.Dropdown(choices=[], label="layer", visible=False, elem_id="layer")
             head = gr.Dropdown(choices=[], label="head", visible=False, elem_id="head")
         figure = gr.Image(label="attention", type="pil", format="png", interactive=False, elem_id="attention")
         state = gr.State({})
-        outputs = [message, translation, nbest, chosen, layer, head, figure, state]
+        outputs = [message, translation, nbest, chosen, layer, head, figure, state, rendered]
         for event in (button.click, text.submit):
-            event(on_translate, [text, decoding, size, terms], outputs)
+            event(on_translate, [text, decoding, size, terms, markup], outputs)
         for selector in (chosen, layer, head):
             selector.input(draw, [state, chosen, layer, head], [figure, message])
     return demo
@@ -261,4 +293,5 @@ __all__ = [
     "launch",
     "load_demo_translator",
     "translate",
+    "translate_html",
 ]

@@ -68,10 +68,16 @@ class ServedModel:
 
         return [len(row) for row in source_ids(self._counting_tokenizer, texts, self._translator.limit)]
 
-    def translate(self, texts: list[str], n_best: int = 1, glossary: Glossary | None = None) -> list[list[str]]:
-        """Each text's `n_best` translations, best first, using the `glossary`'s terms."""
+    def translate(
+        self, texts: list[str], n_best: int = 1, glossary: Glossary | None = None, aligned: bool = False
+    ) -> list[list[str]] | list[list[tuple[str, str | None]]]:
+        """Each text's `n_best` translations, best first, using the `glossary`'s terms; with `aligned`, each as
+        `(text, Pharaoh alignment)` (None from an engine without alignments: CTranslate2)."""
         translator = self._translator if glossary is None else self._translator_with_glossary()
-        found = translator.translate(texts, n_best=n_best, glossary=glossary, **self._options)
+        aligned_here = aligned and translator.engine == "torch"
+        found = translator.translate(texts, n_best=n_best, glossary=glossary, alignments=aligned_here, **self._options)
+        if aligned:
+            return [[(h.text, h.alignment) for h in translation.hypotheses] for translation in found]
         return [[hypothesis.text for hypothesis in translation.hypotheses] for translation in found]
 
     def _translator_with_glossary(self) -> Translator:
