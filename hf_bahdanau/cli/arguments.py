@@ -92,7 +92,7 @@ def add_generation_arguments(parser: argparse.ArgumentParser) -> None:
         "--quantize",
         choices=QUANTIZATIONS,
         help="Translate with int8 linear and recurrent layers, for CPUs (the folder stays fp32); with "
-        "--engine ctranslate2, CTranslate2's int8.",
+        "--engine ctranslate2, CTranslate2's int8; with --engine onnxruntime, the export's int8 graphs.",
     )
     parser.add_argument(
         "--length-penalty",
@@ -107,7 +107,8 @@ def add_generation_arguments(parser: argparse.ArgumentParser) -> None:
         default="torch",
         help="ctranslate2: CTranslate2 runs the Transformer (pip install hf_bahdanau[ctranslate2]); --model is an "
         "`export`ed folder, or a model folder whose export is made once into MODEL/ctranslate2-QUANTIZATION/ "
-        "and redone when the model changes.",
+        "and redone when the model changes. onnxruntime: ONNX Runtime runs either family (pip install "
+        "hf_bahdanau[onnx]); --model is an `export --format onnx` folder.",
     )
     parser.add_argument("--threads", type=positive_int, help="CPU threads (default: the engine's).")
     parser.add_argument(
@@ -155,9 +156,13 @@ def translate_texts(translator: Translator, texts: Sequence[str], args: argparse
 
 
 def check_engine_options(args: argparse.Namespace) -> None:
-    """Refuse a glossary with the CTranslate2 engine, which cannot place required terms (before anything loads)."""
+    """Refuse a glossary with the CTranslate2 and ONNX Runtime engines, which cannot place required terms, and phrases
+    to avoid with ONNX Runtime (before anything loads)."""
     if args.glossary and args.engine != "torch":
-        raise UsageError("--glossary needs --engine torch: CTranslate2 cannot place required terms")
+        engine = "CTranslate2" if args.engine == "ctranslate2" else "ONNX Runtime"
+        raise UsageError(f"--glossary needs --engine torch: {engine} cannot place required terms")
+    if args.engine == "onnxruntime" and (args.avoid or getattr(args, "prefix", None)):
+        raise UsageError("--avoid and --prefix need --engine torch or ctranslate2: the ONNX Runtime engine has neither")
 
 
 def add_command(commands: argparse._SubParsersAction, name: str, summary: str, epilog: str) -> argparse.ArgumentParser:

@@ -189,7 +189,7 @@ def _check_translate_options(args: argparse.Namespace) -> None:
     if args.engine != "torch":
         asked = [name for name, value in (("--heatmap", args.heatmap), ("--alignments", args.alignments)) if value]
         if asked:
-            raise UsageError(f"{' and '.join(asked)} need --engine torch: CTranslate2 gives no attention weights")
+            raise UsageError(f"{' and '.join(asked)} need --engine torch: {args.engine} gives no attention weights")
     if args.document or args.input_format == "jsonl":
         _check_document_options(args)
     if args.heatmap:

@@ -8,11 +8,12 @@ It owns what decides a translation, so that every front end gets the same one:
 - batching: sources sorted by length and cut into token batches (`batching`), results in input order;
 - the length bound: unless `max_new_tokens` is given, a translation has at most `max(8, 3 * source tokens)` tokens
   (`sources.length_bound`), so odd input (a lone "-", emoji, a URL) cannot loop on; within the position table;
-- the engine: torch (the package's own search, `search.search`) or CTranslate2 (an `export`ed folder), bounded alike;
+- the engine: torch (the package's own search, `search.search`), CTranslate2 (an `export`ed folder), or ONNX Runtime
+  (an ONNX export, run by the same search: `onnxruntime`), bounded alike;
 - terminology (`lexical`): a glossary whose applicable terms each translation must hold (beam search with
   dynamic beam allocation, `constraints`), a forced prefix and phrases to avoid; CTranslate2 takes a prefix and
   phrases to avoid itself, and hands a glossary to torch (`fallback`) or refuses it;
-- n-best lists and scores (both engines), alignments (torch). A hypothesis's score is its mean token
+- n-best lists and scores (every engine), alignments (torch). A hypothesis's score is its mean token
   log-probability (`</s>` included) under the model, so a score near 0 is a confident translation and a low one a
   doubtful one. Alignments are Pharaoh `i-j` pairs (`alignment`); attention maps come from `attention_maps`.
 """
@@ -78,9 +79,10 @@ class Translation:
 
 
 class Translator:
-    """Translate texts with a model and its tokenizer (`engine="torch"`), or with a `CTranslate2Translator`
-    (`engine="ctranslate2"`, its own tokenizer). `batch_size`, `batch_tokens`: the most sentences and padded source
-    tokens a batch holds (None: no limit). `trained_source_length`: the longest source the model saw in training;
+    """Translate texts with a model and its tokenizer (`engine="torch"`), with a `CTranslate2Translator`
+    (`engine="ctranslate2"`, its own tokenizer), or with an `OnnxRuntimeModel` (`engine="onnxruntime"`, its own
+    tokenizer; searched as torch is). `batch_size`, `batch_tokens`: the most sentences and padded source tokens a
+    batch holds (None: no limit). `trained_source_length`: the longest source the model saw in training;
     longer sources get one warning. `fallback`: makes the torch translator of the same model, for what CTranslate2
     cannot do (a glossary); without it, the CTranslate2 engine refuses a glossary."""
 
@@ -116,13 +118,15 @@ class Translator:
         torch_fallback: bool = False,
         **options: Any,
     ) -> Translator:
-        """The translator of a saved model folder, or for `engine="ctranslate2"` of its CTranslate2 export (an
-        `export`ed folder, or the export cached in the model folder): the one loader of every front end.
+        """The translator of a saved model folder, for `engine="ctranslate2"` of its CTranslate2 export (an
+        `export`ed folder, or the export cached in the model folder), for `engine="onnxruntime"` of an ONNX export
+        (`export --format onnx`): the one loader of every front end.
 
         A model folder loads as `loading.load_translation_model` checks it: a model type of this package's (no code
         from the folder), safetensors only, every weight found, the tokenizer it was saved with. `quantize="int8"`:
-        int8 weights on the CPU; `threads`: CPU threads; `torch_fallback`: a model folder's glossary requests go to
-        torch (loaded alike, when first needed); `options`: `Translator`'s (`trained_source_length` defaults to the
+        int8 weights on the CPU (ONNX Runtime: the export's int8 graphs); `threads`: CPU threads (ONNX Runtime's
+        intra-op threads too); `torch_fallback`: a model folder's glossary requests go to torch (loaded alike, when
+        first needed); `options`: `Translator`'s (`trained_source_length` defaults to the
         folder's record). What is wrong with the folder is a one-line InputError."""
         from .sources import trained_source_length
 
@@ -141,12 +145,17 @@ class Translator:
             with as_input_error(ValueError, OSError):  # the export, its JSON, tokenizer and generation config
                 return cls(CTranslate2Translator.from_model(path, quantize, threads=threads or 0), engine=engine,
                            **options)  # fmt: skip
-        from .loading import load_translation_model
-
         if threads:
             import torch
 
             torch.set_num_threads(threads)
+        if engine == "onnxruntime":
+            from .onnxruntime import OnnxRuntimeModel
+
+            with as_input_error(ValueError, OSError):  # the export's JSON, tokenizer and graphs
+                return cls(OnnxRuntimeModel(path, quantize, threads), engine=engine, **options)
+        from .loading import load_translation_model
+
         model, tokenizer = load_translation_model(path, quantize)
         return cls(model, tokenizer, engine=engine, **options)
 
@@ -205,6 +214,9 @@ class Translator:
             return
         if self.engine == "ctranslate2" and (alignments or settings.do_sample):
             raise InputError("the CTranslate2 engine translates without alignments or sampling")
+        if self.engine == "onnxruntime" and (alignments or lexical is not None):
+            raise InputError("the ONNX Runtime engine translates without alignments, glossaries, prefixes or phrases "
+                             "to avoid: translate with the torch engine")  # fmt: skip
         if lexical is not None and lexical.places_terms and settings.num_beams < 2:
             raise InputError("a glossary needs beam search: num_beams of 2 or more")
         rows = self.source_ids(texts)
