@@ -4,12 +4,7 @@ static file server and nothing else; and the export's guards."""
 
 from __future__ import annotations
 
-import functools
 import importlib.util
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -21,6 +16,7 @@ from hf_bahdanau.decoding.translator import Translator
 from hf_bahdanau.errors import InputError
 from hf_bahdanau.models.pipelines import save_for_pipeline
 
+WEB = load_script("benchmark_web")  # the static file server and the page's translate, as the benchmark runs them
 SENTENCES = ["Zwei Hunde spielen im Schnee.", "Ein Mann fährt Fahrrad.", "Eine Frau liest ein Buch im Park.", "Kinder"]
 VARIANTS = {  # name -> (model type, config settings)
     "RNN": ("bahdanau", {}),
@@ -45,41 +41,6 @@ def requirements() -> str | None:
     except InputError as error:
         return str(error)
     return None
-
-
-class StaticFiles(SimpleHTTPRequestHandler):
-    """A static file server's handler, with the types module scripts and WebAssembly need, and no log lines."""
-
-    extensions_map = {**SimpleHTTPRequestHandler.extensions_map, ".js": "text/javascript", ".mjs": "text/javascript",
-                      ".wasm": "application/wasm", ".json": "application/json"}  # fmt: skip
-
-    def log_message(self, *args) -> None:
-        pass
-
-
-@contextmanager
-def served(folder: Path) -> Iterator[str]:
-    """`folder` served by Python's static file server on 127.0.0.1 in a thread; its URL."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(StaticFiles, directory=str(folder)))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/"
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
-def translate_in_page(page, texts: list[str], num_beams: int = 1) -> list[str]:
-    """`window.hfBahdanau.translate` of each text, in order, once the page's model is ready."""
-    page.wait_for_function("() => window.hfBahdanau")
-    script = """async ([texts, numBeams]) => {
-        await window.hfBahdanau.ready;
-        const found = [];
-        for (const text of texts) found.push(await window.hfBahdanau.translate(text, {numBeams}));
-        return found;
-    }"""
-    return page.evaluate(script, [texts, num_beams])
 
 
 @pytest.fixture(scope="module", params=list(VARIANTS))
@@ -107,8 +68,8 @@ def browser_run(page_folder: Path, texts: list[str], num_beams: int = 1) -> tupl
     every request of the page that went elsewhere."""
     browser = load_script("demo_screenshot")
     outside = []
-    with served(page_folder) as url, browser.page_of(url, outside) as page:
-        return translate_in_page(page, texts, num_beams), outside
+    with WEB.served(page_folder) as (url, _), browser.page_of(url, outside) as page:
+        return WEB.translate_in_page(page, texts, num_beams), outside
 
 
 @pytest.mark.slow
@@ -119,15 +80,15 @@ def test_the_page_translates_as_the_onnxruntime_engine_with_nothing_from_the_net
     page_folder = export_web(model_folder, model_folder.with_name("page"), "float32")  # int8: kernels differ
     browser = load_script("demo_screenshot")
     outside = []
-    with served(page_folder) as url, browser.page_of(url, outside) as page:
-        greedy = translate_in_page(page, SENTENCES)
-        beams = translate_in_page(page, SENTENCES, num_beams=3)
+    with WEB.served(page_folder) as (url, _), browser.page_of(url, outside) as page:
+        greedy = WEB.translate_in_page(page, SENTENCES)
+        beams = WEB.translate_in_page(page, SENTENCES, num_beams=3)
         page.locator("#source").fill(SENTENCES[0])
         page.locator("#beams").select_option("1")  # the form searches the model's 3 beams by default
         page.locator("#translate").click()
         page.wait_for_function("() => document.querySelector('#translation').value")
         shown = page.locator("#translation").input_value()
-        blank = translate_in_page(page, ["  "])
+        blank = WEB.translate_in_page(page, ["  "])
     assert greedy == expected[1]
     assert beams == expected[3]
     assert shown == expected[1][0]
