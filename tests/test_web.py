@@ -5,6 +5,7 @@ static file server and nothing else; and the export's guards."""
 from __future__ import annotations
 
 import importlib.util
+import shutil
 from pathlib import Path
 
 import pytest
@@ -106,6 +107,44 @@ def test_the_int8_page_carries_only_the_int8_graphs_and_searches_beams(model_fol
     greedy, outside = browser_run(page_folder, SENTENCES[:2])
     beams, _ = browser_run(page_folder, SENTENCES[:2], num_beams=3)
     assert all(greedy) and all(beams) and outside == []
+
+
+# transformers.js's own model class on the page's model; its `max_new_tokens`: the page's bound less the forced </s>
+TRANSFORMERS_JS = """async (text) => {
+    await window.hfBahdanau.ready;
+    const transformers = await import("./runtime/transformers.min.js");
+    const tokenizer = await transformers.AutoTokenizer.from_pretrained("model");
+    const model = await transformers.AutoModelForSeq2SeqLM.from_pretrained("model", {dtype: "fp32", device: "wasm"});
+    const ids = tokenizer.encode(text);
+    const row = (values) => new transformers.Tensor("int64", BigInt64Array.from(values, BigInt), [1, values.length]);
+    const found = await model.generate({input_ids: row(ids), attention_mask: row(ids.map(() => 1)),
+                                        max_new_tokens: Math.max(8, 3 * ids.length) - 1, num_beams: 1,
+                                        do_sample: false});
+    const classes = ["MarianMTModel", "BlenderbotForConditionalGeneration"].filter((name) => model instanceof transformers[name]);
+    return [classes, tokenizer.decode(found.tolist()[0], {skip_special_tokens: true}),
+            await window.hfBahdanau.translate(text)];
+}"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("norm_first", [False, True], ids=["post-norm", "pre-norm"])
+def test_transformers_js_reads_a_transformers_page_model_and_translates_as_the_page(tokenizer, tmp_path, norm_first):
+    from hf_bahdanau.decoding.web_export import export_web, runtime_folder
+
+    why = requirements()
+    if why:
+        pytest.skip(f"the browser test cannot run: {why}")
+    model = tiny_translator("d2l_transformer", tokenizer, 3, norm_first=norm_first)
+    page_folder = export_web(save_for_pipeline(model, tokenizer, tmp_path / "model"), tmp_path / "page", "float32")
+    for name in ("ort-wasm-simd-threaded.asyncify.mjs", "ort-wasm-simd-threaded.asyncify.wasm"):  # the WASM its
+        shutil.copy2(runtime_folder() / "onnxruntime-web" / "dist" / name, page_folder / "runtime" / name)  # ORT asks
+    browser = load_script("demo_screenshot")
+    with WEB.served(page_folder) as (url, _), browser.page_of(url, []) as page:
+        page.wait_for_function("() => window.hfBahdanau")
+        found = [page.evaluate(TRANSFORMERS_JS, text) for text in SENTENCES[:2]]
+    architecture = "BlenderbotForConditionalGeneration" if norm_first else "MarianMTModel"
+    assert [classes for classes, _, _ in found] == [[architecture]] * 2
+    assert [theirs for _, theirs, _ in found] == [ours for _, _, ours in found]
 
 
 def test_a_web_export_says_what_to_install_when_the_runtime_is_missing(tmp_path, caplog, monkeypatch):
