@@ -120,7 +120,8 @@ TRANSFORMERS_JS = """async (text) => {
     const found = await model.generate({input_ids: row(ids), attention_mask: row(ids.map(() => 1)),
                                         max_new_tokens: Math.max(8, 3 * ids.length) - 1, num_beams: 1,
                                         do_sample: false});
-    const classes = ["MarianMTModel", "BlenderbotForConditionalGeneration"].filter((name) => model instanceof transformers[name]);
+    const classes = ["MarianMTModel", "BlenderbotForConditionalGeneration"].filter(
+        (name) => model instanceof transformers[name]);
     return [classes, tokenizer.decode(found.tolist()[0], {skip_special_tokens: true}),
             await window.hfBahdanau.translate(text)];
 }"""
