@@ -16,7 +16,7 @@ from helpers import TINY_CORPUS, make_model
 
 from hf_bahdanau.cli import main
 from hf_bahdanau.decoding.calibration import calibrate, fit_estimator, labelled_samples
-from hf_bahdanau.decoding.quality import ESTIMATOR_FILE, QualityEstimator, word_labels
+from hf_bahdanau.decoding.quality import ESTIMATOR_FILE, QualityEstimator, require_estimator, word_labels
 from hf_bahdanau.decoding.quality_features import WORD_FEATURES, word_features, word_groups
 from hf_bahdanau.decoding.translator import Translator
 from hf_bahdanau.errors import InputError
@@ -137,6 +137,13 @@ def test_the_estimator_file_round_trips(calibrated):
     fitted = estimator.fitted
     assert fitted["sentences"] == len(SOURCES) and fitted["data"] == "tiny" and 0 < fitted["ok_words"] < 1
     assert set(fitted["figures"]) >= {"pearson", "bergamot_pearson", "mcc", "bergamot_mcc"}
+
+
+def test_only_engines_that_give_evidence_estimate(calibrated):
+    estimator = QualityEstimator.from_folder(calibrated)
+    assert require_estimator(estimator, "ctranslate2") is estimator
+    with pytest.raises(InputError, match="torch or ctranslate2 engine"):
+        require_estimator(estimator, "onnxruntime")
 
 
 def test_an_estimator_of_other_features_is_refused(calibrated, tmp_path):

@@ -205,8 +205,11 @@ def joined_estimate(estimates: Sequence[QualityEstimate | None]) -> QualityEstim
     return QualityEstimate(mean([estimate.score for estimate in found]), words, baseline)
 
 
-def require_estimator(estimator: QualityEstimator | None) -> QualityEstimator:
-    """`estimator`, or a one-line InputError saying how to make one."""
+def require_estimator(estimator: QualityEstimator | None, engine: str) -> QualityEstimator:
+    """`estimator` for a Translator's `engine`, or a one-line InputError: none (how to make one), or an engine that
+    gives no evidence (ONNX Runtime)."""
+    if engine not in ("torch", "ctranslate2"):
+        raise InputError(f"quality estimates need the torch or ctranslate2 engine, not {engine}")
     if estimator is None:
         raise InputError(f"the model has no quality estimator ({ESTIMATOR_FILE}): make one with hf-bahdanau calibrate")
     return estimator

@@ -11,12 +11,9 @@ depend on how the search ran. Words are the whitespace-separated words of the de
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:  # the torch engine's: imported where it runs
-    import torch
+from typing import Any
 
 BERGAMOT_FEATURES = ("mean_log_prob", "min_log_prob", "subwords", "sentence_mean_log_prob")
 WORD_FEATURES = (*BERGAMOT_FEATURES, "mean_entropy", "max_entropy", "next_log_prob", "attention_entropy")
@@ -113,19 +110,21 @@ def sentence_features(evidence: Evidence, source_tokens: int) -> list[float]:
 
 
 def torch_evidence(
-    model: Any,
-    tokenizer: Any,
-    input_ids: torch.Tensor,  # (batch, src_len), the sources padded as the search pads them
-    attention_mask: torch.Tensor,  # (batch, src_len)
-    targets: Sequence[list[int]],
+    model: Any, tokenizer: Any, sources: Sequence[list[int]], targets: Sequence[list[int]]
 ) -> list[Evidence]:
-    """The evidence of each translation `targets[k]` (generated ids, `</s>` included) of the source `input_ids[k]`,
-    from one teacher-forced pass of the torch `model` over the batch."""
+    """The evidence of each translation `targets[k]` (generated ids, `</s>` included) of `sources[k]` (ids), from one
+    teacher-forced pass of the torch `model` over the batch (the sources padded as the search pads them)."""
     import torch
 
-    device, start, pad = model.device, model.config.decoder_start_token_id, model.config.pad_token_id or 0
-    longest = max(len(target) for target in targets)
-    decoder_ids = torch.tensor([[start, *target[:-1]] + [pad] * (longest - len(target)) for target in targets])
+    from hf_bahdanau.models.pipelines import pad_id
+
+    from .batching import padded
+
+    device, start = model.device, model.config.decoder_start_token_id
+    input_ids, attention_mask = padded(sources, pad_id(tokenizer), tokenizer.padding_side)  # (batch, src_len)
+    decoder_ids, _ = padded(
+        [[start, *target[:-1]] for target in targets], pad_id(tokenizer), "right"
+    )  # (batch, tgt_len)
     with torch.no_grad():
         outputs = model(input_ids=input_ids.to(device), attention_mask=attention_mask.to(device),
                         decoder_input_ids=decoder_ids.to(device), output_attentions=True)  # fmt: skip
@@ -142,25 +141,28 @@ def torch_evidence(
     return found
 
 
-def by_batches(
-    evidence: Callable[[list[list[int]], list[list[int]]], list[Evidence]],
-    sources: Sequence[list[int]],
-    targets: Sequence[list[int]],
+def evidence_of(
+    engine: str, model: Any, tokenizer: Any, sources: Sequence[list[int]], targets: Sequence[list[int]],
     batch_size: int | None,
-) -> list[Evidence | None]:
-    """The `evidence` of each translation `targets[k]` of `sources[k]` (ids), in batches of at most `batch_size`
+) -> list[Evidence | None]:  # fmt: skip
+    """The evidence of each translation `targets[k]` of `sources[k]` (ids) by the Translator's `engine` and `model`
+    (torch: `torch_evidence`; CTranslate2: `CTranslate2Translator.evidence`), in batches of at most `batch_size`
     (None: one); None where either is empty."""
     kept = [i for i in range(len(sources)) if sources[i] and targets[i]]
     found: list[Evidence | None] = [None] * len(sources)
     step = batch_size or len(kept) or 1
     for start in range(0, len(kept), step):
         batch = kept[start : start + step]
-        for i, each in zip(batch, evidence([sources[i] for i in batch], [targets[i] for i in batch]), strict=True):
+        ours, theirs = [sources[i] for i in batch], [targets[i] for i in batch]
+        made = (
+            model.evidence(ours, theirs) if engine == "ctranslate2" else torch_evidence(model, tokenizer, ours, theirs)
+        )
+        for i, each in zip(batch, made, strict=True):
             found[i] = each
     return found
 
 
 __all__ = [
-    "BERGAMOT_FEATURES", "SENTENCE_FEATURES", "WORD_FEATURES", "Evidence", "by_batches", "sentence_features",
+    "BERGAMOT_FEATURES", "SENTENCE_FEATURES", "WORD_FEATURES", "Evidence", "evidence_of", "sentence_features",
     "torch_evidence", "word_features", "word_groups",
 ]  # fmt: skip

@@ -31,20 +31,19 @@ from hf_bahdanau.choices import ENGINES
 from hf_bahdanau.errors import InputError, as_input_error
 from hf_bahdanau.models.source_length import source_limit
 
-from .batching import in_input_order
+from .batching import in_input_order, padded
 from .glossary import Glossary, Term
 from .lexical import LexicalOptions
 from .quality import QualityEstimate, QualityEstimator, require_estimator
+from .quality_features import Evidence, evidence_of
 from .settings import SearchSettings
 from .sources import length_bound, source_ids, warn_long_sources
 
 if TYPE_CHECKING:  # torch and transformers' models are the torch engine's: imported where it runs
-    import torch
     from transformers import PreTrainedTokenizerBase
 
     from .attention_maps import AttentionMaps
     from .folder_data import FolderTokenizer
-    from .quality_features import Evidence
 
 logger = logging.getLogger(__name__)
 
@@ -219,7 +218,7 @@ class Translator:
         with score None. `quality`: each translation carries the estimate of its best hypothesis (an InputError where
         the translator has no estimator)."""
         texts = list(texts)
-        estimator = require_estimator(self.quality_estimator) if quality else None
+        estimator = require_estimator(self.quality_estimator, self.engine) if quality else None
         settings = self.settings(num_beams=num_beams, n_best=n_best, max_new_tokens=max_new_tokens,
                                  length_penalty=length_penalty, do_sample=do_sample)  # fmt: skip
         lexical = LexicalOptions.of(self.tokenizer, len(texts), glossary, prefix, avoid)
@@ -251,8 +250,9 @@ class Translator:
                                             [bounds[i] for i in indices], lexical, texts, indices)  # fmt: skip
             if estimator is None:
                 return found
-            sources = [rows[i] for i in indices]
-            return estimator.attach(found, self._evidence(sources, found), [len(row) for row in sources])
+            sources, targets = [rows[i] for i in indices], [translation.hypotheses[0].ids for translation in found]
+            evidence = evidence_of(self.engine, self.model, self.tokenizer, sources, targets, self.batch_size)
+            return estimator.attach(found, evidence, [len(row) for row in sources])
 
         yield from in_input_order(translate, lengths, self.batch_tokens, self.batch_size, progress)
 
@@ -308,7 +308,7 @@ class Translator:
         if not kept:
             return results
         device = self.model.device
-        input_ids, attention_mask = _pad([rows[i] for i in kept], pad_id(self.tokenizer), self.tokenizer.padding_side)
+        input_ids, attention_mask = padded([rows[i] for i in kept], pad_id(self.tokenizer), self.tokenizer.padding_side)
         input_ids, attention_mask = input_ids.to(device), attention_mask.to(device)  # (batch, src_len)
         limits = None
         if max_new_tokens is None:
@@ -372,21 +372,8 @@ class Translator:
     def evidence(self, texts: Sequence[str], translations: Sequence[Translation]) -> list[Evidence | None]:
         """The model's view of each translation's best hypothesis (`quality_features.Evidence`), from a
         teacher-forced pass (None for an empty one)."""
-        return self._evidence(self.source_ids(texts), translations)
-
-    def _evidence(self, rows: list[list[int]], translations: Sequence[Translation]) -> list[Evidence | None]:
-        """`evidence` of translations of the sources `rows` (ids), in batches of at most `batch_size`."""
-        from .quality_features import by_batches, torch_evidence
-
-        def batch(sources: list[list[int]], targets: list[list[int]]) -> list[Evidence]:
-            if self.engine == "ctranslate2":
-                return self.model.evidence(sources, targets)
-            from hf_bahdanau.models.pipelines import pad_id
-
-            ids, mask = _pad(sources, pad_id(self.tokenizer), self.tokenizer.padding_side)
-            return torch_evidence(self.model, self.tokenizer, ids, mask, targets)
-
-        return by_batches(batch, rows, [translation.hypotheses[0].ids for translation in translations], self.batch_size)
+        targets = [translation.hypotheses[0].ids for translation in translations]
+        return evidence_of(self.engine, self.model, self.tokenizer, self.source_ids(texts), targets, self.batch_size)
 
     def attention_maps(self, text: str, hypothesis: Hypothesis | None = None, **options: Any) -> AttentionMaps:
         """The attention maps of `text`'s translation (`translate(..., **options)`'s best), or of `hypothesis`
@@ -400,20 +387,6 @@ class Translator:
         if hypothesis is None:
             hypothesis = self.translate([text], **options)[0].hypotheses[0]
         return attention_maps(self.model, self.tokenizer, text, hypothesis.ids)
-
-
-def _pad(rows: Sequence[list[int]], pad: int, side: str) -> tuple[torch.Tensor, torch.Tensor]:
-    """`input_ids` and `attention_mask` `(batch, longest)` of `rows`, padded on `side` ("left" or "right")."""
-    import torch
-
-    longest = max(len(row) for row in rows)
-    ids = torch.full((len(rows), longest), pad, dtype=torch.long)
-    mask = torch.zeros((len(rows), longest), dtype=torch.long)
-    for i, row in enumerate(rows):
-        where = slice(longest - len(row), longest) if side == "left" else slice(0, len(row))
-        ids[i, where] = torch.tensor(row)
-        mask[i, where] = 1
-    return ids, mask
 
 
 __all__ = ["ENGINES", "Hypothesis", "Translation", "Translator"]
