@@ -125,7 +125,8 @@ def probe(folder: Path, texts: list[str], remote: bool = True) -> dict[str, str]
     def check_pipeline() -> str:
         if not remote and "translation" in getattr(transformers.pipelines, "REMOVED_TASKS", {}):
             return NO_TRANSLATION_TASK  # a standard folder has no pipeline of its own to bring
-        translate = pipeline("translation", model=str(folder), trust_remote_code=remote, max_new_tokens=20)
+        task = "translation" if remote else "translation_de_to_en"  # 5.0-5.18: a standard model names its languages
+        translate = pipeline(task, model=str(folder), trust_remote_code=remote, max_new_tokens=20)
         found = [result["translation_text"] for result in translate(texts[: len(expected)])]
         return "ok" if found == expected else f"pipeline translations differ: {found[:1]} vs {expected[:1]}"
 
