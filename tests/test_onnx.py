@@ -36,14 +36,15 @@ TEXTS = [*TINY_CORPUS, "", "Hund", " ".join(TINY_CORPUS[:4])]
 
 @pytest.fixture(scope="module")
 def made(tokenizer, tmp_path_factory: pytest.TempPathFactory):
-    """`made(name)`: the model `name` of `MODELS` (32 wide, its `</s>` logit raised so that hypotheses end at different
-    lengths), its saved folder and its ONNX export, made once a module."""
+    """`made(name)`: the model `name` of `MODELS` (32 wide, en -> fr, its `</s>` logit raised so that hypotheses end at
+    different lengths), its saved folder and its ONNX export, made once a module."""
     found: dict[str, tuple] = {}
 
     def make(name: str) -> tuple[torch.nn.Module, Path, Path]:
         if name not in found:
             model_type, config = MODELS[name]
-            model = make_model(model_type, width=32, vocab_size=len(tokenizer), **config)
+            model = make_model(model_type, width=32, vocab_size=len(tokenizer), source_language="en",
+                               target_language="fr", **config)  # fmt: skip
             with torch.no_grad():
                 model.lm_head.weight[2] += 0.5 * model.lm_head.weight.mean(0)
                 model.lm_head.weight[2] *= 2.0
@@ -100,8 +101,8 @@ def test_float32_graphs_give_torch_s_logits(made, tokenizer, name):
 @pytest.mark.parametrize("name", ["pre-norm", "post-norm"])
 def test_the_merged_decoder_has_optimum_s_interface_and_branches(made, tokenizer, name):
     """transformers.js's feeds: empty pasts and `use_cache_branch` false at the first step, then the presents as the
-    pasts; the cross-attention keys and values come out of the first step and, given back, give the logits that
-    projecting them again (`use_cache_branch` false) gives."""
+    pasts, but the cross-attention keys and values of the first step kept (a cached step gives empty ones); given
+    back, they give the logits that projecting them again (`use_cache_branch` false) gives."""
     model, _, export = made(name)
     config, layers = model.config, model.config.decoder_layers
     encoder = ort.InferenceSession(str(export / "onnx" / "encoder_model.onnx"))
@@ -127,8 +128,8 @@ def test_the_merged_decoder_has_optimum_s_interface_and_branches(made, tokenizer
                                                        "use_cache_branch": [cached]}), strict=True))  # fmt: skip
         torch.testing.assert_close(torch.from_numpy(outputs["logits"][:, 0]), expected[:, step], atol=1e-4, rtol=0)
         assert outputs["present.0.decoder.key"].shape == (3, heads, step + 1, head_dim)
-        assert outputs["present.0.encoder.key"].shape == (3, heads, input_ids.shape[1], head_dim)
-        feeds.update({f"past_key_values.{n}": outputs[f"present.{n}"] for n in kv})
+        assert outputs["present.0.encoder.key"].shape == (3, heads, 0 if cached else input_ids.shape[1], head_dim)
+        feeds.update({f"past_key_values.{n}": outputs[f"present.{n}"] for n in kv if not cached or "decoder" in n})
 
 
 @pytest.mark.parametrize("name", MODELS)
@@ -225,3 +226,23 @@ def test_a_transformer_without_a_standard_equivalent_is_refused_in_one_line(toke
     argv = ["export", "--model", str(folder), "--format", "onnx", "--output", str(tmp_path / "onnx")]
     assert "has no exact standard equivalent" in error_of(argv, caplog)
     assert not (tmp_path / "onnx").exists()
+
+
+@pytest.mark.slow
+def test_evaluate_and_the_server_translate_with_the_engine(made, tatoeba_tsv, tmp_path, capsys):
+    """`evaluate --engine onnxruntime` writes the torch engine's hypotheses; the server's model translates as it."""
+    from hf_bahdanau.serving.model import Decoding, ServedModel
+
+    _, folder, export = made("gru")
+    found = {}
+    for engine, model in (("torch", folder), ("onnxruntime", export)):
+        output = tmp_path / f"{engine}.txt"
+        argv = ["evaluate", "--model", str(model), "--engine", engine, "--data", str(tatoeba_tsv), "--src-lang", "en",
+                "--tgt-lang", "fr", "--split", "test", "--max-samples", "6", "--num-beams", "2",
+                "--output", str(output)]  # fmt: skip
+        assert main(argv) == 0 and "BLEU = " in capsys.readouterr().out
+        found[engine] = output.read_text(encoding="utf-8")
+    assert found["onnxruntime"] == found["torch"] and len(found["torch"].splitlines()) == 6
+    expected = Translator.from_folder(folder).translate(TEXTS[:3])
+    served = ServedModel(str(export), Decoding(engine="onnxruntime", threads=1))
+    assert served.translate(TEXTS[:3]) == [[translation.text] for translation in expected]

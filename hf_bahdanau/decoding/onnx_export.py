@@ -12,9 +12,9 @@ The graphs are traced from the package's own modules (nothing of the model is wr
   ..., `use_cache_branch` -> `logits`, `present.{i}.decoder.key` ...; keys and values `(batch, heads, seq, head_dim)`),
   and their `_quantized` copies. "Merged" is one graph for every step (`onnx_transformer`): the past may be empty
   (the first step), and an ONNX `If` on `use_cache_branch` takes the cross-attention keys and values from the past
-  (true) or projects them from `encoder_hidden_states` (false). The decoder reads one token a step. Its graph is our
-  model's, whose residual stream is the standard one's up to a permutation of dimensions: the keys, values and
-  logits are the standard model's.
+  (true; their presents are then empty, the pasts kept) or projects them from `encoder_hidden_states` (false). The
+  decoder reads one token a step. Its graph is our model's, whose residual stream is the standard one's up to a
+  permutation of dimensions: the keys, values and logits are the standard model's.
 - **RNN** (`bahdanau`): `onnx/encoder_model.onnx` (`input_ids`, `attention_mask` -> `encoder_hidden_states`,
   `projected_keys`, the decoder's initial `hidden` (and an LSTM's `cell`), batch first) and `onnx/decoder_model.onnx`,
   one step: `input_ids` `(batch, 1)`, `encoder_hidden_states`, `projected_keys`, `encoder_attention_mask`, `hidden`
@@ -67,19 +67,7 @@ def require_onnx() -> None:
         raise InputError(f"ONNX export needs onnx and onnxruntime ({error.name} is missing): {INSTALL_HINT}") from None
 
 
-def _quantize(source: Path, target: Path) -> None:
-    """`target`: `source` with int8 weights (onnxruntime's dynamic quantization: int8 matrix products, activations
-    quantized per batch)."""
-    from onnxruntime.quantization import QuantType, quantize_dynamic
-
-    logging.disable(logging.WARNING)  # the quantizer logs each tensor it leaves as it is, and advice, to the root
-    try:
-        quantize_dynamic(str(source), str(target), weight_type=QuantType.QInt8)
-    finally:
-        logging.disable(logging.NOTSET)
-
-
-def description(model: nn.Module, graphs: dict[str, Any]) -> dict[str, Any]:
+def description(model: nn.Module, graphs: dict[str, tuple[Any, Any]]) -> dict[str, Any]:
     """What `onnx/decoding.json` says: each graph's file (and int8 file), inputs and outputs; which decoder outputs
     feed which decoder inputs at the next step (`state`), the encoder outputs the decoder reads (`from_encoder`,
     with the source's `attention_mask` as `encoder_attention_mask`), which inputs belong to a source rather than to
@@ -89,7 +77,7 @@ def description(model: nn.Module, graphs: dict[str, Any]) -> dict[str, Any]:
     encoder_name, decoder_name = list(graphs)
     files = {name: {"file": f"{name}.onnx", "int8_file": f"{name}{QUANTIZED_SUFFIX}.onnx",
                     "inputs": [v.name for v in graph.graph.input], "outputs": [v.name for v in graph.graph.output]}
-             for name, graph in graphs.items()}  # fmt: skip
+             for name, (graph, _) in graphs.items()}  # fmt: skip
     decoder_inputs = set(files[decoder_name]["inputs"])
     from_encoder = {name: name for name in files[encoder_name]["outputs"] if name in decoder_inputs}
     if "last_hidden_state" in files[encoder_name]["outputs"]:
@@ -176,10 +164,9 @@ def export_onnx(
             settings = {name: value for name, value in model_config.items() if name not in CODE_SETTINGS}
             (staging / "config.json").write_text(json.dumps(settings, indent=2) + "\n", encoding="utf-8")
         (staging / SUBFOLDER).mkdir()
-        for name, graph in graphs.items():
-            path = staging / SUBFOLDER / f"{name}.onnx"
-            onnx.save(graph, str(path))
-            _quantize(path, path.with_name(f"{name}{QUANTIZED_SUFFIX}.onnx"))
+        for name, (graph, int8) in graphs.items():
+            onnx.save(graph, str(staging / SUBFOLDER / f"{name}.onnx"))
+            onnx.save(int8, str(staging / SUBFOLDER / f"{name}{QUANTIZED_SUFFIX}.onnx"))
         text = json.dumps(found, indent=2) + "\n"
         (staging / SUBFOLDER / DESCRIPTION).write_text(text, encoding="utf-8")
 

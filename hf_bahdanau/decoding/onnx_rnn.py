@@ -15,7 +15,7 @@ from torch import nn
 from hf_bahdanau.models.bahdanau_decoder import BahdanauDecoderState
 from hf_bahdanau.models.cache_names import returned_cache
 
-from .onnx_tracing import SOURCE_AXES, EncoderOutput, sample_source, traced
+from .onnx_tracing import SOURCE_AXES, EncoderOutput, quantized, sample_source, traced
 
 
 class RNNEncoderGraph(nn.Module):
@@ -86,8 +86,8 @@ def _exportable_stable_argsort() -> Iterator[None]:
         torch.argsort = argsort
 
 
-def rnn_graphs(model: nn.Module) -> dict[str, Any]:
-    """The encoder and the decoder step of a d2l RNN encoder-decoder."""
+def rnn_graphs(model: nn.Module) -> dict[str, tuple[Any, Any]]:
+    """The encoder and the decoder step of a d2l RNN encoder-decoder, each in float32 and int8."""
     config = model.config
     lstm = config.rnn_type == "lstm"
     input_ids, attention_mask = sample_source(config.vocab_size)
@@ -107,7 +107,7 @@ def rnn_graphs(model: nn.Module) -> dict[str, Any]:
             "encoder_attention_mask": source, **{name: batch for name in [*states, *outputs]}}  # fmt: skip
     args = (input_ids[:, :1], encoded[0], encoded[1], attention_mask, *encoded[2:])
     decoder = traced(RNNDecoderGraph(model), args, inputs, outputs, axes)
-    return {"encoder_model": encoder, "decoder_model": decoder}
+    return {"encoder_model": (encoder, quantized(encoder)), "decoder_model": (decoder, quantized(decoder))}
 
 
 __all__ = ["RNNDecoderGraph", "RNNEncoderGraph", "rnn_graphs"]

@@ -1,13 +1,16 @@
 """Tracing the package's modules into ONNX graphs (`onnx_transformer`, `onnx_rnn`): the legacy TorchScript exporter on
 a sample batch with padding (so that the graphs keep the mask's paths), its graph made valid ONNX where torch's
-operators and ONNX's differ, and what both families' graphs share.
+operators and ONNX's differ, its int8 copy, and what both families' graphs share.
 """
 
 from __future__ import annotations
 
 import inspect
 import io
+import logging
+import tempfile
 import warnings
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -57,6 +60,23 @@ def _count_booleans_as_integers(graph: Any) -> None:
     graph.node.extend(nodes)
 
 
+def quantized(model: Any) -> Any:
+    """`model` with int8 weights: onnxruntime's dynamic quantization (int8 matrix products, activations quantized as
+    they come)."""
+    import onnx
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    with tempfile.TemporaryDirectory(prefix="hf_bahdanau_onnx_") as scratch:
+        source, target = Path(scratch) / "float32.onnx", Path(scratch) / "int8.onnx"
+        onnx.save(model, str(source))
+        logging.disable(logging.WARNING)  # the quantizer logs each tensor it leaves as it is, and advice, to the root
+        try:
+            quantize_dynamic(str(source), str(target), weight_type=QuantType.QInt8)
+        finally:
+            logging.disable(logging.NOTSET)
+        return onnx.load(str(target))
+
+
 def sample_source(vocab: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Source ids and a mask `(2, 5)` with padding (so that the traced graphs keep the mask's paths)."""
     input_ids = torch.randint(3, vocab, (2, 5), generator=torch.Generator().manual_seed(0))
@@ -65,4 +85,4 @@ def sample_source(vocab: int) -> tuple[torch.Tensor, torch.Tensor]:
     return input_ids, attention_mask
 
 
-__all__ = ["OPSET", "SOURCE_AXES", "EncoderOutput", "sample_source", "traced"]
+__all__ = ["OPSET", "SOURCE_AXES", "EncoderOutput", "quantized", "sample_source", "traced"]

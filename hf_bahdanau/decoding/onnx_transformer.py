@@ -3,9 +3,11 @@ encoder, and the merged decoder, one graph for every step.
 
 The decoder step is the model's own `TransformerDecoder` with a cache object of this module that holds its keys and
 values as the graph's inputs and outputs: the self-attention ones of the past (length 0 at the first step) extended
-by the new token's; the cross-attention ones given. An `If` on `use_cache_branch` in front of it gives those: the
-past's (`past_key_values.{i}.encoder.*`, true) or the projections of `encoder_hidden_states` (false, the first step),
-and they come out as `present.{i}.encoder.*` either way.
+by the new token's; the cross-attention ones given. The merged decoder is an `If` on `use_cache_branch` with the step
+in both branches (as optimum merges its two decoders; the weights are shared): true, the step reads the
+cross-attention keys and values of `past_key_values.{i}.encoder.*`, uncopied, and `present.{i}.encoder.*` are empty;
+false (the first step), they are projected from `encoder_hidden_states` and come out as `present.{i}.encoder.*`.
+Each part is quantized before the merge, so the int8 decoder's every matrix product is int8.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from .onnx_tracing import SOURCE_AXES, EncoderOutput, sample_source, traced
+from .onnx_tracing import SOURCE_AXES, EncoderOutput, quantized, sample_source, traced
 
 
 class _SelfAttentionPast:
@@ -109,55 +111,79 @@ def _names(prefix: str, layers: int, part: str | None = None) -> list[str]:
     return [f"{prefix}.{i}{middle}.{kind}" for i in range(layers) for kind in ("key", "value")]
 
 
-def _merged_decoder(step: Any, cross: Any, layers: int) -> Any:
-    """The decoder `step` graph (cross-attention keys and values as inputs `cross.{i}.key/value`) with an `If` on
-    `use_cache_branch` in front that makes them: the past's (`past_key_values.{i}.encoder.*`) when true, the `cross`
-    graph's projections of `encoder_hidden_states` when false; they come out as `present.{i}.encoder.*`."""
+def _branch(graph: Any, prefix: str, given: dict[str, str]) -> list[Any]:
+    """`graph`'s nodes for an `If` branch: the values they make renamed `prefix + name` (a branch's names are apart
+    from the other branch's and the outer graph's), the inputs in `given` read from other values; the graph's inputs
+    and initializers are the outer graph's."""
+    made = {name for node in graph.node for name in node.output}
+    nodes = []
+    for node in graph.node:
+        copy = type(node)()
+        copy.CopyFrom(node)
+        copy.name = prefix + node.name
+        copy.input[:] = [given.get(name, prefix + name if name in made else name) for name in node.input]
+        copy.output[:] = [prefix + name for name in node.output]
+        nodes.append(copy)
+    return nodes
+
+
+def merged_decoder(step: Any, projection: Any, layers: int) -> Any:
+    """The merged decoder: an `If` on `use_cache_branch` over the decoder `step` graph (cross-attention keys and
+    values as inputs `cross.{i}.key/value`). True: the step reads them from `past_key_values.{i}.encoder.*` and
+    `present.{i}.encoder.*` are empty `(batch, heads, 0, head_dim)` (the pasts stay as they are, as transformers.js
+    and optimum keep them). False: the `projection` graph makes them from `encoder_hidden_states`, the step reads
+    them, and they come out as `present.{i}.encoder.*`. Both branches read the weights of the outer graph."""
     import onnx
     from onnx import TensorProto, helper
 
-    made, pasts = _names("present", layers, "encoder"), _names("past_key_values", layers, "encoder")
-    rename = dict(zip(_names("cross", layers), made, strict=True))
+    presents, pasts, cross = (_names("present", layers, "encoder"), _names("past_key_values", layers, "encoder"),
+                              _names("cross", layers))  # fmt: skip
     graph = step.graph
-    for node in graph.node:
-        node.input[:] = [rename.get(name, name) for name in node.input]
-    shapes = {rename[value.name]: _shape(value) for value in graph.input if value.name in rename}  # by present
-    kept_inputs = [value for value in graph.input if value.name not in rename]
-    if all(value.name != "encoder_hidden_states" for value in kept_inputs):  # the step reads the keys and values only
-        kept_inputs.insert(2, cross.graph.input[0])
-
-    def values(names: list[str], suffix: str = "") -> list[Any]:
-        return [helper.make_tensor_value_info(name + suffix, TensorProto.FLOAT, shapes[name]) for name in names]
-
-    # The branches: each yields the keys and values, named apart from the graph's (a subgraph's outputs are its own).
-    then_outputs = values(made, "/given")
-    then_branch = helper.make_graph(
-        [helper.make_node("Identity", [past], [out.name]) for past, out in zip(pasts, then_outputs, strict=True)],
-        "given_cross_key_values", [], then_outputs,
-    )  # fmt: skip
-    projection = cross.graph
-    prefix = "cross_key_values/"  # the projection's names, apart from the step's (both traced on their own)
-    for node in projection.node:
-        node.name = prefix + node.name
-        node.input[:] = [name if name == "encoder_hidden_states" or not name else prefix + name for name in node.input]
-        node.output[:] = [prefix + name for name in node.output]
-    for initializer in projection.initializer:
-        initializer.name = prefix + initializer.name
-    else_outputs = [helper.make_tensor_value_info(prefix + value.name, TensorProto.FLOAT, shapes[name])
-                    for value, name in zip(projection.output, made, strict=True)]  # fmt: skip
-    else_branch = helper.make_graph(list(projection.node), "projected_cross_key_values", [], else_outputs)
-    branch = helper.make_node("If", ["use_cache_branch"], made, then_branch=then_branch, else_branch=else_branch)
+    shapes = {value.name: _shape(value) for value in graph.input}
+    inputs = [value for value in graph.input if value.name not in cross]
+    if all(value.name != "encoder_hidden_states" for value in inputs):  # the step reads the keys and values only
+        inputs.insert(2, projection.graph.input[0])
     past_inputs = [helper.make_tensor_value_info(past, TensorProto.FLOAT, shapes[name])
-                   for past, name in zip(pasts, made, strict=True)]  # fmt: skip
+                   for past, name in zip(pasts, cross, strict=True)]  # fmt: skip
+    outputs = [*graph.output, *(helper.make_tensor_value_info(name, TensorProto.FLOAT, shapes[given])
+                                for name, given in zip(presents, cross, strict=True))]  # fmt: skip
+
+    def branch_outputs(names: list[str]) -> list[Any]:
+        return [helper.make_tensor_value_info(name, value.type.tensor_type.elem_type, _shape(value))
+                for name, value in zip(names, outputs, strict=True)]  # fmt: skip
+
+    cached = _branch(graph, "cached/", dict(zip(cross, pasts, strict=True)))
+    none = helper.make_tensor("cached/none", TensorProto.INT64, [1], [0])  # an empty slice of each past
+    axis = helper.make_tensor("cached/source_axis", TensorProto.INT64, [1], [2])
+    cached += [helper.make_node("Slice", [past, none.name, none.name, axis.name], [f"cached/{name}"])
+               for past, name in zip(pasts, presents, strict=True)]  # fmt: skip
+    cached_names = [f"cached/{value.name}" for value in graph.output] + [f"cached/{name}" for name in presents]
+    cached_branch = helper.make_graph(cached, "cached", [], branch_outputs(cached_names), [none, axis])
+    projected = [f"first/projection/{value.name}" for value in projection.graph.output]
+    weights = {initializer.name: f"projection/{initializer.name}" for initializer in projection.graph.initializer}
+    first = [*_branch(projection.graph, "first/projection/", weights),
+             *_branch(graph, "first/", dict(zip(cross, projected, strict=True)))]  # fmt: skip
+    first_names = [f"first/{value.name}" for value in graph.output] + projected
+    first_branch = helper.make_graph(first, "first", [], branch_outputs(first_names))
+    branch = helper.make_node("If", ["use_cache_branch"], [value.name for value in outputs],
+                              then_branch=cached_branch, else_branch=first_branch)  # fmt: skip
     use_cache = helper.make_tensor_value_info("use_cache_branch", TensorProto.BOOL, [1])
-    merged = helper.make_graph(
-        [branch, *graph.node], "decoder_model_merged", [*kept_inputs, *past_inputs, use_cache],
-        [*graph.output, *values(made)], [*graph.initializer, *projection.initializer],
-    )  # fmt: skip
-    model = helper.make_model(merged, opset_imports=step.opset_import, producer_name="hf_bahdanau")
+    renamed = [_renamed(tensor, weights[tensor.name]) for tensor in projection.graph.initializer]
+    merged = helper.make_graph([branch], "decoder_model_merged", [*inputs, *past_inputs, use_cache], outputs,
+                               [*graph.initializer, *renamed])  # fmt: skip
+    domains = {entry.domain: entry for entry in [*step.opset_import, *projection.opset_import]}
+    model = helper.make_model(merged, opset_imports=list(domains.values()), producer_name="hf_bahdanau")
     model.ir_version = step.ir_version
     onnx.checker.check_model(model)
     return model
+
+
+def _renamed(tensor: Any, name: str) -> Any:
+    """A copy of the initializer `tensor` named `name`."""
+    copy = type(tensor)()
+    copy.CopyFrom(tensor)
+    copy.name = name
+    return copy
 
 
 def _shape(value: Any) -> list[int | str]:
@@ -165,8 +191,9 @@ def _shape(value: Any) -> list[int | str]:
     return [dim.dim_value if dim.HasField("dim_value") else dim.dim_param for dim in value.type.tensor_type.shape.dim]
 
 
-def transformer_graphs(model: nn.Module) -> dict[str, Any]:
-    """The encoder and the merged decoder of a d2l Transformer (eager attention: plain ONNX operators)."""
+def transformer_graphs(model: nn.Module) -> dict[str, tuple[Any, Any]]:
+    """The encoder and the merged decoder of a d2l Transformer (eager attention: plain ONNX operators), each in
+    float32 and int8 (the merged decoder made of the int8 step and projection)."""
     config = model.config
     config._attn_implementation = "eager"
     layers, heads = config.decoder_layers, config.attention_heads
@@ -192,7 +219,18 @@ def transformer_graphs(model: nn.Module) -> dict[str, Any]:
                    ["logits", *present_names], axes)  # fmt: skip
     projection = traced(CrossKeyValuesGraph(model), (hidden,), ["encoder_hidden_states"], cross_names,
                          {"encoder_hidden_states": SOURCE_AXES, **cross_axes})  # fmt: skip
-    return {"encoder_model": encoder, "decoder_model_merged": _merged_decoder(step, projection, layers)}
+    int8_step, int8_projection = quantized(step), quantized(projection)
+    return {
+        "encoder_model": (encoder, quantized(encoder)),
+        "decoder_model_merged": (merged_decoder(step, projection, layers),
+                                 merged_decoder(int8_step, int8_projection, layers)),
+    }  # fmt: skip
 
 
-__all__ = ["CrossKeyValuesGraph", "TransformerDecoderGraph", "TransformerEncoderGraph", "transformer_graphs"]
+__all__ = [
+    "CrossKeyValuesGraph",
+    "TransformerDecoderGraph",
+    "TransformerEncoderGraph",
+    "merged_decoder",
+    "transformer_graphs",
+]
