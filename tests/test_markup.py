@@ -206,6 +206,16 @@ def test_the_translator_translates_html_by_whole_sentences(model, tokenizer):
     assert found[1] == whole[3]  # plain text: its plain translation
 
 
+def test_the_rnn_translates_html_with_symmetric_alignments_too(tokenizer):
+    rnn = tiny_translator("bahdanau", tokenizer, 1, max_new_tokens=8, source_language="de", target_language="en")
+    translator = Translator(rnn, tokenizer)
+    found = translator.translate(HtmlDocument.parse(PAGE, "de").sentences, alignments="symmetric")
+    for translation, count in zip(found, (5, 5, 2), strict=True):  # links within the words of both sides
+        pairs = [tuple(map(int, pair.split("-"))) for pair in translation.alignment.split()]
+        assert pairs and all(s < count and t < len(translation.text.split()) for s, t in pairs)
+    assert elements(translator.translate_html([PAGE])[0]) == (elements(PAGE)[0], True)
+
+
 def test_translate_input_format_html_reads_stdin_and_a_document(
     folder, model, tokenizer, monkeypatch, capsys, tmp_path
 ):  # noqa: E501

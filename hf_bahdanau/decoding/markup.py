@@ -1,7 +1,7 @@
 """HTML translated a sentence at a time, its inline elements put back on the words they were aligned to.
 
     document = HtmlDocument.parse('<p>Ein <b>großer</b> Hund.</p>', "de")
-    found = translator.translate(document.sentences, alignments=True)
+    found = translator.translate(document.sentences, alignments="symmetric")
     document.rebuild([(t.text, t.alignment) for t in found])   # '<p>A <b>big</b> dog.</p>'
 
 The standard library's `html.parser` reads the document (a quoted attribute value may hold `<` or `>`; each tag,
@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import html
 import re
+from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
@@ -38,6 +39,7 @@ INLINE = frozenset(
 VOID = frozenset("area base br col embed hr img input link meta param source track wbr".split())
 KEPT = frozenset("script style pre code textarea".split())  # elements kept as they are, content and all
 WORD = re.compile(r"\S+")
+ALIGNMENT = "symmetric"  # the Translator's alignments that tags are put back by (`alignment.symmetric_pharaoh`)
 
 if TYPE_CHECKING:
     from .translator import Translator
@@ -203,17 +205,20 @@ class Segment:
     words: list[tuple[int, int]] = field(default_factory=list)
     sentences: list[str] = field(default_factory=list)
     counts: list[int] = field(default_factory=list)
+    word_starts: list[int] = field(default_factory=list)
+    word_ends: list[int] = field(default_factory=list)
 
     def elements(self) -> list[Element]:
         """The inline elements over words: the words a span's characters touch, or a gap (an atomic element, or a
         span that holds no word: written whole, with what it holds) before the first word at or after it."""
+        starts, ends = self.word_starts, self.word_ends
         found: list[Element] = []
         for start, end, parent, atomic in self.spans:
-            inside = [] if atomic else [w for w, (s, e) in enumerate(self.words) if s < end and e > start]
-            if inside and (parent is None or not found[parent].atomic):
-                found.append(Element(inside[0], inside[-1] + 1, parent))
+            first, last = bisect_right(ends, start), bisect_left(starts, end)  # words [first, last) touch it
+            if not atomic and first < last and (parent is None or not found[parent].atomic):
+                found.append(Element(first, last, parent))
             else:
-                gap = sum(s < start for s, _ in self.words)
+                gap = bisect_left(starts, start)
                 found.append(Element(gap, gap, parent, True))
         return found
 
@@ -226,10 +231,11 @@ class Segment:
         """Whether span element k leaves out the punctuation before its first word (`(<b>Hund</b>`) and after its
         last (`<a>hier</a>.`): the translation's is kept out of it too."""
         start, end, _, atomic = self.spans[k]
-        inside = [] if atomic else [(s, e) for s, e in self.words if s < end and e > start]
-        if not inside:
+        starts, ends = self.word_starts, self.word_ends
+        first, last = bisect_right(ends, start), bisect_left(starts, end)  # the words [first, last) it touches
+        if atomic or first >= last:
             return False, False
-        (first, _), (_, last) = inside[0], inside[-1]
+        first, last = starts[first], ends[last - 1]
         before, after = self.text[first:start], self.text[end:last]
         return bool(before) and not any(c.isalnum() for c in before), bool(after) and not any(
             c.isalnum() for c in after
@@ -259,23 +265,27 @@ class HtmlDocument:
         units = _units(tokens(text))
         parts: list[str | Segment] = []
         segment = Segment()
+        texts: list[str] = []  # the segment's text and source, in pieces (joined when it ends)
+        raws: list[str] = []
+        length = 0  # of its text so far
         open_elements: list[tuple[int, int]] = []  # (element, where it closes: `_Unit.close`)
 
         def close_to(position: int) -> None:  # the elements that end at unit `position`, innermost first
             while open_elements and open_elements[-1][1] in (position, -1 - position):
                 element, end = open_elements.pop()
                 start, _, parent, atomic = segment.spans[element]
-                segment.spans[element] = (start, len(segment.text), parent, atomic)
+                segment.spans[element] = (start, length, parent, atomic)
                 tag = re.match(r"<([^\s/>]+)", segment.opening[element]).group(1)
                 segment.closing[element] = units[end].raw if end >= 0 else f"</{tag}>"
-                segment.whole[element] = segment.raw[segment.whole[element] :] + segment.closing[element]
+                segment.whole[element] = "".join(raws[segment.whole[element] :]) + segment.closing[element]
 
         def flush() -> None:
-            nonlocal segment
+            nonlocal segment, texts, raws, length
             close_to(len(units))
-            if segment.raw:
+            if raws:
+                segment.text, segment.raw = "".join(texts), "".join(raws)
                 parts.append(_finish(segment, language))
-            segment = Segment()
+            segment, texts, raws, length = Segment(), [], [], 0
 
         for i, unit in enumerate(units):
             close_to(i)
@@ -286,17 +296,18 @@ class HtmlDocument:
             parent = open_elements[-1][0] if open_elements else None
             if unit.kind == "start" and unit.close is not None:
                 open_elements.append((len(segment.spans), unit.close))
-                segment.spans.append((len(segment.text), len(segment.text), parent, False))
-                segment.whole.append(len(segment.raw))  # where it starts, until it closes
+                segment.spans.append((length, length, parent, False))
+                segment.whole.append(len(raws))  # where it starts, until it closes
             elif unit.kind not in ("text", "end"):  # an empty element, a comment, an element kept whole
-                segment.spans.append((len(segment.text), len(segment.text), parent, True))
+                segment.spans.append((length, length, parent, True))
                 segment.whole.append(unit.raw)
             if unit.kind not in ("text", "end"):
                 segment.opening.append(unit.raw)
                 segment.closing.append("")
-            segment.raw += unit.raw
+            raws.append(unit.raw)
             if unit.kind == "text":
-                segment.text += html.unescape(unit.raw)
+                texts.append(html.unescape(unit.raw))
+                length += len(texts[-1])
         flush()
         return cls(parts)
 
@@ -316,7 +327,7 @@ def translate_html(
     language = check_language(language or translator.config.source_language)
     documents = [HtmlDocument.parse(text, language) for text in texts]
     sentences = [sentence for document in documents for sentence in document.sentences]
-    found = translator.translate(sentences, alignments=translator.engine == "torch", **options)
+    found = translator.translate(sentences, alignments=ALIGNMENT if translator.engine == "torch" else False, **options)
     aligned = [(translation.text, translation.alignment) for translation in found]
     groups = grouped((len(document.sentences) for document in documents), aligned)
     return [document.rebuild(group) for document, group in zip(documents, groups, strict=True)]
@@ -325,18 +336,20 @@ def translate_html(
 def _finish(segment: Segment, language: str) -> Segment | str:
     """The segment with its words and sentences; one with no words is kept as it is (its source)."""
     segment.words = [match.span() for match in WORD.finditer(segment.text)]
+    segment.word_starts, segment.word_ends = [s for s, _ in segment.words], [e for _, e in segment.words]
     if not segment.words:
         return segment.raw
     start, end = segment.words[0][0], segment.words[-1][1]
     core = segment.text[start:end]
     sentences, counts, cursor = split_sentences(core, language), [], start
+    starts = segment.word_starts
     for sentence in sentences:
         found = segment.text.find(sentence, cursor)
         if found < 0:  # the splitter changed the text: the segment is one sentence
             sentences, counts = [core], [len(segment.words)]
             break
         cursor = found + len(sentence)
-        counts.append(sum(found <= s < cursor for s, _ in segment.words))
+        counts.append(bisect_left(starts, cursor) - bisect_left(starts, found))
     if sum(counts) != len(segment.words):  # words between sentences the splitter left out
         sentences, counts = [core], [len(segment.words)]
     segment.sentences, segment.counts = [" ".join(sentence.split()) for sentence in sentences], counts
@@ -406,4 +419,4 @@ def _split_punctuation(word: str, end: bool) -> tuple[str, str]:
     return (word[: match.start()], match.group()) if end else (match.group(), word[match.end() :])
 
 
-__all__ = ["INLINE", "KEPT", "HtmlDocument", "Segment", "tokens", "translate_html"]
+__all__ = ["ALIGNMENT", "INLINE", "KEPT", "HtmlDocument", "Segment", "tokens", "translate_html"]

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from hf_bahdanau.decoding.glossary import Glossary
     from hf_bahdanau.decoding.translator import Translator
 
+from hf_bahdanau.decoding.markup import ALIGNMENT
 from hf_bahdanau.errors import InputError
 
 logger = logging.getLogger(__name__)
@@ -74,8 +75,8 @@ class ServedModel:
         """Each text's `n_best` translations, best first, using the `glossary`'s terms; with `aligned`, each as
         `(text, Pharaoh alignment)` (None from an engine without alignments: CTranslate2)."""
         translator = self._translator if glossary is None else self._translator_with_glossary()
-        aligned_here = aligned and translator.engine == "torch"
-        found = translator.translate(texts, n_best=n_best, glossary=glossary, alignments=aligned_here, **self._options)
+        alignments = ALIGNMENT if aligned and translator.engine == "torch" else False
+        found = translator.translate(texts, n_best=n_best, glossary=glossary, alignments=alignments, **self._options)
         if aligned:
             return [[(h.text, h.alignment) for h in translation.hypotheses] for translation in found]
         return [[hypothesis.text for hypothesis in translation.hypotheses] for translation in found]
