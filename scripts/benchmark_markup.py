@@ -1,8 +1,9 @@
 """Markup kept where it belongs: test_2016_flickr (de->en) with inline tags injected around source words, translated
-three ways, each scored for well-formedness, tag placement F1 and BLEU of its text without the tags.
+four ways, each scored for well-formedness, tag placement F1 and BLEU of its text without the tags.
 
 - **sentence** (the package: `decoding.markup`): each sentence translated whole, the tags put back on the words its
   attention aligns to their source words;
+- **one_way**: the same, by `translate --alignments`' links (the last layer, each target word to one source word);
 - **naive**: the same translation, the tags at the same relative positions (no alignment);
 - **piecewise**: the text between tags translated piece by piece, the tags kept between the pieces (what `serve`
   did before `decoding.markup`).
@@ -44,13 +45,14 @@ import numpy as np
 import sacrebleu
 
 from hf_bahdanau.decoding.alignment import grow_diag_final_and
-from hf_bahdanau.decoding.markup import ALIGNMENT, HtmlDocument, tokens
+from hf_bahdanau.decoding.markup import ALIGNMENT, HtmlDocument
+from hf_bahdanau.decoding.markup_parsing import tokens
 from hf_bahdanau.decoding.translator import Translator
 
 logger = logging.getLogger("benchmark_markup")
 TAGS = [("b", "<b>"), ("i", "<i>"), ("a", '<a href="https://example.org/{k}">'), ("span", '<span class="note">')]
 VOID = {"img", "br", "hr", "wbr", "input", "meta", "link"}
-METHODS = ("sentence", "naive", "piecewise")
+METHODS = ("sentence", "one_way", "naive", "piecewise")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -338,6 +340,10 @@ def main(argv: list[str] | None = None) -> dict:
     seconds = time.perf_counter() - started
     outputs = {
         "sentence": [d.rebuild([(t.text, t.alignment)]) for d, t in zip(documents, found, strict=True)],
+        "one_way": [
+            d.rebuild([(t.text, t.alignment)])
+            for d, t in zip(documents, translator.translate(sentences, alignments=True, **options), strict=True)
+        ],
         "naive": [d.rebuild([(t.text, None)]) for d, t in zip(documents, found, strict=True)],
         "piecewise": piecewise(translator, pages, options),
     }
@@ -361,7 +367,9 @@ def main(argv: list[str] | None = None) -> dict:
 
 def table(results: dict) -> str:
     rows = ["| method | well-formed | tag F1 | BLEU (tags out) | BLEU - tag-free |", "|---|---:|---:|---:|---:|"]
-    names = {"sentence": "by sentence, aligned (the package)", "naive": "by sentence, relative positions",
+    names = {"sentence": "by sentence, symmetric alignments (the package)",
+             "one_way": "by sentence, last layer's one-way alignments (`--alignments`)",
+             "naive": "by sentence, relative positions (naive)",
              "piecewise": "piece by piece between tags"}  # fmt: skip
     for method in METHODS:
         r = results[method]

@@ -26,168 +26,14 @@ import re
 from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from html.parser import HTMLParser
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .documents import check_language, grouped, split_sentences
+from .markup_parsing import parse_units, tokens
 from .markup_projection import Element, layout, parse_links, project, relative_links
 
-INLINE = frozenset(
-    "a abbr acronym b bdi bdo big cite code data del dfn em font i img ins kbd label mark q s samp small span strike "
-    "strong sub sup time tt u var wbr".split()
-)  # elements that sit inside a sentence; any other element (and <br>) separates segments
-VOID = frozenset("area base br col embed hr img input link meta param source track wbr".split())
-KEPT = frozenset("script style pre code textarea".split())  # elements kept as they are, content and all
 WORD = re.compile(r"\S+")
 ALIGNMENT = "symmetric"  # the Translator's alignments that tags are put back by (`alignment.symmetric_pharaoh`)
-
-if TYPE_CHECKING:
-    from .translator import Translator
-
-
-@dataclass
-class _Token:
-    """One parser event: `kind` start, end, empty (`<x/>`), text or other (a comment, a declaration); `raw`: its
-    source."""
-
-    kind: str
-    tag: str = ""
-    attrs: list = field(default_factory=list)
-    raw: str = ""
-
-
-class _Tokens(HTMLParser):
-    """The document as `_Token`s, each with the source between its start and the next one's."""
-
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.events: list[tuple[int, int, _Token]] = []  # (line, column, token)
-
-    def _add(self, token: _Token) -> None:
-        line, column = self.getpos()
-        if token.kind == "text" and self.events and self.events[-1][2].kind == "text":
-            return  # one run of text
-        self.events.append((line, column, token))
-
-    def handle_starttag(self, tag: str, attrs: list) -> None:
-        self._add(_Token("start", tag, attrs))
-
-    def handle_startendtag(self, tag: str, attrs: list) -> None:
-        self._add(_Token("empty", tag, attrs))
-
-    def handle_endtag(self, tag: str) -> None:
-        self._add(_Token("end", tag))
-
-    def handle_data(self, data: str) -> None:
-        self._add(_Token("text"))
-
-    def handle_comment(self, data: str) -> None:
-        self._add(_Token("comment"))
-
-    def handle_decl(self, decl: str) -> None:
-        self._add(_Token("other"))
-
-    def handle_pi(self, data: str) -> None:
-        self._add(_Token("other"))
-
-    def unknown_decl(self, data: str) -> None:
-        self._add(_Token("other"))
-
-
-def tokens(text: str) -> list[_Token]:
-    """The parser's events over `text`, each with its source (`raw`); together they are `text` again."""
-    parser = _Tokens()
-    parser.feed(text)
-    parser.close()
-    line_starts = [0, *(match.end() for match in re.finditer("\n", text))]
-    offsets = [line_starts[line - 1] + column for line, column, _ in parser.events]
-    found = [token for _, _, token in parser.events]
-    if not offsets or offsets[0] > 0:  # (the parser starts at 0; kept whole should it not)
-        found.insert(0, _Token("text"))
-        offsets.insert(0, 0)
-    for token, start, end in zip(found, offsets, [*offsets[1:], len(text)], strict=True):
-        token.raw = text[start:end]
-    return [token for token in found if token.raw]
-
-
-def _kept_whole(token: _Token) -> bool:
-    """Whether an element is kept as it is, its content untranslated."""
-    attrs = dict(token.attrs)
-    return (token.tag in KEPT or (attrs.get("translate") or "").strip().lower() == "no"
-            or "notranslate" in (attrs.get("class") or "").split())  # fmt: skip
-
-
-def _closers(found: list[_Token]) -> list[int | None]:
-    """For each start token, the index of its end tag, or `-1 - i` where it is left unclosed (i: the token that closes
-    it implicitly, or the end of the document); None for other tokens."""
-    closer: list[int | None] = [None] * len(found)
-    stack: list[int] = []
-    for i, token in enumerate(found):
-        if token.kind == "start" and token.tag not in VOID:
-            stack.append(i)
-            closer[i] = -1 - len(found)
-        elif token.kind == "end" and any(found[j].tag == token.tag for j in stack):
-            while True:
-                j = stack.pop()
-                if found[j].tag == token.tag:
-                    closer[j] = i
-                    break
-                closer[j] = -1 - i
-    return closer
-
-
-@dataclass
-class _Unit:
-    """A token, or an element kept whole (`raw`: its source); `close`: where a moved element's end is (its end tag's
-    unit, or `-1 - i` left unclosed); `boundary`: separates segments."""
-
-    kind: str
-    tag: str
-    raw: str
-    close: int | None = None
-    boundary: bool = False
-
-
-def _units(found: list[_Token]) -> list[_Unit]:
-    """The tokens with elements kept whole merged into one unit each, and each unit marked a boundary or not."""
-    closer = _closers(found)
-    units: list[_Unit] = []
-    index: dict[int, int] = {}  # token -> unit
-    starts: list[int] = []  # unit -> its (first) token
-    i = 0
-    while i < len(found):
-        token = found[i]
-        index[i] = len(units)
-        starts.append(i)
-        if token.kind == "start" and token.tag not in VOID and _kept_whole(token):
-            last = closer[i] if closer[i] >= 0 else -2 - closer[i]  # its end tag, or the token before its closer
-            units.append(_Unit("whole", token.tag, "".join(t.raw for t in found[i : last + 1])))
-            i = last + 1
-            continue
-        units.append(_Unit(token.kind, token.tag, token.raw))
-        i += 1
-    index[len(found)] = len(units)
-    for unit, first in zip(units, starts, strict=True):
-        if unit.kind == "start" and unit.tag in INLINE and unit.tag not in VOID:
-            close = closer[first]
-            unit.close = index[close] if close >= 0 else -1 - index[-1 - close]
-        unit.boundary = unit.kind not in ("text", "comment") and (unit.tag not in INLINE or unit.kind == "other")
-    closed = {unit.close for unit in units if unit.close is not None and unit.close >= 0}
-    for i, unit in enumerate(units):  # an end tag that closes no element moved with the text stays where it is
-        if unit.kind == "end" and i not in closed:
-            unit.boundary = True
-    nearest = len(units)  # the first boundary after the unit at hand
-    for i in range(len(units) - 1, -1, -1):  # an element holding a boundary cannot move: it is one too
-        unit = units[i]
-        if unit.close is not None and not unit.boundary:
-            end = unit.close if unit.close >= 0 else -1 - unit.close
-            if nearest < end:
-                unit.boundary = True
-                if unit.close >= 0:
-                    units[unit.close].boundary = True
-        if unit.boundary:
-            nearest = i
-    return units
 
 
 @dataclass
@@ -262,13 +108,13 @@ class HtmlDocument:
     @classmethod
     def parse(cls, text: str, language: str) -> HtmlDocument:
         """The document of `text`; its sentences split by the rules of `language`."""
-        units = _units(tokens(text))
+        units = parse_units(tokens(text))
         parts: list[str | Segment] = []
         segment = Segment()
         texts: list[str] = []  # the segment's text and source, in pieces (joined when it ends)
         raws: list[str] = []
         length = 0  # of its text so far
-        open_elements: list[tuple[int, int]] = []  # (element, where it closes: `_Unit.close`)
+        open_elements: list[tuple[int, int]] = []  # (element, where it closes: `Unit.close`)
 
         def close_to(position: int) -> None:  # the elements that end at unit `position`, innermost first
             while open_elements and open_elements[-1][1] in (position, -1 - position):
@@ -318,12 +164,10 @@ class HtmlDocument:
                        for part in self.parts)  # fmt: skip
 
 
-def translate_html(
-    translator: Translator, texts: Sequence[str], language: str | None = None, **options: Any
-) -> list[str]:
-    """Each HTML text translated a sentence at a time by `translator` (`options`: its `translate`'s), the inline tags
-    put back through the alignments (an engine without them: at the same relative positions); `language`: the
-    sentence splitter's (default: the model's source language)."""
+def translate_html(translator: Any, texts: Sequence[str], language: str | None = None, **options: Any) -> list[str]:
+    """Each HTML text translated a sentence at a time by `translator` (the `Translator` whose `translate_html` calls
+    this; `options`: its `translate`'s), the inline tags put back through the alignments (an engine without them: at
+    the same relative positions); `language`: the sentence splitter's (default: the model's source language)."""
     language = check_language(language or translator.config.source_language)
     documents = [HtmlDocument.parse(text, language) for text in texts]
     sentences = [sentence for document in documents for sentence in document.sentences]
@@ -419,4 +263,4 @@ def _split_punctuation(word: str, end: bool) -> tuple[str, str]:
     return (word[: match.start()], match.group()) if end else (match.group(), word[match.end() :])
 
 
-__all__ = ["ALIGNMENT", "INLINE", "KEPT", "HtmlDocument", "Segment", "tokens", "translate_html"]
+__all__ = ["ALIGNMENT", "HtmlDocument", "Segment", "translate_html"]
