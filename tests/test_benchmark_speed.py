@@ -1,9 +1,11 @@
-"""scripts/benchmark_speed.py: a quick run prints every implementation with positive figures; d2l's loss."""
+"""scripts/benchmark_speed.py: a quick run prints every implementation with positive figures; the timing loop; d2l's
+loss."""
 
 import re
 
 import pytest
 import torch
+from conftest import REPO_ROOT, load_script
 
 DECODERS = ("ours", "ours int8", "MarianMT", "ours, user call (EOS on)", "MarianMT, user call (EOS on)")
 MEASURES = {"greedy (sentences/s)": DECODERS[:2] + DECODERS[3:4], "beam (sentences/s)": DECODERS,
@@ -28,6 +30,15 @@ def test_quick_run_lists_every_implementation_with_positive_figures(tmp_path, ru
     for key in keys:
         assert key in figures, key
         assert float(re.sub(r"[,x]", "", figures[key])) > 0, (key, figures[key])
+
+
+def test_functions_are_timed_in_turn_each_by_its_fastest_call_on_the_clock_given(monkeypatch):
+    monkeypatch.syspath_prepend(str(REPO_ROOT / "scripts"))
+    interleaved = load_script("benchmark_speed").interleaved
+    calls, ticks = [], iter([0, 5, 5, 6, 6, 8, 8, 11])  # a: 5 then 2, b: 1 then 3
+    fns = {"a": lambda: calls.append("a"), "b": lambda: calls.append("b")}
+    assert interleaved(fns, warmup=1, repeats=2, clock=lambda: next(ticks)) == {"a": 2, "b": 1}
+    assert calls == ["a", "b"] * 3
 
 
 def test_d2l_loss_is_the_masked_mean_cross_entropy(d2l):
