@@ -15,6 +15,7 @@ from hf_bahdanau.cli import main
 from hf_bahdanau.decoding.markup import HtmlDocument
 from hf_bahdanau.decoding.markup_projection import Element, layout, project, relative_links
 from hf_bahdanau.decoding.translator import Translator
+from hf_bahdanau.models.pipelines import transformers_provides
 
 VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "param", "source", "track", "wbr"}
 
@@ -240,6 +241,29 @@ def test_the_pipeline_translates_html_through_the_translator(folder, model, toke
     assert pipe([PAGE, PAGE], input_format="html") == [{"translation_text": expected}] * 2
     with pytest.raises(ValueError, match="input_format 'xml'"):
         pipe(PAGE, input_format="xml")
+
+
+@pytest.mark.skipif(transformers_provides("translation"), reason="transformers has its own translation pipeline")
+def test_a_folders_own_pipeline_code_refuses_html_without_the_package(folder, monkeypatch):
+    from transformers import pipeline
+
+    from hf_bahdanau.models.pipelines import TranslationPipeline
+
+    remote = pipeline("translation", model=str(folder), trust_remote_code=True)
+    monkeypatch.setattr(TranslationPipeline, "translator_class", None)  # as where the package is not imported
+    with pytest.raises(ValueError, match="^input_format='html' needs the hf_bahdanau package") as refused:
+        remote(PAGE, input_format="html")
+    assert "\n" not in str(refused.value)
+
+
+def test_the_demo_translates_html_as_the_translator_does(model, tokenizer):
+    from hf_bahdanau.errors import InputError
+    from hf_bahdanau.serving import demo
+
+    translator = Translator(model, tokenizer)
+    assert demo.translate_html(translator, PAGE, "greedy", 1) == translator.translate_html([PAGE], num_beams=1)[0]
+    with pytest.raises(InputError, match="Nothing to translate"):
+        demo.translate_html(translator, "  ", "greedy", 1)
 
 
 def test_the_server_translates_format_html_as_the_translator_does(folder, model, tokenizer):
