@@ -8,7 +8,7 @@ import them from here too.
 DEFAULT_LICENSE = "apache-2.0"  # of a published model's card (`card`, `publish --license`)
 QUANTIZATIONS = ("int8",)  # in-process quantization for CPU inference (`quantization`, `--quantize`)
 EXPORT_QUANTIZATIONS = ("float32", "int8", "int8_float32", "float16")  # of a CTranslate2 export (`export`)
-ENGINES = ("torch", "ctranslate2")  # what runs a translation (`translator`, `--engine`)
-EXPORT_INFO = "hf_bahdanau_export.json"  # the marker of a CTranslate2 export `export` made (`export`, `models`)
+ENGINES = ("torch", "ctranslate2", "onnxruntime")  # what runs a translation (`translator`, `--engine`)
+EXPORT_INFO = "hf_bahdanau_export.json"  # the marker of an export `export` made (`export`, `models`)
 
 __all__ = ["DEFAULT_LICENSE", "ENGINES", "EXPORT_INFO", "EXPORT_QUANTIZATIONS", "QUANTIZATIONS"]

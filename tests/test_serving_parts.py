@@ -12,7 +12,6 @@ pytest.importorskip("fastapi")
 from hf_bahdanau.decoding.glossary import Glossary  # noqa: E402
 from hf_bahdanau.serving.batching import Batcher, Lanes  # noqa: E402
 from hf_bahdanau.serving.limits import ApiKeys, Limits  # noqa: E402
-from hf_bahdanau.serving.markup import join_markup, split_markup  # noqa: E402
 from hf_bahdanau.serving.shapes import ApiError, form_fields, parse_translate  # noqa: E402
 
 
@@ -24,11 +23,12 @@ class Recorder:
         self.batches: list[tuple[list[str], int]] = []
         self.gate = gate
 
-    def translate(self, texts: list[str], n_best: int, glossary=None) -> list[list[str]]:
+    def translate(self, texts: list[str], n_best: int, glossary=None, aligned: bool = False) -> list[list]:
         if self.gate is not None:
             assert self.gate.wait(30)
         self.batches.append((list(texts), n_best) if glossary is None else (list(texts), n_best, glossary))
-        return [[text.upper()] + [f"{text}#{k}" for k in range(1, n_best)] for text in texts]
+        found = [[text.upper()] + [f"{text}#{k}" for k in range(1, n_best)] for text in texts]
+        return [[(text, "0-0") for text in hypotheses] for hypotheses in found] if aligned else found
 
 
 def words(texts: list[str]) -> list[int]:
@@ -86,6 +86,21 @@ def test_requests_with_another_glossary_wait_for_a_batch_of_their_own_and_get_it
 
     assert run(main()) == [[["A"]], [["B"]], [["C"]], [["D"]]]
     assert recorder.batches == [(["a", "c"], 1), (["b", "d"], 1, dogs)]  # equal glossaries share a batch
+
+
+def test_requests_asking_for_alignments_wait_for_a_batch_of_their_own_and_get_them():
+    recorder = Recorder()
+
+    async def main():
+        batcher = Batcher(recorder.translate, words, wait=0.05)
+        batcher.start()
+        jobs = [batcher.submit(["a"]), batcher.submit(["b"], aligned=True), batcher.submit(["c"])]
+        found = await asyncio.gather(*(job.future for job in jobs))
+        await asyncio.to_thread(batcher.close)
+        return found
+
+    assert run(main()) == [[["A"]], [[("B", "0-0")]], [["C"]]]
+    assert recorder.batches == [(["a", "c"], 1), (["b"], 1)]
 
 
 def test_requests_with_a_glossary_have_their_own_lane_and_a_held_glossary_batch_holds_no_other_request():
@@ -201,26 +216,6 @@ def test_a_failing_batch_answers_500_and_the_queue_goes_on():
     error, fine, closed = run(main())
     assert (error.status, error.message) == (500, "Cannot translate text: RuntimeError") and fine == [["ok"]]
     assert (closed.status, closed.message) == (503, "The server is shutting down")
-
-
-def test_html_pieces_keep_tags_comments_scripts_and_whitespace():
-    page = '<p class="a">Hallo &amp; Tschüss</p>\n<!-- x < y --><script>var a = "<b>";</script> a < b <br/>'
-    pieces = split_markup(page)
-    assert [piece for translate, piece in pieces if translate] == ["Hallo & Tschüss", " a < b "]
-    expected = page.replace("Hallo &amp; Tschüss", "Hello &amp; bye").replace(" a < b ", " A&lt;B ")
-    assert join_markup(pieces, ["Hello & bye", "A<B"]) == expected
-    assert split_markup("no tags") == [(True, "no tags")] and split_markup("") == []
-
-
-def test_html_tags_with_angle_brackets_in_quoted_attributes_stay_whole_and_translations_escape_quotes():
-    page = '<a title="x > y" href="/home">Hallo</a>\n<img alt="<script>"> Welt <b\nclass=\'c\'>und</b>'
-    pieces = split_markup(page)
-    assert pieces == [(False, '<a title="x > y" href="/home">'), (True, "Hallo"), (False, "</a>"),
-                      (False, "\n"), (False, '<img alt="<script>">'), (True, " Welt "), (False, "<b\nclass='c'>"),
-                      (True, "und"), (False, "</b>")]  # fmt: skip
-    found = join_markup(pieces, ['say "hi"', "it's", "<&>"])
-    assert found == ('<a title="x > y" href="/home">say &quot;hi&quot;</a>\n<img alt="<script>"> it&#x27;s '
-                     "<b\nclass='c'>&lt;&amp;&gt;</b>")  # fmt: skip
 
 
 def test_api_keys_are_read_one_a_line_and_checked(tmp_path):

@@ -1,9 +1,9 @@
 """The `hf-bahdanau` command line: `build_parser` assembles each command's parser from its module, `main` runs the
 command asked for and turns a bad input into a one-line error.
 
-Each command is a module with `add_parser(commands)` and `run(args)`: `train`, `distill`, `evaluate`, `translate`,
-`publish`, `demo`, `export`, `serve`; `arguments` holds what they share. Arguments are parsed before torch and
-transformers are imported: each command imports what it needs when it runs, so `--help` and usage errors answer at
+Each command is a module with `add_parser(commands)` and `run(args)`: `train`, `distill`, `evaluate`, `calibrate`,
+`translate`, `publish`, `demo`, `export`, `serve`; `arguments` holds what they share. Arguments are parsed before torch
+and transformers are imported: each command imports what it needs when it runs, so `--help` and usage errors answer at
 once. `train` and `distill` take transformers' training options, which `HfArgumentParser` parses from what argparse
 leaves over; they ready the libraries once those are parsed. `translate --engine ctranslate2` leaves them be: it
 reads a CTranslate2 export as data, with neither torch nor transformers.
@@ -24,14 +24,14 @@ from hf_bahdanau.decoding.folder_data import check_model_folder
 from hf_bahdanau.errors import InputError
 from hf_bahdanau.redaction import redact_message
 
-from . import demo, distill, evaluate, export, publish, serve, train, translate
+from . import calibrate, demo, distill, evaluate, export, publish, serve, train, translate
 from .arguments import UsageError, option_names
 from .streams import SIGPIPE_STATUS, drop_stdout
 
 logger = logging.getLogger("hf_bahdanau")
 # Each command's module, in the order `--help` lists them.
-COMMANDS = {"train": train, "distill": distill, "evaluate": evaluate, "translate": translate, "publish": publish,
-            "demo": demo, "export": export, "serve": serve}  # fmt: skip
+COMMANDS = {"train": train, "distill": distill, "evaluate": evaluate, "calibrate": calibrate, "translate": translate,
+            "publish": publish, "demo": demo, "export": export, "serve": serve}  # fmt: skip
 TRAINING_COMMANDS = ("train", "distill")  # they parse the options argparse leaves over
 
 
@@ -118,7 +118,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if rest:
             raise UsageError(f"unrecognized arguments: {option_names(rest)}")
         if _needs_libraries(args):
-            if args.command in ("translate", "evaluate"):  # a missing folder answers before torch loads
+            if args.command in ("translate", "evaluate", "calibrate"):  # a missing folder answers before torch loads
                 check_model_folder(args.model)
             _prepare_libraries()
         command.run(args)

@@ -5,20 +5,26 @@ from __future__ import annotations
 
 import argparse
 import logging
+import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .arguments import (
     UsageError,
     add_command,
     add_generation_arguments,
     check_engine_options,
+    generation_options,
     load_translator,
     positive_int,
     translate_texts,
 )
 from .streams import write_out
+
+if TYPE_CHECKING:
+    from hf_bahdanau.decoding.translator import Translation, Translator
 
 logger = logging.getLogger("hf_bahdanau")
 SUMMARY = "translate a split and score it with sacreBLEU and chrF"
@@ -29,6 +35,9 @@ examples:
   hf-bahdanau evaluate --model runs/de-en --data my-corpus.tsv --split test --output hyp.txt
   hf-bahdanau evaluate --model runs/de-en --compare runs/de-en-averaged   # paired bootstrap: significant or not?
   hf-bahdanau evaluate --model runs/quick-de-en --glossary terms.tsv      # and how many glossary terms it used
+
+A model folder with a quality estimator (hf-bahdanau calibrate) also gets the correlations its estimates reach on the
+split: Pearson r of sentence scores with sentence chrF, MCC of word OK/BAD verdicts, its own and Bergamot's.
 """
 
 
@@ -36,20 +45,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     """Add `evaluate` and its options to the command line's subparsers."""
     parser = add_command(commands, "evaluate", SUMMARY, EPILOG)
     add_generation_arguments(parser)
-    parser.add_argument("--data", help="A corpus name, folder, file or Hub dataset (default: the training corpus).")
-    parser.add_argument("--split", default="test", help="The split to translate and score.")
-    parser.add_argument(
-        "--test-split", "--test_split", help="Which file of a folder is the test set (default: as trained)."
-    )
-    parser.add_argument(
-        "--d2l-normalize",
-        "--d2l_normalize",
-        action=argparse.BooleanOptionalAction,
-        help="d2l normalisation of the corpus (default: as in training).",
-    )
-    parser.add_argument("--src-lang", "--src_lang", help="Source language code (default: the model's).")
-    parser.add_argument("--tgt-lang", "--tgt_lang", help="Target language code (default: the model's).")
-    parser.add_argument("--max-samples", "--max_samples", type=positive_int, help="Score only the first N pairs.")
+    add_corpus_arguments(parser, "test", "The split to translate and score.")
     parser.add_argument(
         "--output",
         help="Hypotheses file (default: hypotheses.SPLIT.SRC-TGT.DECODING.txt in --model, e.g. "
@@ -62,6 +58,24 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         "OUTPUT.compare.txt with --output) and test the difference with sacreBLEU's paired bootstrap resampling "
         "(1000 resamples): both models' BLEU and chrF with 95%% confidence intervals, the p-value, significant or not.",
     )
+
+
+def add_corpus_arguments(parser: argparse.ArgumentParser, split: str, split_help: str) -> None:
+    """The options that say which corpus, split and direction a command reads (`evaluate`, `calibrate`)."""
+    parser.add_argument("--data", help="A corpus name, folder, file or Hub dataset (default: the training corpus).")
+    parser.add_argument("--split", default=split, help=split_help)
+    parser.add_argument(
+        "--test-split", "--test_split", help="Which file of a folder is the test set (default: as trained)."
+    )
+    parser.add_argument(
+        "--d2l-normalize",
+        "--d2l_normalize",
+        action=argparse.BooleanOptionalAction,
+        help="d2l normalisation of the corpus (default: as in training).",
+    )
+    parser.add_argument("--src-lang", "--src_lang", help="Source language code (default: the model's).")
+    parser.add_argument("--tgt-lang", "--tgt_lang", help="Target language code (default: the model's).")
+    parser.add_argument("--max-samples", "--max_samples", type=positive_int, help="Read only the first N pairs.")
 
 
 def _check_output_file(output: Path, model_dirs: Sequence[str], inputs: Sequence[str | None] = ()) -> None:
@@ -106,8 +120,6 @@ def hypotheses_file_name(split: str, languages: tuple[str, str], beams: int, arg
 def run(args: argparse.Namespace) -> None:
     """Translate the split, print and record its scores, and compare with `--compare`."""
     from hf_bahdanau.data.cache import named_corpus_path
-    from hf_bahdanau.data.corpora import load_parallel_corpus
-    from hf_bahdanau.data.run_settings import corpus_id, read_data_settings
     from hf_bahdanau.decoding.loading import check_generation_length
     from hf_bahdanau.metrics import count_repeating, load_metric
     from hf_bahdanau.publishing.evaluations import record_evaluation
@@ -121,6 +133,68 @@ def run(args: argparse.Namespace) -> None:
     for output in _given_outputs(args):  # before any work; the corpus is checked once found
         _check_output_file(output, models, reads)
     translator = load_translator(args)
+    pairs = read_pairs(args, translator)
+    data, split, (src_lang, tgt_lang) = pairs.data, pairs.split, pairs.languages
+    sources, references = pairs.sources, pairs.references
+    quality = translator.quality_estimator is not None  # its figures on this split too
+    found = translator.translate(sources, progress=sys.stderr.isatty(), quality=quality, **generation_options(args))
+    hypotheses = [translation.text for translation in found]
+    beams = args.num_beams if args.num_beams is not None else translator.generation_config.num_beams
+    output = Path(args.output or Path(args.model) / hypotheses_file_name(split, (src_lang, tgt_lang), beams, args))
+    other = _compare_output(args, output)
+    for path in filter(None, (output, other)):  # the corpus found (a name resolved to its file or folder) too
+        _check_output_file(path, models, [data, named_corpus_path(data), *reads])
+    _write_lines(output, hypotheses)
+    scores = load_metric().compute(predictions=hypotheses, references=[[ref] for ref in references])
+    printed = (
+        f"BLEU = {scores['bleu']:.2f}  ({scores['bleu_signature']})\n"
+        f"BLEU lowercased = {scores['bleu_lowercase']:.2f}  ({scores['bleu_lowercase_signature']})\n"
+        f"chrF = {scores['chrf']:.2f}  ({scores['chrf_signature']})\n"
+        f"length ratio = {scores['sys_len'] / scores['ref_len']:.3f}  (hypotheses {scores['sys_len']} / "
+        f"references {scores['ref_len']} tokens)\n"
+        f"{count_repeating(hypotheses)} of {len(hypotheses)} translations repeat a phrase back to back, "
+        f"{count_repeating(hypotheses, times=3)} three times or more (a decoder caught in a loop)\n"
+        f"{len(hypotheses)} {args.split} sentences, {src_lang}->{tgt_lang}, beams {beams}; hypotheses in {output}\n"
+    )
+    if quality:
+        printed += quality_lines(found, references)
+    if args.glossary:
+        printed += _term_use(args.glossary, sources, hypotheses)
+    write_out(printed, "the scores")  # now: the scores stand even where they cannot be stored
+    if args.glossary or args.avoid:  # the card reports translations as the model makes them, unconstrained
+        logger.info("scores with --glossary or --avoid not stored in %s (its card reports plain decoding)", args.model)
+    elif args.quantize is None and args.engine == "torch":  # the folder's card reports its fp32 weights' scores only
+        try:
+            record_evaluation(args.model, scores, data=data, split=split, languages=(src_lang, tgt_lang),
+                              num_beams=beams, samples=len(hypotheses))  # fmt: skip
+        except ValueError as error:
+            raise UsageError(f"the scores above were not stored: {error}") from None
+    else:
+        engine = f"{args.engine} {args.quantize or 'fp32'}"
+        logger.info("scores of the %s engine not stored in %s (its card reports torch fp32)", engine, args.model)
+    if other is not None:
+        _compare(args, sources, references, hypotheses, (src_lang, tgt_lang), other)
+
+
+@dataclass
+class Pairs:
+    """A split read as a command asked: its sources and references, the corpus `data` (a name resolved to where
+    training read it), the `split` name results carry, and the direction."""
+
+    sources: list[str]
+    references: list[str]
+    data: str
+    split: str
+    languages: tuple[str, str]
+
+
+def read_pairs(args: argparse.Namespace, translator: Translator) -> Pairs:
+    """The `--split` of `--data` (default: the model's training corpus, read as training read it) in the model's
+    direction, cut to `--max-samples`."""
+    from hf_bahdanau.data.cache import named_corpus_path
+    from hf_bahdanau.data.corpora import load_parallel_corpus
+    from hf_bahdanau.data.run_settings import corpus_id, read_data_settings
+
     # Unless told otherwise, read the corpus exactly as training did (same normalisation, hence the same split).
     settings = read_data_settings(args.model)
     if args.data and corpus_id(args.data) not in (settings.get("data"), settings.get("data_path")):
@@ -149,42 +223,22 @@ def run(args: argparse.Namespace) -> None:
         rows = rows.select(range(min(args.max_samples, len(rows))))
     sources = [pair[src_lang] for pair in rows["translation"]]
     references = [pair[tgt_lang] for pair in rows["translation"]]
-    hypotheses = translate_texts(translator, sources, args)
-    beams = args.num_beams if args.num_beams is not None else translator.generation_config.num_beams
     # The test split of a folder by its file (test_2016_flickr): the name the results and the hypotheses file carry.
     split = test_split if args.split == "test" and Path(named_corpus_path(data) or data).is_dir() else args.split
-    output = Path(args.output or Path(args.model) / hypotheses_file_name(split, (src_lang, tgt_lang), beams, args))
-    other = _compare_output(args, output)
-    for path in filter(None, (output, other)):  # the corpus found (a name resolved to its file or folder) too
-        _check_output_file(path, models, [data, named_corpus_path(data), *reads])
-    _write_lines(output, hypotheses)
-    scores = load_metric().compute(predictions=hypotheses, references=[[ref] for ref in references])
-    printed = (
-        f"BLEU = {scores['bleu']:.2f}  ({scores['bleu_signature']})\n"
-        f"BLEU lowercased = {scores['bleu_lowercase']:.2f}  ({scores['bleu_lowercase_signature']})\n"
-        f"chrF = {scores['chrf']:.2f}  ({scores['chrf_signature']})\n"
-        f"length ratio = {scores['sys_len'] / scores['ref_len']:.3f}  (hypotheses {scores['sys_len']} / "
-        f"references {scores['ref_len']} tokens)\n"
-        f"{count_repeating(hypotheses)} of {len(hypotheses)} translations repeat a phrase back to back, "
-        f"{count_repeating(hypotheses, times=3)} three times or more (a decoder caught in a loop)\n"
-        f"{len(hypotheses)} {args.split} sentences, {src_lang}->{tgt_lang}, beams {beams}; hypotheses in {output}\n"
+    return Pairs(sources, references, str(data), split, (src_lang, tgt_lang))
+
+
+def quality_lines(translations: Sequence[Translation], references: Sequence[str]) -> str:
+    """How well the model's quality estimates follow the quality of `translations`: Pearson r of sentence scores with
+    sentence chrF and MCC of word verdicts, ours and Bergamot's."""
+    from hf_bahdanau.decoding.calibration import estimate_figures
+
+    found = estimate_figures(translations, references)
+    return (
+        f"quality estimates: Pearson r with sentence chrF {found['pearson']:.3f} (Bergamot's "
+        f"{found['bergamot_pearson']:.3f}), word MCC {found['mcc']:.3f} (Bergamot's {found['bergamot_mcc']:.3f}); "
+        f"{found['sentences']} sentences, {found['words']} words\n"
     )
-    if args.glossary:
-        printed += _term_use(args.glossary, sources, hypotheses)
-    write_out(printed, "the scores")  # now: the scores stand even where they cannot be stored
-    if args.glossary or args.avoid:  # the card reports translations as the model makes them, unconstrained
-        logger.info("scores with --glossary or --avoid not stored in %s (its card reports plain decoding)", args.model)
-    elif args.quantize is None and args.engine == "torch":  # the folder's card reports its fp32 weights' scores only
-        try:
-            record_evaluation(args.model, scores, data=data, split=split, languages=(src_lang, tgt_lang),
-                              num_beams=beams, samples=len(hypotheses))  # fmt: skip
-        except ValueError as error:
-            raise UsageError(f"the scores above were not stored: {error}") from None
-    else:
-        engine = f"{args.engine} {args.quantize or 'fp32'}"
-        logger.info("scores of the %s engine not stored in %s (its card reports torch fp32)", engine, args.model)
-    if other is not None:
-        _compare(args, sources, references, hypotheses, (src_lang, tgt_lang), other)
 
 
 def _compare_output(args: argparse.Namespace, output: Path) -> Path | None:

@@ -1,5 +1,6 @@
 """`hf-bahdanau translate`: translate arguments, stdin (in chunks, written as each batch is done) or lines typed at
-a prompt; documents and JSON lines (`--document`, `--input-format jsonl`); the attention heatmap (`--heatmap`)."""
+a prompt; documents, JSON lines and HTML (`--document`, `--input-format jsonl|html`); the attention heatmap
+(`--heatmap`)."""
 
 from __future__ import annotations
 
@@ -15,15 +16,20 @@ from typing import TYPE_CHECKING
 from .arguments import (
     UsageError,
     add_command,
+    add_fallback_arguments,
     add_generation_arguments,
     check_engine_options,
+    check_fallback_options,
     generation_options,
     load_translator,
     positive_int,
+    said_fallback,
+    with_fallback,
 )
 from .streams import interactive_lines, stdin_chunks, stdin_lines, write_out
 
 if TYPE_CHECKING:
+    from hf_bahdanau.decoding.cascade import Cascade
     from hf_bahdanau.decoding.translator import Translation, Translator
 
 logger = logging.getLogger("hf_bahdanau")
@@ -36,8 +42,11 @@ examples:
   hf-bahdanau translate --model runs/quick-de-en "Ein Hund rennt." --heatmap attention.png
   hf-bahdanau translate --model runs/quick-de-en --document letter.de.txt > letter.en.txt  # paragraphs kept
   hf-bahdanau translate --model runs/quick-de-en --input-format jsonl --scores < in.jsonl > out.jsonl
+  hf-bahdanau translate --model runs/quick-de-en --input-format html < page.de.html > page.en.html
   hf-bahdanau translate --model runs/quick-de-en --glossary terms.tsv < sentences.de   # terms.tsv: Hund<TAB>hound
   hf-bahdanau translate --model runs/quick-de-en --prefix "Two dogs" "Zwei Hunde spielen im Schnee."
+  hf-bahdanau translate --model runs/quick-de-en --quality < sentences.de     # after hf-bahdanau calibrate
+  hf-bahdanau translate --model runs/student --fallback runs/teacher --min-quality 0.5 < sentences.de  # teacher < 0.5
 """
 
 
@@ -82,6 +91,14 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         "certain; low scores flag doubtful output); an empty source gets 0.0000 and an empty translation.",
     )
     parser.add_argument(
+        "--quality",
+        action="store_true",
+        help="Estimate each translation's quality (the model folder's quality estimator, from `calibrate`): lines "
+        "QUALITY<TAB>TRANSLATION<TAB>TAGS, QUALITY the predicted sentence chrF / 100 (0 to 1; low: check it), TAGS "
+        "OK or BAD per word of the translation (space-separated); with --input-format jsonl a 'quality' field "
+        "{score, words: [{word, probability, ok}], bergamot}.",
+    )
+    parser.add_argument(
         "--alignments",
         action="store_true",
         help="Append <TAB>ALIGNMENT to each line: Pharaoh pairs i-j linking source word i to translation word j "
@@ -111,11 +128,15 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--input-format",
         "--input_format",
-        choices=("text", "jsonl"),
+        choices=("text", "jsonl", "html"),
         default="text",
         help="jsonl: each input line is a JSON object with a 'text' field; each output line is that object with "
-        "'translation' added (and 'score' with --scores, a document's the mean of its sentences').",
+        "'translation' added (and 'score' with --scores, a document's the mean of its sentences'; 'retranslated' "
+        "with --fallback, how many of its sentences the teacher re-translated). html: stdin (or --document) is one "
+        "HTML document, translated a sentence at a time with its inline tags put back on the aligned words; tags, "
+        'comments, scripts, code and translate="no" content are kept.',
     )
+    add_fallback_arguments(parser, "Give it once; the log says how many sentences it re-translated.")
 
 
 @contextlib.contextmanager
@@ -186,11 +207,14 @@ def _write_heatmap(translator: Translator, text: str, args: argparse.Namespace, 
 def _check_translate_options(args: argparse.Namespace) -> None:
     """Refuse options the engine cannot do (before anything is loaded)."""
     check_engine_options(args)
+    check_fallback_options(args, several=False)
+    if args.fallback and args.heatmap:
+        raise UsageError("--heatmap draws one model's attention: leave out --fallback")
     if args.engine != "torch":
         asked = [name for name, value in (("--heatmap", args.heatmap), ("--alignments", args.alignments)) if value]
         if asked:
-            raise UsageError(f"{' and '.join(asked)} need --engine torch: CTranslate2 gives no attention weights")
-    if args.document or args.input_format == "jsonl":
+            raise UsageError(f"{' and '.join(asked)} need --engine torch: {args.engine} gives no attention weights")
+    if args.document or args.input_format != "text":
         _check_document_options(args)
     if args.heatmap:
         _check_heatmap_files(args)
@@ -211,21 +235,23 @@ def _check_heatmap_files(args: argparse.Namespace) -> None:
 
 def _check_document_options(args: argparse.Namespace) -> None:
     """Refuse what `--document` and `--input-format jsonl` cannot do (before anything is loaded)."""
-    given = "--document" if args.document else "--input-format jsonl"
+    given = "--document" if args.document else f"--input-format {args.input_format}"
     if args.text:
         raise UsageError(f"{given} reads {args.document or 'stdin'}: leave out the sentences given as arguments")
     asked = [name for name, value in (("--heatmap", args.heatmap), ("--n-best", args.n_best),
              ("--alignments", args.alignments)) if value]  # fmt: skip
     if asked:
         raise UsageError(f"{' and '.join(asked)} do not apply to {given}: translate sentences a line each")
-    if args.scores and args.input_format != "jsonl":
-        raise UsageError("--scores with --document needs --input-format jsonl (a 'score' field per record)")
+    for name, value, field in (("--scores", args.scores, "score"), ("--quality", args.quality, "quality")):
+        if value and args.input_format != "jsonl":
+            raise UsageError(f"{name} with --document needs --input-format jsonl (a '{field}' field per record)")
 
 
-def _translate_documents(translator: Translator, args: argparse.Namespace) -> None:
+def _translate_documents(translator: Translator | Cascade, args: argparse.Namespace) -> None:
     """`--document FILE` (paragraphs split into sentences, written back as paragraphs) and `--input-format jsonl`
     (a `text` field per line, written back with `translation`, and `score` with --scores: the mean of its
     sentences' scores); every sentence translated in length-sorted token batches, the output written in order."""
+    from hf_bahdanau.decoding.cascade import TEACHER
     from hf_bahdanau.decoding.documents import (
         check_language,
         grouped,
@@ -235,6 +261,7 @@ def _translate_documents(translator: Translator, args: argparse.Namespace) -> No
         split_document,
         text_lines,
     )
+    from hf_bahdanau.decoding.quality import joined_estimate
 
     source = args.document if args.document and args.document != "-" else "stdin"
     if source == "stdin":
@@ -246,6 +273,10 @@ def _translate_documents(translator: Translator, args: argparse.Namespace) -> No
             raise UsageError(f"--document {source} cannot be read ({error.strerror or error})") from None
         except UnicodeDecodeError as error:
             raise UsageError(f"{source} is not UTF-8 text (byte {error.start})") from None
+    if args.input_format == "html":
+        write_out(translator.translate_html([text], args.document_language, progress=sys.stderr.isatty(),
+                                            **generation_options(args))[0] + "\n")  # fmt: skip
+        return
     language = check_language(args.document_language or translator.config.source_language) if args.document else None
     jsonl = args.input_format == "jsonl"
     records = read_jsonl(text_lines(text), source) if jsonl else None
@@ -260,7 +291,8 @@ def _translate_documents(translator: Translator, args: argparse.Namespace) -> No
     written = 0
     try:  # each paragraph (record) is written as soon as its sentences are translated
         with terminate_as_interrupt() as whole:
-            batches = translator.translate_stream(sentences, progress=progress, **generation_options(args))
+            batches = translator.translate_stream(sentences, progress=progress, quality=args.quality,
+                                                  **generation_options(args))  # fmt: skip
             found = grouped(counts, (translation for batch in batches for translation in batch))
             for index, (layout, hypotheses) in enumerate(zip(layouts, found, strict=True)):
                 translation = join_document(layout, [hypothesis.text for hypothesis in hypotheses])
@@ -273,6 +305,11 @@ def _translate_documents(translator: Translator, args: argparse.Namespace) -> No
                     if args.scores:  # null where nothing was translated (0.0 would say "certain")
                         scores = [hypothesis.score for hypothesis in hypotheses if hypothesis.score is not None]
                         record["score"] = round(sum(scores) / len(scores), 4) if scores else None
+                    if args.quality:  # null where nothing was translated
+                        estimate = joined_estimate([translation.quality for translation in hypotheses])
+                        record["quality"] = None if estimate is None else estimate.as_dict()
+                    if args.fallback:
+                        record["retranslated"] = sum(translation.made_by == TEACHER for translation in hypotheses)
                     line = jsonl_line(record)
                 with whole():
                     write_out(line)
@@ -282,15 +319,38 @@ def _translate_documents(translator: Translator, args: argparse.Namespace) -> No
         raise KeyboardInterrupt(f"interrupted: wrote {written} of {len(layouts)} {unit}") from None
 
 
+def hypothesis_lines(
+    index: int, translation: Translation, n_best: bool, scores: bool, alignments: bool, quality: bool = False
+) -> str:
+    """The output lines of one source: `[INDEX TAB] [SCORE TAB] [QUALITY TAB] TRANSLATION [TAB ALIGNMENT] [TAB TAGS]`,
+    one per hypothesis (the index for n-best lists, the score and alignment when asked for); with `quality`, the best
+    hypothesis's estimate: QUALITY its sentence score (0 to 1), TAGS an OK or BAD per word, space-separated (empty
+    fields on the other hypotheses and where nothing was estimated)."""
+    lines = []
+    for rank, hypothesis in enumerate(translation.hypotheses):
+        fields = [str(index)] if n_best else []
+        if scores:  # an empty field where nothing was scored (a blank source, CTranslate2)
+            fields.append("" if hypothesis.score is None else f"{hypothesis.score:.4f}")
+        estimate = translation.quality if quality and rank == 0 else None
+        if quality:
+            fields.append("" if estimate is None else f"{estimate.score:.4f}")
+        fields.append(hypothesis.text)
+        if alignments and hypothesis.alignment is not None:
+            fields.append(hypothesis.alignment)
+        if quality:
+            fields.append("" if estimate is None else " ".join("OK" if w.ok else "BAD" for w in estimate.words))
+        lines.append("\t".join(fields) + "\n")
+    return "".join(lines)
+
+
 def run(args: argparse.Namespace) -> None:
     """Translate what the options name, writing each batch as soon as it is done."""
     from hf_bahdanau.decoding.batching import SORT_WINDOW
     from hf_bahdanau.decoding.loading import check_generation_length
-    from hf_bahdanau.decoding.translator import hypothesis_lines
 
     check_generation_length(args.model, args.max_new_tokens)
     _check_translate_options(args)
-    translator = load_translator(args)
+    translator = with_fallback(load_translator(args), args)
     options = generation_options(args)
     beams = options.get("num_beams") or translator.generation_config.num_beams or 1
     if args.n_best and args.n_best > beams:
@@ -303,14 +363,15 @@ def run(args: argparse.Namespace) -> None:
         raise UsageError("--heatmap-layer, --heatmap-head and --heatmap-all need --heatmap FILE.png")
     if args.heatmap_all and (args.heatmap_layer or args.heatmap_head):
         raise UsageError("--heatmap-all draws every layer and head: leave out --heatmap-layer and --heatmap-head")
-    if args.document or args.input_format == "jsonl":
+    if args.document or args.input_format != "text":
         _translate_documents(translator, args)
+        said_fallback(translator, args)
         return
     n_best = bool(args.n_best)
-    decoding = dict(options, n_best=args.n_best or 1, alignments=args.alignments)
+    decoding = dict(options, n_best=args.n_best or 1, alignments=args.alignments, quality=args.quality)
 
     def lines(index: int, translation: Translation) -> str:
-        return hypothesis_lines(index, translation, n_best, args.scores or n_best, args.alignments)
+        return hypothesis_lines(index, translation, n_best, args.scores or n_best, args.alignments, args.quality)
 
     if not args.text and sys.stdin.isatty():
         logger.info("type a sentence and press Enter to translate it; q (or Ctrl-D) quits")
@@ -334,3 +395,4 @@ def run(args: argparse.Namespace) -> None:
                         written += len(batch)
     except KeyboardInterrupt:
         raise KeyboardInterrupt(f"interrupted: wrote {written} translations of the {read} lines read") from None
+    said_fallback(translator, args)

@@ -7,7 +7,10 @@ Sources are taken in windows of `SORT_WINDOW`, each sorted by length (longest fi
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
+
+if TYPE_CHECKING:
+    import torch
 
 Result = TypeVar("Result")
 SORT_WINDOW = 2000  # lines sorted by length together (results wait at most this many lines to be given in order)
@@ -61,4 +64,18 @@ def in_input_order(
                     yield ready
 
 
-__all__ = ["SORT_WINDOW", "in_input_order", "token_batches"]
+def padded(rows: Sequence[list[int]], pad: int, side: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """`input_ids` and `attention_mask` `(batch, longest)` of `rows`, padded on `side` ("left" or "right")."""
+    import torch
+
+    longest = max(len(row) for row in rows)
+    ids = torch.full((len(rows), longest), pad, dtype=torch.long)
+    mask = torch.zeros((len(rows), longest), dtype=torch.long)
+    for i, row in enumerate(rows):
+        where = slice(longest - len(row), longest) if side == "left" else slice(0, len(row))
+        ids[i, where] = torch.tensor(row)
+        mask[i, where] = 1
+    return ids, mask
+
+
+__all__ = ["SORT_WINDOW", "in_input_order", "padded", "token_batches"]

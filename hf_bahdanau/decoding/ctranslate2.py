@@ -22,6 +22,7 @@ from hf_bahdanau.models.source_length import source_limit
 
 from .export import cached_export, check_tokenizer_file, is_ctranslate2_folder, require_ctranslate2
 from .folder_data import Settings, read_tokenizer
+from .quality_features import Evidence, word_groups
 from .sources import source_ids
 
 # generate() option -> translate_batch() option
@@ -185,6 +186,33 @@ class CTranslate2Translator:
         """The log-probability of each token of each target, and of the `</s>` after it, given its source."""
         scored = self.translator.score_batch(sources, targets, max_input_length=0) if targets else []
         return [result.log_probs for result in scored]
+
+    def evidence(self, sources: Sequence[list[int]], targets: Sequence[list[int]]) -> list[Evidence]:
+        """The evidence (`quality_features`) of each translation `targets[k]` (ids, `</s>` included) of `sources[k]`
+        (ids), from one teacher-forced pass: the translation but its last token as the target prefix of a greedy
+        search, which returns each step's distribution over the vocabulary and its attention (CTranslate2's: the
+        last layer's first head)."""
+        import numpy as np
+
+        source_tokens = [self.tokenizer.convert_ids_to_tokens(list(ids)) for ids in sources]
+        prefixes = [self.tokenizer.convert_ids_to_tokens(list(ids[:-1])) for ids in targets]
+        longest = max(len(ids) for ids in targets)
+        results = self.translator.translate_batch(
+            source_tokens, prefixes, max_batch_size=len(targets), beam_size=1, max_input_length=0,
+            max_decoding_length=longest, min_decoding_length=0, return_end_token=True, return_attention=True,
+            return_logits_vocab=True,
+        )  # fmt: skip
+        found = []
+        for target, result in zip(targets, results, strict=True):
+            logits = np.stack([np.asarray(step, dtype=np.float32) for step in result.logits[0][: len(target)]])
+            shifted = logits - logits.max(-1, keepdims=True)  # (tokens, vocab)
+            log_probs = shifted - np.log(np.exp(shifted).sum(-1, keepdims=True))
+            entropies = -(np.exp(log_probs) * log_probs).sum(-1)  # (tokens,)
+            chosen = log_probs[np.arange(len(target)), target]  # (tokens,)
+            attention = [list(row) for row in result.attention[0][: len(target)]]  # (tokens, source tokens)
+            words, texts = word_groups(self.tokenizer, target)
+            found.append(Evidence(chosen.tolist(), entropies.tolist(), attention, words, texts))
+        return found
 
     def decode(self, tokens: list[str]) -> str:
         return self.tokenizer.decode(self.ids(tokens), skip_special_tokens=True)

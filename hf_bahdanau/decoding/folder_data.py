@@ -54,6 +54,7 @@ class FolderTokenizer:
         tokenizer.no_padding()
         self._tokenizer = tokenizer
         self.model_max_length: int = settings["model_max_length"]
+        self.padding_side: str = settings.get("padding_side", "right")  # where a batch of ids is padded
         for name in SPECIAL_TOKENS:
             token = settings.get(name)
             setattr(self, name, token)

@@ -105,6 +105,17 @@ class DecoderRows:
         self.mask = None if self.mask is None else self.mask[rows]
 
 
+def decoder_rows(
+    model: PreTrainedModel, input_ids: torch.Tensor, attention_mask: torch.Tensor | None, repeats: int
+) -> DecoderRows:
+    """The decoder side of a search over `model`: `DecoderRows`, or an engine's own with its methods (a model object
+    of an engine that has `decoder_rows`, e.g. ONNX Runtime's)."""
+    own = getattr(model, "decoder_rows", None)
+    if own is None:
+        return DecoderRows(model, input_ids, attention_mask, repeats)
+    return own(input_ids, attention_mask, repeats)
+
+
 def force_end(scores: torch.Tensor, limits: torch.Tensor | None, generated: int, eos: int) -> torch.Tensor:
     """`scores` `(rows, vocab)` with `</s>` forced on the rows whose `limits` `(rows,)` (most new tokens, `</s>`
     included) leave room for `</s>` only, after `generated` tokens."""
@@ -173,7 +184,7 @@ def _greedy(
     alive = torch.arange(rows, device=device)  # the row of each decoder row left
     row_limits = None if limits is None else limits.repeat_interleave(copies)
     warpers = _warpers(settings) if settings.do_sample else []
-    decoder = DecoderRows(model, input_ids, attention_mask, copies)
+    decoder = decoder_rows(model, input_ids, attention_mask, copies)
     for generated in range(settings.max_new_tokens):
         logits = decoder.step(tokens[alive, generated : generated + 1])  # (alive, vocab)
         scores = logits
@@ -215,7 +226,7 @@ def _beam_search(
     state = BeamState.start(settings, batch, limits, device)
     strategy = strategy_for(settings, constraints, batch, device)
     results = BeamResults(settings, batch, device)
-    decoder = DecoderRows(model, input_ids, attention_mask, settings.num_beams)
+    decoder = decoder_rows(model, input_ids, attention_mask, settings.num_beams)
     for cur_len in range(1, 1 + settings.max_new_tokens):
         logits = decoder.step(state.running[:, :, cur_len - 1].reshape(-1, 1))  # (size * beams, vocab)
         log_probs = torch.log_softmax(logits, dim=-1)  # (size * beams, vocab)

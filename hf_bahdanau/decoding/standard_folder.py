@@ -168,7 +168,7 @@ def to_standard_model(model: Any) -> Any:
     return standard
 
 
-def _save_tokenizer(folder: Path, staging: Path) -> None:
+def save_tokenizer(folder: Path, staging: Path) -> None:
     """Our `tokenizer.json` as it is, with a `tokenizer_config.json` that any transformers release reads
     (`PreTrainedTokenizerFast`, padding on the right as the standard models count positions, no token type ids)."""
     shutil.copy2(folder / "tokenizer.json", staging / "tokenizer.json")
@@ -213,7 +213,7 @@ def export_transformers(
 
     def write(staging: Path) -> None:
         standard.save_pretrained(staging, safe_serialization=True)
-        _save_tokenizer(folder, staging)
+        save_tokenizer(folder, staging)
 
     info = {"format": FORMAT, "architecture": type(standard).__name__, "source_fingerprint": fingerprint,
             "model_config": model_config}  # fmt: skip
@@ -222,4 +222,4 @@ def export_transformers(
     return output
 
 
-__all__ = ["FORMAT", "export_transformers", "residual_order", "to_standard_model"]
+__all__ = ["FORMAT", "export_transformers", "residual_order", "save_tokenizer", "to_standard_model"]

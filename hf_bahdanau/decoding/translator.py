@@ -8,13 +8,15 @@ It owns what decides a translation, so that every front end gets the same one:
 - batching: sources sorted by length and cut into token batches (`batching`), results in input order;
 - the length bound: unless `max_new_tokens` is given, a translation has at most `max(8, 3 * source tokens)` tokens
   (`sources.length_bound`), so odd input (a lone "-", emoji, a URL) cannot loop on; within the position table;
-- the engine: torch (the package's own search, `search.search`) or CTranslate2 (an `export`ed folder), bounded alike;
+- the engine: torch (the package's own search, `search.search`), CTranslate2 (an `export`ed folder), or ONNX Runtime
+  (an ONNX export, run by the same search: `onnxruntime`), bounded alike;
 - terminology (`lexical`): a glossary whose applicable terms each translation must hold (beam search with
   dynamic beam allocation, `constraints`), a forced prefix and phrases to avoid; CTranslate2 takes a prefix and
   phrases to avoid itself, and hands a glossary to torch (`fallback`) or refuses it;
-- n-best lists and scores (both engines), alignments (torch). A hypothesis's score is its mean token
-  log-probability (`</s>` included) under the model, so a score near 0 is a confident translation and a low one a
-  doubtful one. Alignments are Pharaoh `i-j` pairs (`alignment`); attention maps come from `attention_maps`.
+- n-best lists and scores (every engine), alignments (torch), quality estimates (`quality`, `evidence`). A
+  hypothesis's score is its mean token log-probability (`</s>` included) under the model, so a score near 0 is a
+  confident translation and a low one a doubtful one. Alignments are Pharaoh `i-j` pairs (`alignment`); attention
+  maps come from `attention_maps`.
 """
 
 from __future__ import annotations
@@ -29,14 +31,15 @@ from hf_bahdanau.choices import ENGINES
 from hf_bahdanau.errors import InputError, as_input_error
 from hf_bahdanau.models.source_length import source_limit
 
-from .batching import in_input_order
+from .batching import in_input_order, padded
 from .glossary import Glossary, Term
 from .lexical import LexicalOptions
+from .quality import QualityEstimate, QualityEstimator, require_estimator
+from .quality_features import Evidence, evidence_of
 from .settings import SearchSettings
 from .sources import length_bound, source_ids, warn_long_sources
 
 if TYPE_CHECKING:  # torch and transformers' models are the torch engine's: imported where it runs
-    import torch
     from transformers import PreTrainedTokenizerBase
 
     from .attention_maps import AttentionMaps
@@ -58,11 +61,12 @@ class Hypothesis:
 
 @dataclass
 class Translation:
-    """The translation of one source: its `hypotheses`, best first (samples: by score); `text`, `score` and
-    `alignment` are the best one's; `terms`: the glossary terms that apply to the source."""
+    """The translation of one source: its `hypotheses`, best first (samples: by score); `text`, `score`, `alignment`
+    and `quality` (its estimate, with `quality=True`) are the best one's; `terms`: the glossary terms that apply."""
 
     hypotheses: list[Hypothesis]
     terms: list[Term] = field(default_factory=list)
+    quality: QualityEstimate | None = None
 
     @property
     def text(self) -> str:
@@ -78,11 +82,13 @@ class Translation:
 
 
 class Translator:
-    """Translate texts with a model and its tokenizer (`engine="torch"`), or with a `CTranslate2Translator`
-    (`engine="ctranslate2"`, its own tokenizer). `batch_size`, `batch_tokens`: the most sentences and padded source
-    tokens a batch holds (None: no limit). `trained_source_length`: the longest source the model saw in training;
+    """Translate texts with a model and its tokenizer (`engine="torch"`), with a `CTranslate2Translator`
+    (`engine="ctranslate2"`, its own tokenizer), or with an `OnnxRuntimeModel` (`engine="onnxruntime"`, its own
+    tokenizer; searched as torch is). `batch_size`, `batch_tokens`: the most sentences and padded source tokens a
+    batch holds (None: no limit). `trained_source_length`: the longest source the model saw in training;
     longer sources get one warning. `fallback`: makes the torch translator of the same model, for what CTranslate2
-    cannot do (a glossary); without it, the CTranslate2 engine refuses a glossary."""
+    cannot do (a glossary); without it, the CTranslate2 engine refuses a glossary. `quality_estimator`: what
+    `quality=True` estimates with (`from_folder` reads the folder's)."""
 
     def __init__(
         self,
@@ -94,6 +100,7 @@ class Translator:
         batch_tokens: int | None = None,
         trained_source_length: int | None = None,
         fallback: Callable[[], Translator] | None = None,
+        quality_estimator: QualityEstimator | None = None,
     ) -> None:
         if engine not in ENGINES:
             raise InputError(f"engine {engine!r}: choose one of {', '.join(ENGINES)}")
@@ -104,6 +111,7 @@ class Translator:
         self.limit = source_limit(model.config, self.tokenizer)  # the longest source the model reads
         self._warned = False
         self._fallback, self._fallen_back = fallback, None
+        self.quality_estimator = quality_estimator
 
     @classmethod
     def from_folder(
@@ -116,13 +124,15 @@ class Translator:
         torch_fallback: bool = False,
         **options: Any,
     ) -> Translator:
-        """The translator of a saved model folder, or for `engine="ctranslate2"` of its CTranslate2 export (an
-        `export`ed folder, or the export cached in the model folder): the one loader of every front end.
+        """The translator of a saved model folder, for `engine="ctranslate2"` of its CTranslate2 export (an
+        `export`ed folder, or the export cached in the model folder), for `engine="onnxruntime"` of an ONNX export
+        (`export --format onnx`): the one loader of every front end.
 
         A model folder loads as `loading.load_translation_model` checks it: a model type of this package's (no code
         from the folder), safetensors only, every weight found, the tokenizer it was saved with. `quantize="int8"`:
-        int8 weights on the CPU; `threads`: CPU threads; `torch_fallback`: a model folder's glossary requests go to
-        torch (loaded alike, when first needed); `options`: `Translator`'s (`trained_source_length` defaults to the
+        int8 weights on the CPU (ONNX Runtime: the export's int8 graphs); `threads`: CPU threads (ONNX Runtime's
+        intra-op threads too); `torch_fallback`: a model folder's glossary requests go to torch (loaded alike, when
+        first needed); `options`: `Translator`'s (`trained_source_length` defaults to the
         folder's record). What is wrong with the folder is a one-line InputError."""
         from .sources import trained_source_length
 
@@ -130,6 +140,7 @@ class Translator:
         if engine not in ENGINES:
             raise InputError(f"engine {engine!r}: choose one of {', '.join(ENGINES)}")
         options.setdefault("trained_source_length", trained_source_length(path))
+        options.setdefault("quality_estimator", QualityEstimator.from_folder(path))
         if engine == "ctranslate2":
             from .ctranslate2 import CTranslate2Translator
             from .export import check_ctranslate2
@@ -141,12 +152,17 @@ class Translator:
             with as_input_error(ValueError, OSError):  # the export, its JSON, tokenizer and generation config
                 return cls(CTranslate2Translator.from_model(path, quantize, threads=threads or 0), engine=engine,
                            **options)  # fmt: skip
-        from .loading import load_translation_model
-
         if threads:
             import torch
 
             torch.set_num_threads(threads)
+        if engine == "onnxruntime":
+            from .onnxruntime import OnnxRuntimeModel
+
+            with as_input_error(ValueError, OSError):  # the export's JSON, tokenizer and graphs
+                return cls(OnnxRuntimeModel(path, quantize, threads), engine=engine, **options)
+        from .loading import load_translation_model
+
         model, tokenizer = load_translation_model(path, quantize)
         return cls(model, tokenizer, engine=engine, **options)
 
@@ -171,8 +187,15 @@ class Translator:
         samples with `do_sample`), `max_new_tokens` (default: each source's length bound), `length_penalty`
         (default: the model's), `do_sample`, `alignments` (Pharaoh pairs on each hypothesis), `glossary` (a
         `Glossary` or a mapping source term -> target term), `prefix` (one string, or one per text), `avoid`
-        (words or phrases), `progress` (a bar)."""
+        (words or phrases), `quality` (each translation's `quality` estimate), `progress` (a bar)."""
         return [translation for ready in self.translate_stream(texts, **options) for translation in ready]
+
+    def translate_html(self, texts: Sequence[str], language: str | None = None, **options: Any) -> list[str]:
+        """Each HTML text translated a sentence at a time, its inline tags put back on the aligned words
+        (`markup.translate_html`; `language`: the sentence splitter's, default the model's source language)."""
+        from .markup import translate_html
+
+        return translate_html(self, texts, language, **options)
 
     def translate_stream(
         self,
@@ -187,12 +210,15 @@ class Translator:
         glossary: Glossary | Mapping[str, str] | None = None,
         prefix: str | Sequence[str] | None = None,
         avoid: Sequence[str] | None = None,
+        quality: bool = False,
         progress: bool = False,
     ) -> Iterator[list[Translation]]:
         """Translate `texts` by length-sorted token batches; yields their translations in input order, as soon as
         the next ones are done (a file is written as it goes). A blank text translates to `n_best` empty hypotheses
-        with score None."""
+        with score None. `quality`: each translation carries the estimate of its best hypothesis (an InputError where
+        the translator has no estimator)."""
         texts = list(texts)
+        estimator = require_estimator(self.quality_estimator, self.engine) if quality else None
         settings = self.settings(num_beams=num_beams, n_best=n_best, max_new_tokens=max_new_tokens,
                                  length_penalty=length_penalty, do_sample=do_sample)  # fmt: skip
         lexical = LexicalOptions.of(self.tokenizer, len(texts), glossary, prefix, avoid)
@@ -200,11 +226,14 @@ class Translator:
             yield from self._torch_translator().translate_stream(
                 texts, num_beams=num_beams, n_best=n_best, max_new_tokens=max_new_tokens, length_penalty=length_penalty,
                 do_sample=do_sample, alignments=alignments, glossary=lexical.glossary, prefix=prefix, avoid=avoid,
-                progress=progress,
+                quality=quality, progress=progress,
             )  # fmt: skip
             return
         if self.engine == "ctranslate2" and (alignments or settings.do_sample):
             raise InputError("the CTranslate2 engine translates without alignments or sampling")
+        if self.engine == "onnxruntime" and (alignments or lexical is not None):
+            raise InputError("the ONNX Runtime engine translates without alignments, glossaries, prefixes or phrases "
+                             "to avoid: translate with the torch engine")  # fmt: skip
         if lexical is not None and lexical.places_terms and settings.num_beams < 2:
             raise InputError("a glossary needs beam search: num_beams of 2 or more")
         rows = self.source_ids(texts)
@@ -215,9 +244,15 @@ class Translator:
 
         def translate(indices: list[int]) -> list[Translation]:
             if self.engine == "ctranslate2":
-                return self._translate_ctranslate2(texts, indices, settings, max_new_tokens, bounds, lexical)
-            return self._translate_ids([rows[i] for i in indices], settings, max_new_tokens, alignments,
-                                       [bounds[i] for i in indices], lexical, texts, indices)  # fmt: skip
+                found = self._translate_ctranslate2(texts, indices, settings, max_new_tokens, bounds, lexical)
+            else:
+                found = self._translate_ids([rows[i] for i in indices], settings, max_new_tokens, alignments,
+                                            [bounds[i] for i in indices], lexical, texts, indices)  # fmt: skip
+            if estimator is None:
+                return found
+            sources, targets = [rows[i] for i in indices], [translation.hypotheses[0].ids for translation in found]
+            evidence = evidence_of(self.engine, self.model, self.tokenizer, sources, targets, self.batch_size)
+            return estimator.attach(found, evidence, [len(row) for row in sources])
 
         yield from in_input_order(translate, lengths, self.batch_tokens, self.batch_size, progress)
 
@@ -273,7 +308,7 @@ class Translator:
         if not kept:
             return results
         device = self.model.device
-        input_ids, attention_mask = _pad([rows[i] for i in kept], pad_id(self.tokenizer), self.tokenizer.padding_side)
+        input_ids, attention_mask = padded([rows[i] for i in kept], pad_id(self.tokenizer), self.tokenizer.padding_side)
         input_ids, attention_mask = input_ids.to(device), attention_mask.to(device)  # (batch, src_len)
         limits = None
         if max_new_tokens is None:
@@ -334,6 +369,12 @@ class Translator:
             found.update(zip(group, rows, strict=True))
         return [Translation([Hypothesis(h.text, h.score, None, h.ids) for h in found[i]]) for i in indices]
 
+    def evidence(self, texts: Sequence[str], translations: Sequence[Translation]) -> list[Evidence | None]:
+        """The model's view of each translation's best hypothesis (`quality_features.Evidence`), from a
+        teacher-forced pass (None for an empty one)."""
+        targets = [translation.hypotheses[0].ids for translation in translations]
+        return evidence_of(self.engine, self.model, self.tokenizer, self.source_ids(texts), targets, self.batch_size)
+
     def attention_maps(self, text: str, hypothesis: Hypothesis | None = None, **options: Any) -> AttentionMaps:
         """The attention maps of `text`'s translation (`translate(..., **options)`'s best), or of `hypothesis`
         (e.g. one of an n-best list) from a teacher-forced pass: `(layers, heads, queries, keys)` for any model."""
@@ -348,33 +389,4 @@ class Translator:
         return attention_maps(self.model, self.tokenizer, text, hypothesis.ids)
 
 
-def _pad(rows: Sequence[list[int]], pad: int, side: str) -> tuple[torch.Tensor, torch.Tensor]:
-    """`input_ids` and `attention_mask` `(batch, longest)` of `rows`, padded on `side` ("left" or "right")."""
-    import torch
-
-    longest = max(len(row) for row in rows)
-    ids = torch.full((len(rows), longest), pad, dtype=torch.long)
-    mask = torch.zeros((len(rows), longest), dtype=torch.long)
-    for i, row in enumerate(rows):
-        where = slice(longest - len(row), longest) if side == "left" else slice(0, len(row))
-        ids[i, where] = torch.tensor(row)
-        mask[i, where] = 1
-    return ids, mask
-
-
-def hypothesis_lines(index: int, translation: Translation, n_best: bool, scores: bool, alignments: bool) -> str:
-    """The output lines of one source: `[INDEX TAB] [SCORE TAB] TRANSLATION [TAB ALIGNMENT]`, one per hypothesis (the
-    index for n-best lists, the score and alignment when asked for)."""
-    lines = []
-    for hypothesis in translation.hypotheses:
-        fields = [str(index)] if n_best else []
-        if scores:  # an empty field where nothing was scored (a blank source, CTranslate2)
-            fields.append("" if hypothesis.score is None else f"{hypothesis.score:.4f}")
-        fields.append(hypothesis.text)
-        if alignments and hypothesis.alignment is not None:
-            fields.append(hypothesis.alignment)
-        lines.append("\t".join(fields) + "\n")
-    return "".join(lines)
-
-
-__all__ = ["ENGINES", "Hypothesis", "Translation", "Translator", "hypothesis_lines"]
+__all__ = ["ENGINES", "Hypothesis", "Translation", "Translator"]

@@ -7,7 +7,7 @@ not chosen: its batching assumes one model per server, and this server picks one
 request's `source` and `target`.
 
 Modules, one job each: `shapes` (LibreTranslate's requests, responses and errors), `limits` (request limits and API
-keys), `markup` (HTML: the text between tags), `model` (the one place the server reaches the package's translation
-code), `batching` (the queue that gathers sentences into batches), `connections` (uvicorn's settings, deadlines for slow
+keys), `model` (the one place the server reaches the package's translation code; HTML is `decoding.markup`'s),
+`batching` (the queue that gathers sentences into batches), `connections` (uvicorn's settings, deadlines for slow
 clients), `app` (the routes); `hf_bahdanau.cli.serve` is the command.
 """

@@ -7,9 +7,9 @@ answered by one batch send their next requests together, joining those that came
 Then it takes the waiting sentences in arrival order
 while the batch's padded size (sentences x the longest's tokens) stays within `batch_tokens` and it has at most
 `batch_size` sentences; a request is answered as soon as the batch holding its last sentence is done. Sentences
-asking for a different number of alternatives or another glossary wait for a batch of their own. At most
-`queue_limit` sentences may wait: a request that would pass it is refused (429; 400 for a request of more sentences
-than that), and a request whose client has gone frees its waiting sentences at once.
+asking for a different number of alternatives, another glossary or alignments (HTML) wait for a batch of their own.
+At most `queue_limit` sentences may wait: a request that would pass it is refused (429; 400 for a request of more
+sentences than that), and a request whose client has gone frees its waiting sentences at once.
 
 A model has two such queues (`Lanes`): one for requests with a glossary, whose target terms can make a batch's
 translations far longer than its sources, and one for the rest, which never wait behind them.
@@ -45,11 +45,12 @@ class Job:
     remaining: int = 0  # sentences not yet translated
     cancelled: bool = False
     glossary: Glossary | None = None
+    aligned: bool = False  # each hypothesis as (text, Pharaoh alignment or None), for HTML
 
     @property
-    def decoding(self) -> tuple[int, Glossary | None]:
+    def decoding(self) -> tuple[int, Glossary | None, bool]:
         """What sentences translated in one batch must share."""
-        return self.n_best, self.glossary
+        return self.n_best, self.glossary, self.aligned
 
 
 @dataclass(eq=False)
@@ -96,13 +97,14 @@ class Batcher:
     def waiting(self) -> int:
         return self._waiting
 
-    def submit(self, texts: list[str], n_best: int = 1, glossary: Glossary | None = None) -> Job:
-        """Queue a request's sentences (in the event loop); `Job.future` completes when all are translated.
+    def submit(self, texts: list[str], n_best: int = 1, glossary: Glossary | None = None, aligned: bool = False) -> Job:
+        """Queue a request's sentences (in the event loop); `Job.future` completes when all are translated (with
+        `aligned`, each hypothesis as `(text, alignment)`: `translate(..., aligned=True)`).
         ApiError 429 when the queue is full, 400 for more sentences than it holds, 503 when the server is
         stopping."""
         loop = asyncio.get_running_loop()
         job = Job(list(texts), n_best, loop.create_future(), [None] * len(texts), len(texts), len(texts), False,
-                  glossary)  # fmt: skip
+                  glossary, aligned)  # fmt: skip
         if not texts:
             job.future.set_result([])
             return job
@@ -203,7 +205,10 @@ class Batcher:
 
     def _translate_batch(self, batch: list[_Item]) -> None:
         try:
-            found = self._translate([item.job.texts[item.index] for item in batch], *batch[0].job.decoding)
+            texts = [item.job.texts[item.index] for item in batch]
+            n_best, glossary, aligned = batch[0].job.decoding
+            found = (self._translate(texts, n_best, glossary, aligned=True) if aligned
+                     else self._translate(texts, n_best, glossary))  # fmt: skip
         except Exception as error:  # a bug or a broken model: those requests get 500, the server goes on
             logger.exception("translating a batch of %d sentences failed", len(batch))
             for job in {item.job for item in batch}:
@@ -252,9 +257,9 @@ class Lanes:
     def batches(self) -> int:
         return self.plain.batches + self.glossary.batches
 
-    def submit(self, texts: list[str], n_best: int = 1, glossary: Glossary | None = None) -> Job:
+    def submit(self, texts: list[str], n_best: int = 1, glossary: Glossary | None = None, aligned: bool = False) -> Job:
         """`Batcher.submit` on the request's lane."""
-        return self._lane(glossary).submit(texts, n_best, glossary)
+        return self._lane(glossary).submit(texts, n_best, glossary, aligned)
 
     def cancel(self, job: Job) -> None:
         """`Batcher.cancel` on the request's lane."""

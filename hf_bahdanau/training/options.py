@@ -198,6 +198,13 @@ class RunArguments:
             "averaging; 0: off); keeps at least N checkpoints."
         },
     )
+    quality_estimator: bool = field(
+        default=True,
+        metadata={
+            "help": "At the end, fit the model's quality estimators on the validation split, as `hf-bahdanau "
+            "calibrate` does (quality_estimator.json; --no_quality_estimator: skip it)."
+        },
+    )
 
 
 # The Trainer's setting for length-grouped batches: `train_sampling_strategy="group_by_length"` from transformers 5.2

@@ -315,7 +315,30 @@ def _train_in(
     if run_args.average_checkpoints:
         average_last_checkpoints(trainer, run_args.average_checkpoints)
     save_run(trainer, tokenizer, output_dir, push, command)
+    if is_main and run_args.quality_estimator:
+        fit_quality_estimator(output_dir, corpus["validation"], data_args)
     return trainer
+
+
+def fit_quality_estimator(output_dir: Path, validation: datasets.Dataset, data_args: DataArguments) -> None:
+    """Fit the saved model's quality estimators on the validation pairs (`decoding.calibration`); where its
+    translations give nothing to fit on (too few, every word alike), it gets none, with a warning."""
+    from hf_bahdanau.decoding.calibration import calibrate
+    from hf_bahdanau.decoding.translator import Translator
+
+    pairs = validation["translation"]
+    sources = [pair[data_args.src_lang] for pair in pairs]
+    references = [pair[data_args.tgt_lang] for pair in pairs]
+    data = {"data": Path(str(data_args.data)).name, "split": "validation"}
+    try:
+        estimator = calibrate(Translator.from_folder(output_dir), output_dir, sources, references, data)
+    except ValueError as error:
+        logger.warning("no quality estimator: %s", error)
+        return
+    found = estimator.fitted["figures"]
+    logger.info("quality estimator fitted on %d validation sentences: Pearson r %.3f (Bergamot's %.3f), word MCC "
+                "%.3f (Bergamot's %.3f)", found["sentences"], found["pearson"], found["bergamot_pearson"],
+                found["mcc"], found["bergamot_mcc"])  # fmt: skip
 
 
 def _train_stream(

@@ -1,0 +1,279 @@
+"""Quality estimates: how good a translation is likely to be, per sentence and per word, from the model's own view of
+it (`quality_features`), with no reference.
+
+A `QualityEstimator` holds two small models fitted by `calibration` on the model's translations of held-out data:
+ours (a logistic regression per word on `WORD_FEATURES`, the probability that a word is OK, and a linear regression
+per sentence on `SENTENCE_FEATURES` and the mean of its words' probabilities, which predicts the sentence's chrF / 100)
+and Bergamot's (browsermt/quality-estimation: a logistic regression on its four word features, the sentence score the
+mean of its words'), the baseline every figure is compared with. Both are saved in the model folder as
+`quality_estimator.json` (`ESTIMATOR_FILE`): feature names, means, scales, weights, the word threshold, and how and
+on what data they were fitted, with their figures.
+
+Labels (`word_labels`, `sentence_chrf`): a word of a translation is OK when it is in a longest common subsequence
+of the translation's and the reference's words (the most words matched in order), compared lower-cased with the
+punctuation at their ends stripped; else BAD. A sentence's label is its sentence chrF (sacreBLEU's).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
+
+from hf_bahdanau.errors import InputError, as_input_error
+from hf_bahdanau.json_files import read_json
+
+from .quality_features import BERGAMOT_FEATURES, SENTENCE_FEATURES, WORD_FEATURES, Evidence
+from .quality_features import sentence_features as sentence_rows
+from .quality_features import word_features as word_rows
+
+ESTIMATOR_FILE = "quality_estimator.json"
+T = TypeVar("T")
+FORMAT = 1
+
+
+@dataclass
+class WordQuality:
+    """One word of a translation: its text, the probability that it is OK, and the verdict (`ok`: probability at or
+    above the estimator's threshold)."""
+
+    word: str
+    probability: float
+    ok: bool
+
+
+@dataclass
+class QualityEstimate:
+    """The estimate of one translation: `score` in [0, 1] (ours: its predicted chrF / 100; Bergamot's: the mean of
+    its word probabilities), and `words`, one per word of its text (whitespace-separated); `bergamot`: Bergamot's
+    estimate of the same translation, the baseline."""
+
+    score: float
+    words: list[WordQuality] = field(default_factory=list)
+    bergamot: QualityEstimate | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """The estimate as JSON (rounded): `{"score", "words": [{"word", "probability", "ok"}], "bergamot": score}`."""
+        words = [{"word": word.word, "probability": round(word.probability, 4), "ok": word.ok} for word in self.words]
+        found: dict[str, Any] = {"score": round(self.score, 4), "words": words}
+        if self.bergamot is not None:
+            found["bergamot"] = round(self.bergamot.score, 4)
+        return found
+
+
+@dataclass
+class Linear:
+    """A linear model on standardized features: `bias + weights . (x - mean) / scale`; `logistic`: through the
+    sigmoid (a probability)."""
+
+    features: list[str]
+    mean: list[float]
+    scale: list[float]
+    weights: list[float]
+    bias: float
+    logistic: bool
+
+    def __call__(self, rows: np.ndarray) -> np.ndarray:
+        """`(n,)` of `rows` `(n, features)`."""
+        z = self.bias + ((rows - np.array(self.mean)) / np.array(self.scale)) @ np.array(self.weights)
+        return 1.0 / (1.0 + np.exp(-z)) if self.logistic else z
+
+    @classmethod
+    def fit(cls, features: Sequence[str], rows: np.ndarray, targets: np.ndarray, logistic: bool) -> Linear:
+        """Least squares (`logistic=False`) or a logistic regression (L2 0.01, Newton's method) of `targets` on
+        `rows` `(n, features)`, the features standardized first."""
+        mean, scale = rows.mean(0), rows.std(0)
+        scale[scale < 1e-9] = 1.0
+        x = np.hstack([np.ones((len(rows), 1)), (rows - mean) / scale])  # (n, 1 + features)
+        ridge = 0.01 * np.eye(x.shape[1])
+        ridge[0, 0] = 0.0
+        if logistic:
+            w = np.zeros(x.shape[1])
+            for _ in range(50):
+                p = 1.0 / (1.0 + np.exp(-x @ w))
+                gradient = x.T @ (p - targets) + ridge @ w * len(x) / 100
+                hessian = (x * (p * (1 - p))[:, None]).T @ x + ridge * len(x) / 100
+                step = np.linalg.solve(hessian, gradient)
+                w -= step
+                if np.abs(step).max() < 1e-8:
+                    break
+        else:
+            w = np.linalg.solve(x.T @ x + ridge * len(x) / 100, x.T @ targets)
+        return cls(list(features), mean.tolist(), scale.tolist(), w[1:].tolist(), float(w[0]), logistic)
+
+
+@dataclass
+class WordModel:
+    """Words' probability of being OK (`model`), and the `threshold` at or above which a word is OK."""
+
+    model: Linear
+    threshold: float
+
+
+@dataclass
+class QualityEstimator:
+    """Ours (`words`, `sentences`) and Bergamot's (`bergamot`) estimators, with `fitted`: how, on what data and with
+    what figures they were made (`calibration`)."""
+
+    words: WordModel
+    sentences: Linear
+    bergamot: WordModel
+    fitted: dict[str, Any] = field(default_factory=dict)
+
+    def estimate(self, evidence: Evidence, source_tokens: int) -> QualityEstimate:
+        """The estimate of one translation from its `evidence` (`source_tokens`: its source's length, `</s>`
+        included)."""
+        if not evidence.words:  # nothing translated: nothing to vouch for
+            return QualityEstimate(0.0, [], QualityEstimate(0.0))
+        words = np.array(word_rows(evidence))  # (words, WORD_FEATURES)
+        ok = self.words.model(words)  # (words,)
+        baseline = self.bergamot.model(words[:, : len(BERGAMOT_FEATURES)])  # (words,)
+        sentence = np.array([[*sentence_rows(evidence, source_tokens), float(ok.mean())]])
+        score = float(np.clip(self.sentences(sentence)[0], 0.0, 1.0))
+        bergamot = QualityEstimate(float(baseline.mean()), _flags(evidence.word_texts, baseline, self.bergamot))
+        return QualityEstimate(score, _flags(evidence.word_texts, ok, self.words), bergamot)
+
+    def attach(
+        self, translations: list[T], evidence: Sequence[Evidence | None], source_tokens: Sequence[int]
+    ) -> list[T]:
+        """`translations` (the Translator's) each with the estimate of its best hypothesis as `quality`, from its
+        `evidence` (None: left as it is) and its source's length."""
+        return [translation if found is None else replace(translation, quality=self.estimate(found, length))
+                for translation, found, length in zip(translations, evidence, source_tokens, strict=True)]  # fmt: skip
+
+    def save(self, folder: str | os.PathLike) -> Path:
+        """Write `quality_estimator.json` into `folder`; returns its path."""
+        path = Path(folder) / ESTIMATOR_FILE
+        path.write_text(json.dumps({"format": FORMAT, **asdict(self)}, indent=1) + "\n", encoding="utf-8")
+        return path
+
+    @classmethod
+    def from_file(cls, path: str | os.PathLike) -> QualityEstimator:
+        """The estimator of a `quality_estimator.json` (a one-line InputError for one this package cannot read)."""
+        with as_input_error(OSError, ValueError, KeyError, TypeError):
+            data = read_json(path)
+            if data.get("format") != FORMAT:
+                raise ValueError(f"{path}: format {data.get('format')!r}, not {FORMAT}")
+            estimator = cls(_word_model(data["words"]), Linear(**data["sentences"]), _word_model(data["bergamot"]),
+                            data.get("fitted", {}))  # fmt: skip
+            names = (estimator.words.model.features, estimator.sentences.features, estimator.bergamot.model.features)
+            if names != (list(WORD_FEATURES), [*SENTENCE_FEATURES, "mean_ok"], list(BERGAMOT_FEATURES)):
+                raise ValueError(f"{path} was fitted on other features than this package computes: run calibrate")
+            return estimator
+
+    @classmethod
+    def from_folder(cls, folder: str | os.PathLike) -> QualityEstimator | None:
+        """The estimator saved in the model folder `folder`, or None where it has none."""
+        path = Path(folder) / ESTIMATOR_FILE
+        return cls.from_file(path) if path.is_file() else None
+
+
+def _flags(texts: Sequence[str], probabilities: np.ndarray, model: WordModel) -> list[WordQuality]:
+    return [
+        WordQuality(text, float(p), bool(p >= model.threshold)) for text, p in zip(texts, probabilities, strict=True)
+    ]
+
+
+def _word_model(data: dict[str, Any]) -> WordModel:
+    return WordModel(Linear(**data["model"]), float(data["threshold"]))
+
+
+def joined_estimate(estimates: Sequence[QualityEstimate | None]) -> QualityEstimate | None:
+    """The estimate of sentences translated as one text (a document): its words the sentences' in order, its score
+    the mean of their scores weighted by their words (None where no sentence has an estimate)."""
+    found = [estimate for estimate in estimates if estimate is not None]
+    if not found:
+        return None
+    if len(found) == 1:
+        return found[0]
+    weights = [max(len(estimate.words), 1) for estimate in found]
+
+    def mean(scores: list[float]) -> float:
+        return sum(score * weight for score, weight in zip(scores, weights, strict=True)) / sum(weights)
+
+    words = [word for estimate in found for word in estimate.words]
+    bergamot = [estimate.bergamot for estimate in found if estimate.bergamot is not None]
+    baseline = None
+    if len(bergamot) == len(found):
+        baseline = QualityEstimate(mean([b.score for b in bergamot]), [w for b in bergamot for w in b.words])
+    return QualityEstimate(mean([estimate.score for estimate in found]), words, baseline)
+
+
+def require_estimator(estimator: QualityEstimator | None, engine: str) -> QualityEstimator:
+    """`estimator` for a Translator's `engine`, or a one-line InputError: none (how to make one), or an engine that
+    gives no evidence (ONNX Runtime)."""
+    if engine not in ("torch", "ctranslate2"):
+        raise InputError(f"quality estimates need the torch or ctranslate2 engine, not {engine}")
+    if estimator is None:
+        raise InputError(f"the model has no quality estimator ({ESTIMATOR_FILE}): make one with hf-bahdanau calibrate")
+    return estimator
+
+
+# ---- labels and figures ----------------------------------------------------------------------------------------
+
+
+def _plain(word: str) -> str:
+    return word.strip(".,;:!?\"'()[]«»„“”‘’-").lower()
+
+
+def word_labels(words: Sequence[str], reference: str) -> list[bool]:
+    """Whether each word of a translation is OK: in a longest common subsequence of the translation's and the
+    reference's words (the most words matched in order: an edit alignment of insertions and deletions, TER without
+    its shifts), words compared lower-cased with the punctuation at their ends stripped."""
+    hypothesis, target = [_plain(word) for word in words], [_plain(word) for word in reference.split()]
+    rows, columns = len(hypothesis), len(target)
+    common = np.zeros((rows + 1, columns + 1), dtype=np.int64)  # common[i, j]: LCS of the first i and j words
+    for i in range(1, rows + 1):
+        for j in range(1, columns + 1):
+            if hypothesis[i - 1] == target[j - 1]:
+                common[i, j] = common[i - 1, j - 1] + 1
+            else:
+                common[i, j] = max(common[i - 1, j], common[i, j - 1])
+    ok = [False] * rows
+    i, j = rows, columns
+    while i > 0 and j > 0:
+        if hypothesis[i - 1] == target[j - 1]:
+            ok[i - 1] = True
+            i, j = i - 1, j - 1
+        elif common[i - 1, j] >= common[i, j - 1]:
+            i -= 1
+        else:
+            j -= 1
+    return ok
+
+
+def sentence_chrf(hypothesis: str, reference: str) -> float:
+    """sacreBLEU's sentence chrF of `hypothesis` against `reference` (0 to 100)."""
+    from sacrebleu import sentence_chrf as chrf
+
+    return float(chrf(hypothesis, [reference]).score)
+
+
+def pearson(x: Sequence[float], y: Sequence[float]) -> float:
+    """Pearson's r of `x` and `y` (0 where either is constant)."""
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    if x.std() == 0 or y.std() == 0:
+        return 0.0
+    return float(np.corrcoef(x, y)[0, 1])
+
+
+def mcc(predicted: Sequence[bool], actual: Sequence[bool]) -> float:
+    """Matthews' correlation coefficient of OK/BAD verdicts (0 where a margin is empty)."""
+    p, a = np.asarray(predicted, dtype=bool), np.asarray(actual, dtype=bool)
+    tp, tn = float((p & a).sum()), float((~p & ~a).sum())
+    fp, fn = float((p & ~a).sum()), float((~p & a).sum())
+    denominator = math.sqrt((tp + fp) * (tp + fn) * (tn + fp) * (tn + fn))
+    return 0.0 if denominator == 0 else (tp * tn - fp * fn) / denominator
+
+
+__all__ = [
+    "ESTIMATOR_FILE", "Linear", "QualityEstimate", "QualityEstimator", "WordModel", "WordQuality", "joined_estimate",
+    "mcc", "pearson",
+    "require_estimator", "sentence_chrf", "word_labels",
+]  # fmt: skip

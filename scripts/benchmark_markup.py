@@ -1,0 +1,389 @@
+"""Markup kept where it belongs: test_2016_flickr (de->en) with inline tags injected around source words, translated
+three ways, each scored for well-formedness, tag placement F1 and BLEU of its text without the tags.
+
+- **sentence** (the package: `decoding.markup`): each sentence translated whole, the tags put back on the words its
+  attention aligns to their source words;
+- **naive**: the same translation, the tags at the same relative positions (no alignment);
+- **piecewise**: the text between tags translated piece by piece, the tags kept between the pieces (what `serve`
+  did before `decoding.markup`).
+
+Tags (a fixed seed): one or two spans of 1-3 words a sentence, each one of `<b>`, `<i>`, `<a href>`, `<span
+class>` (at times one nested in another), and at times an empty `<img>` between two words.
+
+Where a tag belongs is found by a word aligner independent of the model: IBM Model 1 with fast_align's diagonal
+prior (Dyer et al. 2013), in numpy here, trained both ways on Multi30k's training pairs and the test pairs (5 EM
+iterations, words lowercased with their edge punctuation stripped), its two Viterbi alignments symmetrised by
+grow-diag-final-and. A span's reference on an output is the run of that output's words the aligner links to its
+source words (on each method's own output, so that a method is not scored on how well it translates); an empty
+element's is the gap before the output words of the next aligned source word. Tag F1: per tag, the F1 of the output
+words inside it against its reference words (an empty element: 1 at its reference gap, else 0), averaged over the
+tags that have a reference (a span whose source words the aligner links to nothing has none). Well-formed: the
+output has the input's start tags, each element closed and properly nested. BLEU: sacreBLEU of the output's text
+(tags taken out) against the references, beside that of the tag-free sources translated alone.
+
+    OMP_NUM_THREADS=2 python scripts/benchmark_markup.py --model runs/quick-de-en --data ../shared/data/multi30k \\
+        --output-dir outputs/markup-benchmark
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import html
+import json
+import logging
+import random
+import re
+import time
+from collections import Counter
+from html.parser import HTMLParser
+from pathlib import Path
+
+import numpy as np
+import sacrebleu
+
+from hf_bahdanau.decoding.markup import HtmlDocument, tokens
+from hf_bahdanau.decoding.translator import Translator
+
+logger = logging.getLogger("benchmark_markup")
+TAGS = [("b", "<b>"), ("i", "<i>"), ("a", '<a href="https://example.org/{k}">'), ("span", '<span class="note">')]
+VOID = {"img", "br", "hr", "wbr", "input", "meta", "link"}
+METHODS = ("sentence", "naive", "piecewise")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", required=True, help="The model folder (de->en).")
+    parser.add_argument("--data", required=True, help="Multi30k's folder: train.{de,en}[.gz], test_2016_flickr...")
+    parser.add_argument("--output-dir", required=True, help="Where table.md and results.json go.")
+    parser.add_argument("--split", default="test_2016_flickr", help="The split to tag and translate.")
+    parser.add_argument("--max-samples", type=int, help="Only the first N sentences (a quick check).")
+    parser.add_argument("--seed", type=int, default=1, help="The tags' seed (default 1).")
+    parser.add_argument("--batch-size", type=int, default=32, help="Sentences a batch.")
+    parser.add_argument("--num-beams", type=int, help="Beams (default: the model's).")
+    return parser.parse_args(argv)
+
+
+def read_lines(folder: Path, split: str, language: str) -> list[str]:
+    """`split.language` (or its .gz) of `folder`, a line a sentence."""
+    path = folder / f"{split}.{language}"
+    if not path.exists():
+        path = path.with_name(path.name + ".gz")
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8") as lines:
+        return [line.rstrip("\n") for line in lines]
+
+
+# ---- the word aligner ---------------------------------------------------------------------------------------
+
+
+def _key(word: str) -> str:
+    stripped = re.sub(r"^\W+|\W+$", "", word.lower())
+    return stripped or word
+
+
+class Aligner:
+    """IBM Model 1 with fast_align's diagonal prior, one direction: `p(target word | source word)` with a NULL source
+    word (id 0); `train` runs EM over the cells (target word x source words and NULL) of all pairs at once."""
+
+    def __init__(self, tension: float = 4.0, null: float = 0.08) -> None:
+        self.tension, self.null = tension, null
+        self.source_ids: dict[str, int] = {}
+        self.target_ids: dict[str, int] = {}
+        self.table: dict[int, float] = {}  # source id << 32 | target id -> probability
+
+    def _prior(self, n: int, m: int) -> np.ndarray:
+        """`(m, 1 + n)`: NULL's share, then each source word's by its distance from the diagonal."""
+        scores = np.exp(-self.tension * np.abs((np.arange(m)[:, None] + 1) / m - (np.arange(n)[None, :] + 1) / n))
+        scores = (1 - self.null) * scores / scores.sum(1, keepdims=True)
+        return np.concatenate([np.full((m, 1), self.null), scores], 1)
+
+    def _ids(self, source: list[str], target: list[str], grow: bool) -> tuple[np.ndarray, np.ndarray]:
+        def ids(words: list[str], vocabulary: dict[str, int]) -> list[int]:
+            if grow:
+                return [vocabulary.setdefault(word, len(vocabulary) + 1) for word in words]
+            return [vocabulary.get(word, -1) for word in words]
+
+        return np.array([0, *ids(source, self.source_ids)]), np.array(ids(target, self.target_ids))
+
+    def train(self, pairs: list[tuple[list[str], list[str]]], iterations: int = 5) -> None:
+        keys, priors, rows = [], [], []
+        row = 0
+        for source, target in pairs:
+            if not source or not target:
+                continue
+            source_ids, target_ids = self._ids(source, target, grow=True)
+            keys.append(((source_ids[None, :] << 32) | target_ids[:, None]).ravel())  # (m * (1 + n),)
+            priors.append(self._prior(len(source), len(target)).ravel())
+            rows.append(np.repeat(np.arange(row, row + len(target)), len(source) + 1))
+            row += len(target)
+        unique, cells = np.unique(np.concatenate(keys), return_inverse=True)
+        _, sources = np.unique(unique >> 32, return_inverse=True)
+        prior, rows = np.concatenate(priors), np.concatenate(rows)
+        table = np.ones(len(unique))
+        for _ in range(iterations):
+            weights = table[cells] * prior
+            posterior = weights / np.bincount(rows, weights)[rows]
+            counts = np.bincount(cells, posterior, minlength=len(unique))
+            table = counts / np.bincount(sources, counts)[sources]
+        self.table = dict(zip(unique.tolist(), table.tolist(), strict=True))
+
+    def viterbi(self, source: list[str], target: list[str]) -> set[tuple[int, int]]:
+        """`(source word, target word)` links: each target word's most probable source word (none: NULL)."""
+        if not source or not target:
+            return set()
+        source_ids, target_ids = self._ids(source, target, grow=False)
+        prior = self._prior(len(source), len(target))
+        links = set()
+        for i, target_id in enumerate(target_ids.tolist()):
+            scores = [
+                prior[i, j] * self.table.get((s << 32) | target_id, 1e-9) for j, s in enumerate(source_ids.tolist())
+            ]
+            best = int(np.argmax(scores))
+            if best > 0:
+                links.add((best - 1, i))
+        return links
+
+
+def grow_diag_final_and(forward: set, backward: set, n: int, m: int) -> set[tuple[int, int]]:
+    """Koehn's symmetrisation of two directional alignments (`(source, target)` links both)."""
+    union, links = forward | backward, set(forward & backward)
+    neighbours = [(-1, 0), (0, -1), (1, 0), (0, 1), (-1, -1), (-1, 1), (1, -1), (1, 1)]
+    grew = True
+    while grew:
+        grew = False
+        for i, j in sorted(links):
+            for di, dj in neighbours:
+                cell = (i + di, j + dj)
+                aligned_i = {s for s, _ in links}
+                aligned_j = {t for _, t in links}
+                if cell in union and cell not in links and (cell[0] not in aligned_i or cell[1] not in aligned_j):
+                    links.add(cell)
+                    grew = True
+    for direction in (forward, backward):
+        for cell in sorted(direction):
+            if cell[0] not in {s for s, _ in links} and cell[1] not in {t for _, t in links}:
+                links.add(cell)
+    return links
+
+
+class WordAligner:
+    """Both directions of `Aligner`, symmetrised."""
+
+    def __init__(self, pairs: list[tuple[str, str]]) -> None:
+        keyed = [([_key(w) for w in s.split()], [_key(w) for w in t.split()]) for s, t in pairs]
+        self.forward, self.backward = Aligner(), Aligner()
+        self.forward.train(keyed)
+        self.backward.train([(t, s) for s, t in keyed])
+
+    def align(self, source: str, target: str) -> set[tuple[int, int]]:
+        s, t = [_key(w) for w in source.split()], [_key(w) for w in target.split()]
+        forward = self.forward.viterbi(s, t)
+        backward = {(i, j) for j, i in self.backward.viterbi(t, s)}
+        return grow_diag_final_and(forward, backward, len(s), len(t))
+
+
+# ---- tags in, tags out --------------------------------------------------------------------------------------
+
+
+def inject(sentence: str, rng: random.Random, k: int) -> tuple[str, list[dict]]:
+    """`sentence` with tags around random word spans (and at times an empty `<img>`); the tags as
+    `{"id", "start", "end"}` source word spans (an empty one: start == end, before word start)."""
+    words = sentence.split()
+    n = len(words)
+    tags: list[dict] = []
+    opens: dict[int, list[str]] = {}
+    closes: dict[int, list[str]] = {}
+    if n >= 2:
+        start = rng.randrange(n)
+        end = min(n, start + rng.randint(1, 3))
+        spans = [(start, end)]
+        if end - start >= 2 and rng.random() < 0.4:  # a tag nested inside
+            inner = rng.randrange(start, end)
+            spans.append((inner, inner + 1))
+        elif rng.random() < 0.5:  # a second tag elsewhere
+            other = [i for i in range(n) if not start <= i < end]
+            if other:
+                spans.append((other[0], other[0] + 1) if rng.random() < 0.5 else (other[-1], other[-1] + 1))
+        for number, (a, b) in enumerate(spans):
+            name, opening = TAGS[rng.randrange(len(TAGS))]
+            ident = f"t{k}-{number}"
+            opens.setdefault(a, []).append(opening.format(k=k).replace(">", f' id="{ident}">', 1))
+            closes.setdefault(b, []).insert(0, f"</{name}>")
+            tags.append({"id": ident, "start": a, "end": b})
+        if rng.random() < 0.3:
+            gap = rng.randrange(1, n)
+            ident = f"t{k}-img"
+            opens.setdefault(gap, []).insert(0, f'<img src="x.png" id="{ident}">')
+            tags.append({"id": ident, "start": gap, "end": gap})
+    pieces = []
+    for i, word in enumerate(words):
+        pieces.append("".join(closes.get(i, [])) + (" " if i else "") + "".join(opens.get(i, [])) + html.escape(word))
+    return "".join(pieces) + "".join(closes.get(n, [])), tags
+
+
+class _Spans(HTMLParser):
+    """The text of a tagged output and the character span of each element with an id; whether it is well formed."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.text = ""
+        self.spans: dict[str, tuple[int, int]] = {}
+        self.stack: list[tuple[str, str | None]] = []
+        self.starts: Counter = Counter()
+        self.nested = True
+
+    def handle_starttag(self, tag: str, attrs: list) -> None:
+        self.starts[self.get_starttag_text()] += 1
+        ident = dict(attrs).get("id")
+        if tag in VOID:
+            if ident:
+                self.spans[ident] = (len(self.text), len(self.text))
+            return
+        self.stack.append((tag, ident))
+        if ident:
+            self.spans[ident] = (len(self.text), -1)
+
+    def handle_endtag(self, tag: str) -> None:
+        if not self.stack or self.stack[-1][0] != tag:
+            self.nested = False
+            return
+        _, ident = self.stack.pop()
+        if ident:
+            self.spans[ident] = (self.spans[ident][0], len(self.text))
+
+    def handle_data(self, data: str) -> None:
+        self.text += data
+
+
+def read_output(page: str) -> _Spans:
+    parser = _Spans()
+    parser.feed(page)
+    parser.close()
+    return parser
+
+
+def word_span(text: str, start: int, end: int) -> tuple[int, int]:
+    """The words of `text` a character span touches, `(first, last + 1)`; a gap for an empty span."""
+    words = [match.span() for match in re.finditer(r"\S+", text)]
+    if start == end:
+        gap = sum(s < start for s, _ in words)
+        return gap, gap
+    inside = [w for w, (s, e) in enumerate(words) if s < end and e > start]
+    return (inside[0], inside[-1] + 1) if inside else (sum(s < start for s, _ in words),) * 2
+
+
+def reference_span(tag: dict, links: set[tuple[int, int]]) -> tuple[int, int] | None:
+    """Where the aligner says a tag belongs on an output: the hull of the output words its source words link to (an
+    empty element: the gap before the words of the next linked source word); None where nothing links."""
+    if tag["start"] == tag["end"]:
+        following = [t for s, t in links if s >= tag["start"]]
+        if not following:
+            return None
+        nearest = min(s for s, _ in links if s >= tag["start"])
+        gap = min(t for s, t in links if s == nearest)
+        return gap, gap
+    targets = [t for s, t in links if tag["start"] <= s < tag["end"]]
+    return (min(targets), max(targets) + 1) if targets else None
+
+
+def tag_f1(found: tuple[int, int], reference: tuple[int, int]) -> float:
+    if reference[0] == reference[1] or found[0] == found[1]:
+        return float(found == reference)
+    overlap = max(0, min(found[1], reference[1]) - max(found[0], reference[0]))
+    return 2 * overlap / (found[1] - found[0] + reference[1] - reference[0])
+
+
+def piecewise(translator: Translator, pages: list[str], options: dict) -> list[str]:
+    """Each page with the text between its tags translated piece by piece (the tags kept between the pieces)."""
+    layouts = [
+        [(token.kind == "text" and bool(token.raw.strip()), token.raw) for token in tokens(page)] for page in pages
+    ]
+    pieces = [html.unescape(raw).strip() for layout in layouts for text, raw in layout if text]
+    found = iter(t.text for t in translator.translate(pieces, **options))
+    out = []
+    for layout in layouts:
+        parts = []
+        for text, raw in layout:
+            if not text:
+                parts.append(raw)
+                continue
+            lead, trail = raw[: len(raw) - len(raw.lstrip())], raw[len(raw.rstrip()) :]
+            parts.append(lead + html.escape(next(found), quote=False) + trail)
+        out.append("".join(parts))
+    return out
+
+
+def main(argv: list[str] | None = None) -> dict:
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    data, output = Path(args.data), Path(args.output_dir)
+    sources, references = read_lines(data, args.split, "de"), read_lines(data, args.split, "en")
+    if args.max_samples:
+        sources, references = sources[: args.max_samples], references[: args.max_samples]
+    started = time.perf_counter()
+    training = list(zip(read_lines(data, "train", "de"), read_lines(data, "train", "en"), strict=True))
+    aligner = WordAligner(training + list(zip(sources, references, strict=True)))
+    logger.info("aligner trained on %d pairs in %.0f s", len(training) + len(sources), time.perf_counter() - started)
+    rng = random.Random(args.seed)
+    injected = [inject(source, rng, k) for k, source in enumerate(sources)]
+    pages = [page for page, _ in injected]
+    translator = Translator.from_folder(args.model, batch_size=args.batch_size)
+    options = {"num_beams": args.num_beams} if args.num_beams else {}
+    documents = [HtmlDocument.parse(page, "de") for page in pages]
+    sentences = [sentence for document in documents for sentence in document.sentences]
+    assert all(len(d.sentences) == 1 for d in documents), "a source the splitter cuts in two"
+    started = time.perf_counter()
+    found = translator.translate(sentences, alignments=True, **options)
+    seconds = time.perf_counter() - started
+    outputs = {
+        "sentence": [d.rebuild([(t.text, t.alignment)]) for d, t in zip(documents, found, strict=True)],
+        "naive": [d.rebuild([(t.text, None)]) for d, t in zip(documents, found, strict=True)],
+        "piecewise": piecewise(translator, pages, options),
+    }
+    tag_free = [t.text for t in found]
+    results = {"sentences": len(sources), "tags": sum(len(tags) for _, tags in injected), "seed": args.seed,
+               "tag_free_bleu": sacrebleu.corpus_bleu(tag_free, [references]).score,
+               "seconds_to_translate": round(seconds, 1)}  # fmt: skip
+    for method in METHODS:
+        well_formed, scores, texts = 0, [], []
+        for page, (_, tags), source, out in zip(pages, injected, sources, outputs[method], strict=True):
+            parsed = read_output(out)
+            well_formed += parsed.nested and not parsed.stack and parsed.starts == read_output(page).starts
+            texts.append(" ".join(parsed.text.split()))
+            links = aligner.align(source, parsed.text)
+            for tag in tags:
+                reference = reference_span(tag, links)
+                if reference is not None and tag["id"] in parsed.spans and parsed.spans[tag["id"]][1] >= 0:
+                    scores.append(tag_f1(word_span(parsed.text, *parsed.spans[tag["id"]]), reference))
+                elif reference is not None:
+                    scores.append(0.0)  # lost
+        bleu = sacrebleu.corpus_bleu(texts, [references]).score
+        results[method] = {"well_formed": 100 * well_formed / len(pages), "tag_f1": float(np.mean(scores)),
+                           "scored_tags": len(scores), "bleu": bleu}  # fmt: skip
+    output.mkdir(parents=True, exist_ok=True)
+    (output / "results.json").write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+    (output / "table.md").write_text(table(results), encoding="utf-8")
+    (output / "examples.html").write_text(
+        "\n".join(f"<p>{pages[k]}</p>\n<p>{outputs['sentence'][k]}</p>\n<p>{outputs['piecewise'][k]}</p><hr>"
+                  for k in range(min(20, len(pages)))),
+        encoding="utf-8",
+    )  # fmt: skip
+    print(table(results))
+    return results
+
+
+def table(results: dict) -> str:
+    rows = ["| method | well-formed | tag F1 | BLEU (tags out) | BLEU - tag-free |", "|---|---:|---:|---:|---:|"]
+    names = {"sentence": "by sentence, aligned (the package)", "naive": "by sentence, relative positions",
+             "piecewise": "piece by piece between tags"}  # fmt: skip
+    for method in METHODS:
+        r = results[method]
+        rows.append(f"| {names[method]} | {r['well_formed']:.1f}% | {r['tag_f1']:.3f} | {r['bleu']:.2f} | "
+                    f"{r['bleu'] - results['tag_free_bleu']:+.2f} |")  # fmt: skip
+    return (f"{results['sentences']} sentences, {results['tags']} tags (seed {results['seed']}); tag-free BLEU "
+            f"{results['tag_free_bleu']:.2f}\n\n" + "\n".join(rows) + "\n")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

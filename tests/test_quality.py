@@ -1,0 +1,245 @@
+"""Quality estimates on tiny models: the evidence against hand computation and alike in torch and CTranslate2, the
+labels, the estimator file, the `quality=True` option, and calibrate, translate --quality and evaluate end to end.
+
+A random model's translations match no real reference, so the references here are its own translations with every
+third word replaced: some words OK, some BAD, which is all an estimator needs to be fitted."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+import torch
+from helpers import TINY_CORPUS, make_model
+
+from hf_bahdanau.cli import main
+from hf_bahdanau.decoding.calibration import calibrate, fit_estimator, labelled_samples
+from hf_bahdanau.decoding.quality import ESTIMATOR_FILE, QualityEstimator, require_estimator, word_labels
+from hf_bahdanau.decoding.quality_features import WORD_FEATURES, word_features, word_groups
+from hf_bahdanau.decoding.translator import Translator
+from hf_bahdanau.errors import InputError
+from hf_bahdanau.models.pipelines import save_for_pipeline
+
+GERMAN = TINY_CORPUS[0::2]
+SOURCES = [f"{a} {b}" for a in GERMAN for b in GERMAN]  # 36 sources
+
+
+def spoilt(text: str) -> str:
+    """`text` with every third word replaced: a reference that some of its words match."""
+    return " ".join("Zebra" if i % 3 == 2 else word for i, word in enumerate(text.split()))
+
+
+def tiny_folder(tokenizer, folder: Path, model_type: str = "d2l_transformer") -> Path:
+    """A tiny random model of `model_type` whose `</s>` logit is raised (translations of a few words), saved with
+    `tokenizer` in `folder`, translating de->en."""
+    model = make_model(model_type, width=32, vocab_size=len(tokenizer), source_language="de", target_language="en")
+    with torch.no_grad():
+        head = model.get_output_embeddings()
+        head.weight[2] += 0.5 * head.weight.mean(0)
+        head.weight[2] *= 3.0
+    model.generation_config.num_beams = 2
+    return save_for_pipeline(model, tokenizer, folder)
+
+
+@pytest.fixture(scope="module")
+def folder(tokenizer, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tiny_folder(tokenizer, tmp_path_factory.mktemp("quality") / "model")
+
+
+@pytest.fixture(scope="module")
+def references(folder) -> list[str]:
+    return [spoilt(translation.text) for translation in Translator.from_folder(folder).translate(SOURCES)]
+
+
+@pytest.fixture(scope="module")
+def calibrated(folder, references, tmp_path_factory) -> Path:
+    """A copy of `folder` with an estimator fitted on SOURCES."""
+    import shutil
+
+    copy = tmp_path_factory.mktemp("calibrated") / "model"
+    shutil.copytree(folder, copy)
+    calibrate(Translator.from_folder(copy), copy, SOURCES, references, {"data": "tiny"})
+    return copy
+
+
+@pytest.mark.parametrize("model_type", ["bahdanau", "d2l_transformer"])
+def test_evidence_is_the_token_arithmetic_of_the_model_s_distributions(tokenizer, tmp_path, model_type):
+    """Each token's log-probability and step entropy are those of a forward pass by hand; the mean log-probability
+    is the search's score; a word's mean and least log-probability and its piece count are its tokens'."""
+    translator = Translator.from_folder(tiny_folder(tokenizer, tmp_path / "model", model_type))
+    texts = SOURCES[:6]
+    translations = translator.translate(texts)
+    evidence_found = translator.evidence(texts, translations)
+    for text, translation, evidence in zip(texts, translations, evidence_found, strict=True):
+        ids = translation.hypotheses[0].ids
+        source = torch.tensor(translator.source_ids([text]))
+        decoder = torch.tensor([[translator.config.decoder_start_token_id, *ids[:-1]]])
+        with torch.no_grad():
+            logits = translator.model(input_ids=source, decoder_input_ids=decoder).logits[0]
+        for position, token in enumerate(ids):
+            probabilities = [math.exp(value) for value in logits[position].tolist()]
+            total = sum(probabilities)
+            entropy = -sum(p / total * math.log(p / total) for p in probabilities)
+            assert evidence.log_probs[position] == pytest.approx(math.log(probabilities[token] / total), abs=1e-4)
+            assert evidence.entropies[position] == pytest.approx(entropy, abs=1e-4)
+        assert sum(evidence.log_probs) / len(ids) == pytest.approx(translation.score, abs=1e-4)
+        assert evidence.word_texts == translation.text.split()
+        assert all(sum(row) == pytest.approx(1.0, abs=1e-4) for row in evidence.attention)
+        assert len(evidence.attention[0]) == source.shape[1]
+        for group, row in zip(evidence.words, word_features(evidence), strict=True):
+            pieces = [evidence.log_probs[i] for i in group]
+            expected = [sum(pieces) / len(pieces), min(pieces), len(pieces), translation.score]
+            assert row[:4] == pytest.approx(expected, abs=1e-4)
+
+
+def test_words_are_the_decoded_text_s_whitespace_words(tokenizer):
+    ids = tokenizer("Two dogs are playing in the snow.", add_special_tokens=True)["input_ids"]
+    groups, texts = word_groups(tokenizer, ids)
+    assert texts == ["Two", "dogs", "are", "playing", "in", "the", "snow."]
+    assert [i for group in groups for i in group] == list(range(len(ids) - 1))  # every token but `</s>`, in order
+    for group, text in zip(groups, texts, strict=True):
+        assert tokenizer.decode([ids[i] for i in group]).strip() == text
+
+
+def test_a_word_is_ok_where_it_is_in_a_longest_common_subsequence_with_the_reference():
+    assert word_labels("A dog runs fast .".split(), "A dog is running fast.") == [True, True, False, True, False]
+    assert word_labels(["Two", "men,"], "two men") == [True, True]  # case and punctuation at the ends aside
+    assert sum(word_labels(["dog", "dog"], "dog")) == 1  # a reference word matches once
+    assert word_labels("a b c".split(), "c a b") == [True, True, False]  # in order: c was moved
+    assert word_labels(["x"], "") == [False]
+
+
+def test_features_are_the_same_in_torch_and_ctranslate2(folder):
+    pytest.importorskip("ctranslate2")
+    translators = {engine: Translator.from_folder(folder, engine=engine) for engine in ("torch", "ctranslate2")}
+    texts = [*SOURCES[:8], ""]
+    translations = translators["torch"].translate(texts)
+    found = {engine: translator.evidence(texts, translations) for engine, translator in translators.items()}
+    assert found["torch"][-1] is None and found["ctranslate2"][-1] is None  # a blank source: no evidence
+    for ours, theirs in zip(found["torch"][:-1], found["ctranslate2"][:-1], strict=True):
+        assert (theirs.words, theirs.word_texts) == (ours.words, ours.word_texts)
+        assert theirs.log_probs == pytest.approx(ours.log_probs, abs=2e-3)
+        assert theirs.entropies == pytest.approx(ours.entropies, abs=2e-3)
+        for their_row, our_row in zip(theirs.attention, ours.attention, strict=True):
+            assert their_row == pytest.approx(our_row, abs=1e-3)
+
+
+def test_the_estimator_file_round_trips(calibrated):
+    estimator = QualityEstimator.from_folder(calibrated)
+    assert estimator is not None and estimator.words.model.features == list(WORD_FEATURES)
+    copy = calibrated.parent / "copy"
+    copy.mkdir()
+    estimator.save(copy)
+    assert QualityEstimator.from_folder(copy) == estimator
+    assert json.loads((copy / ESTIMATOR_FILE).read_text()) == json.loads((calibrated / ESTIMATOR_FILE).read_text())
+    fitted = estimator.fitted
+    assert fitted["sentences"] == len(SOURCES) and fitted["data"] == "tiny" and 0 < fitted["ok_words"] < 1
+    assert set(fitted["figures"]) >= {"pearson", "bergamot_pearson", "mcc", "bergamot_mcc"}
+
+
+def test_only_engines_that_give_evidence_estimate(calibrated):
+    estimator = QualityEstimator.from_folder(calibrated)
+    assert require_estimator(estimator, "ctranslate2") is estimator
+    with pytest.raises(InputError, match="torch or ctranslate2 engine"):
+        require_estimator(estimator, "onnxruntime")
+
+
+def test_an_estimator_of_other_features_is_refused(calibrated, tmp_path):
+    data = json.loads((calibrated / ESTIMATOR_FILE).read_text())
+    data["words"]["model"]["features"][0] = "something_else"
+    (tmp_path / ESTIMATOR_FILE).write_text(json.dumps(data))
+    with pytest.raises(InputError, match="run calibrate"):
+        QualityEstimator.from_folder(tmp_path)
+
+
+@pytest.mark.parametrize("engine", ["torch", "ctranslate2"])
+def test_scores_are_in_range_deterministic_and_one_per_word(calibrated, engine):
+    if engine == "ctranslate2":
+        pytest.importorskip("ctranslate2")
+    translator = Translator.from_folder(calibrated, engine=engine)
+    first, again = (translator.translate([*SOURCES[:10], ""], quality=True) for _ in range(2))
+    assert first == again
+    assert first[-1].quality is None  # a blank source: nothing estimated
+    for translation in first[:-1]:
+        quality = translation.quality
+        assert 0.0 <= quality.score <= 1.0 and 0.0 <= quality.bergamot.score <= 1.0
+        assert [word.word for word in quality.words] == translation.text.split()
+        assert all(0.0 <= word.probability <= 1.0 for word in quality.words)
+
+
+def test_torch_and_ctranslate2_estimate_alike(calibrated):
+    pytest.importorskip("ctranslate2")
+    found = {engine: Translator.from_folder(calibrated, engine=engine).translate(SOURCES[:10], quality=True)
+             for engine in ("torch", "ctranslate2")}  # fmt: skip
+    for ours, theirs in zip(found["torch"], found["ctranslate2"], strict=True):
+        if ours.hypotheses[0].ids == theirs.hypotheses[0].ids:
+            assert theirs.quality.score == pytest.approx(ours.quality.score, abs=1e-2)
+
+
+def test_a_folder_without_an_estimator_translates_as_before(folder, capsys, caplog):
+    translator = Translator.from_folder(folder)
+    assert translator.quality_estimator is None and not (folder / ESTIMATOR_FILE).exists()
+    assert all(translation.quality is None for translation in translator.translate(SOURCES[:3]))
+    with pytest.raises(InputError, match="no quality estimator"):
+        translator.translate(SOURCES[:3], quality=True)
+    assert main(["translate", "--model", str(folder), *SOURCES[:3]]) == 0
+    assert all("\t" not in line for line in capsys.readouterr().out.splitlines())
+    assert main(["translate", "--model", str(folder), "--quality", SOURCES[0]]) == 1
+    assert "no quality estimator" in caplog.text and "Traceback" not in caplog.text
+
+
+def test_calibrate_translate_and_evaluate_from_the_command_line(folder, references, tmp_path, capsys):
+    """calibrate fits on the validation split of a corpus folder and refuses its test split; translate --quality
+    writes QUALITY<TAB>TRANSLATION<TAB>TAGS lines and JSON fields; evaluate reports the correlations."""
+    import shutil
+
+    model = tmp_path / "model"
+    shutil.copytree(folder, model)
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for split in ("train", "val", "test"):
+        (corpus / f"{split}.de").write_text("\n".join(SOURCES) + "\n")
+        (corpus / f"{split}.en").write_text("\n".join(references) + "\n")
+    data = ["--data", str(corpus), "--test-split", "test"]
+    assert main(["calibrate", "--model", str(model), *data, "--split", "test"]) == 1
+    assert not (model / ESTIMATOR_FILE).exists()
+    assert main(["calibrate", "--model", str(model), *data]) == 0
+    printed = capsys.readouterr().out
+    assert "Pearson r with sentence chrF" in printed and "word MCC" in printed and (model / ESTIMATOR_FILE).is_file()
+
+    assert main(["translate", "--model", str(model), "--quality", *SOURCES[:4]]) == 0
+    lines = [line.split("\t") for line in capsys.readouterr().out.splitlines()]
+    assert [len(fields) for fields in lines] == [3] * 4
+    for score, text, tags in lines:
+        assert 0.0 <= float(score) <= 1.0
+        assert len(tags.split()) == len(text.split()) and set(tags.split()) <= {"OK", "BAD"}
+
+    source = tmp_path / "in.jsonl"
+    source.write_text("".join(json.dumps({"text": text}) + "\n" for text in SOURCES[:3]))
+    with source.open() as stdin:
+        import sys
+
+        sys.stdin, saved = stdin, sys.stdin
+        try:
+            assert main(["translate", "--model", str(model), "--quality", "--input-format", "jsonl"]) == 0
+        finally:
+            sys.stdin = saved
+    records = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    for record in records:
+        assert [word["word"] for word in record["quality"]["words"]] == record["translation"].split()
+        assert 0.0 <= record["quality"]["score"] <= 1.0 and "bergamot" in record["quality"]
+
+    assert main(["evaluate", "--model", str(model), *data, "--split", "validation"]) == 0
+    printed = capsys.readouterr().out
+    assert "quality estimates: Pearson r with sentence chrF" in printed and "Bergamot's" in printed
+
+
+def test_fitting_needs_words_of_both_kinds(folder, references):
+    translator = Translator.from_folder(folder)
+    samples = labelled_samples(translator, SOURCES, references)
+    for sample in samples:
+        sample.labels = [False] * len(sample.labels)
+    with pytest.raises(ValueError, match="every word"):
+        fit_estimator(samples, {})
