@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from hf_bahdanau.decoding.quality import QualityEstimate
     from hf_bahdanau.decoding.translator import Translator
 
+from hf_bahdanau.decoding.markup import ALIGNMENT
 from hf_bahdanau.errors import InputError
 
 logger = logging.getLogger(__name__)
@@ -132,8 +133,9 @@ class ServedModel:
 
         translator = self._plain if glossary is None else self._translator_with_glossary()
         aligned_here = aligned and (glossary is not None or self._plain_aligns)
-        found = translator.translate(texts, n_best=n_best, glossary=glossary, alignments=aligned_here,
-                                     quality=self.estimates, **self._options)  # fmt: skip
+        found = translator.translate(texts, n_best=n_best, glossary=glossary,
+                                     alignments=ALIGNMENT if aligned_here else False, quality=self.estimates,
+                                     **self._options)  # fmt: skip
         return [Sentence([(h.text, h.alignment) if aligned else h.text for h in translation.hypotheses],
                          translation.quality, isinstance(translation, Cascaded) and translation.made_by == TEACHER)
                 for translation in found]  # fmt: skip
