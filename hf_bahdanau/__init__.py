@@ -53,7 +53,8 @@ def __getattr__(name: str) -> Any:
 
 def register() -> None:
     """Register both model types with `AutoConfig` / `AutoModelForSeq2SeqLM`, and the translation pipeline, whose
-    glossary, prefix and avoid options the package's `Translator` serves."""
+    glossary, prefix, avoid and quality options the package's `Translator` serves."""
+    from hf_bahdanau.decoding.quality import QualityEstimator
     from hf_bahdanau.decoding.translator import Translator
     from hf_bahdanau.models.pipelines import TranslationPipeline, register_pipeline
     from hf_bahdanau.registry import register_auto_classes
@@ -61,6 +62,7 @@ def register() -> None:
     register_auto_classes()
     register_pipeline()
     TranslationPipeline.translator_class = Translator
+    TranslationPipeline.read_estimator = QualityEstimator.from_folder
 
 
 if "hf_bahdanau_cli" not in sys.modules:  # the console script's module, imported first: `main` registers later

@@ -7,12 +7,15 @@
 
 Every side runs on the same random tokens (fixed seed); the functions of one group are called in turn
 (ours, theirs, ours, ...) so that noise from other processes hits all alike, and every figure is the fastest of the
-repeats (the least disturbed). Measured:
+repeats (the least disturbed). `--clock cpu` times the process's CPU seconds instead of the wall clock: on a loaded
+machine the time spent waiting for a core then does not count (with `--threads 1` the two agree on an idle one).
+Measured:
 
 - training: target tokens/s for forward + backward + fused AdamW step (the Trainer's optimizer), dropout on;
 - decoding, the same work on every side: EOS off and exactly `--tgt-len` new tokens, no logits processors;
   `generate()` for ours and Marian, d2l's greedy loop batched (and the book's `predict_seq2seq`, one sentence at a
-  time);
+  time); and the RNN's `forward` in d2l's batched loop ("ours, d2l's loop"), which tells the model's own cost from
+  the work `generate()` does at every step and d2l's loop does not (a float32 copy of the logits, stopping criteria);
 - decoding as a user calls it ("user call"): `generate()` with EOS on (random weights rarely emit it, so this
   measures the per-step cost of EOS bookkeeping);
 - int8: ours after `quantize_for_cpu` (dynamic int8 linear and recurrent layers), same decoding work.
@@ -56,6 +59,7 @@ from hf_bahdanau import (
     load_parallel_corpus,
     quantize_for_cpu,
 )
+from hf_bahdanau.models.cache_names import returned_cache
 
 from d2l_reference import (  # scripts/ is on sys.path when this file runs as a script
     BOS,
@@ -72,11 +76,13 @@ from d2l_reference import (  # scripts/ is on sys.path when this file runs as a 
 logger = logging.getLogger("benchmark_speed")
 
 Row = tuple[str, str, float, str]  # (measure, implementation, figure, note)
+CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
 TRAINING, GREEDY, BEAM = "training (target tokens/s)", "greedy (sentences/s)", "beam (sentences/s)"
 # (model, measure, implementation over implementation)
 RATIOS = [
     ("RNN", TRAINING, "ours", "d2l"),
     ("RNN", GREEDY, "ours", "d2l, batched loop"),
+    ("RNN", GREEDY, "ours, d2l's loop", "d2l, batched loop"),
     ("RNN", GREEDY, "ours", "d2l, one at a time"),
     ("RNN", GREEDY, "ours int8", "d2l, batched loop"),
     ("RNN", BEAM, "ours", "MarianMT"),
@@ -106,6 +112,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--decode-repeats", type=int, default=7, help="timed decoding rounds per implementation")
     parser.add_argument("--beams", type=int, default=5)
     parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's)")
+    parser.add_argument("--clock", choices=CLOCKS, default="wall", help="wall seconds, or the process's CPU seconds")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--quick", action="store_true", help="tiny sizes and few repeats: a smoke test")
     parser.add_argument("--output", type=Path, default=None, help="also write the markdown table here")
@@ -119,17 +126,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def interleaved(fns: dict[str, Callable[[], object]], warmup: int, repeats: int) -> dict[str, float]:
-    """Fewest seconds per call of each function, calling them in turn `repeats` times after `warmup` rounds."""
+def interleaved(
+    fns: dict[str, Callable[[], object]], warmup: int, repeats: int, clock: Callable[[], float] = time.perf_counter
+) -> dict[str, float]:
+    """Fewest seconds of `clock` per call of each function, calling them in turn `repeats` times after `warmup`
+    rounds."""
     for _ in range(warmup):
         for fn in fns.values():
             fn()
     times: dict[str, list[float]] = {name: [] for name in fns}
     for _ in range(repeats):
         for name, fn in fns.items():
-            start = time.perf_counter()
+            start = clock()
             fn()
-            times[name].append(time.perf_counter() - start)
+            times[name].append(clock() - start)
     return {name: min(values) for name, values in times.items()}
 
 
@@ -193,6 +203,22 @@ def decoding(model: PreTrainedModel, src: torch.Tensor, args: argparse.Namespace
     return run
 
 
+def d2l_loop(model: PreTrainedModel, src: torch.Tensor, steps: int) -> Callable[[], torch.Tensor]:
+    """`predict_seq2seq_batched`'s greedy loop around the model's `forward` and its decoder state, not `generate`."""
+    model.eval()
+
+    def run() -> torch.Tensor:
+        encoder_outputs = model.get_encoder()(src)
+        tokens, state, outputs = torch.full((src.shape[0], 1), BOS), None, []
+        for _ in range(steps):
+            Y = model(encoder_outputs=encoder_outputs, decoder_input_ids=tokens, cache=state)
+            tokens, state = Y.logits.argmax(dim=2), returned_cache(Y)
+            outputs.append(tokens)
+        return torch.cat(outputs, dim=1)
+
+    return run
+
+
 def fair_decoders(models: dict[str, PreTrainedModel], src: torch.Tensor, args: argparse.Namespace, beams: int) -> dict:
     """Decoding functions of each model, the same work (EOS off), and each model's user call (EOS on)."""
     fns = {name: decoding(model, src, args, beams, eos=False) for name, model in models.items()}
@@ -208,7 +234,8 @@ def timed(measure: str, fns: dict[str, Callable], args: argparse.Namespace, item
     logger.info("%s: %s", measure, ", ".join(fns))
     training = "training" in measure
     with torch.inference_mode(mode=not training):
-        seconds = interleaved(fns, args.warmup if training else 1, args.steps if training else args.decode_repeats)
+        repeats = args.steps if training else args.decode_repeats
+        seconds = interleaved(fns, args.warmup if training else 1, repeats, CLOCKS[args.clock])
     return [(measure, name, items / value, note) for name, value in seconds.items()]
 
 
@@ -280,6 +307,7 @@ def run(args: argparse.Namespace) -> list[Row]:
 
     rnn_models = {"ours": rnn, "ours int8": rnn_int8}
     greedy = fair_decoders(rnn_models, src, args, beams=1)
+    greedy["ours, d2l's loop"] = d2l_loop(rnn, src, args.tgt_len)
     greedy["d2l, batched loop"] = lambda: predict_seq2seq_batched(net, src, args.tgt_len)
     greedy["d2l, one at a time"] = lambda: [predict_seq2seq(net, row, args.tgt_len) for row in src]
     rows += timed("RNN " + GREEDY, greedy, args, sentences, f"{args.tgt_len} tokens, batch {args.batch_size}")
@@ -341,7 +369,7 @@ def main(argv: list[str] | None = None) -> None:
         torch.set_num_threads(args.threads)
     logger.info(
         "vocab %d; RNN emb %d, hidden %d, %d layers; Transformer d_model %d, %d+%d layers, %d heads, FFN %d; "
-        "batch %d, src %d, tgt %d; torch %s, %d threads",
+        "batch %d, src %d, tgt %d; torch %s, %d threads, %s clock",
         args.vocab_size,
         args.embedding_size,
         args.hidden_size,
@@ -356,6 +384,7 @@ def main(argv: list[str] | None = None) -> None:
         args.tgt_len,
         torch.__version__,
         torch.get_num_threads(),
+        args.clock,
     )
     report(markdown_table(corpus_rows(args) if args.models else run(args)), args.output)
 

@@ -85,6 +85,7 @@ class Held:
     folder = "held"
     max_alternatives = 0
     places_terms = True
+    estimates = False
 
     def __init__(self, plain_at_once: bool = False) -> None:
         self.started, self.release = threading.Event(), threading.Event()

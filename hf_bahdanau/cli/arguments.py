@@ -5,6 +5,7 @@ generation options of `evaluate` and `translate` and the `Translator` they make 
 from __future__ import annotations
 
 import argparse
+import logging
 import math
 import sys
 from collections.abc import Sequence
@@ -14,7 +15,10 @@ from hf_bahdanau.choices import ENGINES, QUANTIZATIONS
 from hf_bahdanau.errors import InputError
 
 if TYPE_CHECKING:
+    from hf_bahdanau.decoding.cascade import Cascade
     from hf_bahdanau.decoding.translator import Translator
+
+logger = logging.getLogger("hf_bahdanau")
 
 
 class UsageError(InputError):
@@ -163,6 +167,67 @@ def check_engine_options(args: argparse.Namespace) -> None:
         raise UsageError(f"--glossary needs --engine torch: {engine} cannot place required terms")
     if args.engine == "onnxruntime" and (args.avoid or getattr(args, "prefix", None)):
         raise UsageError("--avoid and --prefix need --engine torch or ctranslate2: the ONNX Runtime engine has neither")
+
+
+def add_fallback_arguments(parser: argparse.ArgumentParser, teachers: str) -> None:
+    """The options of a student that calls its teacher (`translate`, `serve`); `teachers`: what --fallback's help
+    says of several."""
+    parser.add_argument(
+        "--fallback",
+        metavar="TEACHER",
+        action="append",
+        help="A teacher model folder: every sentence whose quality estimate is below --min-quality is re-translated "
+        "by it (one call for those of a batch). The model must have a quality estimator (hf-bahdanau calibrate); "
+        f"the teacher searches as its folder's generation config says. {teachers}",
+    )
+    parser.add_argument(
+        "--min-quality",
+        "--min_quality",
+        type=quality_threshold,
+        metavar="Q",
+        help="With --fallback: the least sentence estimate (0 to 1, the predicted chrF / 100) kept from the model.",
+    )
+    parser.add_argument(
+        "--fallback-engine", "--fallback_engine", choices=ENGINES, default="torch", help="The teacher's engine."
+    )
+
+
+def quality_threshold(text: str) -> float:
+    """argparse type: a number from 0 to 1."""
+    value = finite_float(text)
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"expected a number from 0 to 1, got {value:g}")
+    return value
+
+
+def check_fallback_options(args: argparse.Namespace, several: bool = True) -> None:
+    """--fallback and --min-quality go together, --fallback once unless `several` (checked before anything loads)."""
+    if args.fallback and len(args.fallback) > 1 and not several:
+        raise UsageError(f"{args.command} takes one --fallback TEACHER")
+    if args.fallback and args.min_quality is None:
+        raise UsageError("--fallback needs --min-quality Q: the estimate below which its teacher re-translates")
+    if args.min_quality is not None and not args.fallback:
+        raise UsageError("--min-quality needs --fallback TEACHER: the model that re-translates what scores below it")
+
+
+def with_fallback(translator: Translator, args: argparse.Namespace) -> Translator | Cascade:
+    """`translator`, or with `--fallback TEACHER` the `Cascade` of it and its teacher (loaded with
+    `--fallback-engine`, unquantized, with the command's threads and batches)."""
+    if not args.fallback:
+        return translator
+    from hf_bahdanau.decoding.cascade import Cascade
+    from hf_bahdanau.decoding.translator import Translator
+
+    teacher = Translator.from_folder(args.fallback[0], engine=args.fallback_engine, threads=args.threads,
+                                     batch_size=args.batch_size, batch_tokens=args.batch_tokens)  # fmt: skip
+    return Cascade(translator, teacher, args.min_quality)
+
+
+def said_fallback(translator: Translator | Cascade, args: argparse.Namespace) -> None:
+    """Log how many sentences the teacher of `--fallback` re-translated."""
+    if args.fallback:
+        logger.info("the teacher re-translated %d sentences (estimated below %g)", translator.retranslated,
+                    args.min_quality)  # fmt: skip
 
 
 def add_command(commands: argparse._SubParsersAction, name: str, summary: str, epilog: str) -> argparse.ArgumentParser:

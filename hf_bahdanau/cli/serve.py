@@ -16,7 +16,7 @@ from typing import Any
 from hf_bahdanau.choices import ENGINES, QUANTIZATIONS
 from hf_bahdanau.errors import InputError
 
-from .arguments import UsageError, add_command, positive_int
+from .arguments import UsageError, add_command, add_fallback_arguments, check_fallback_options, positive_int
 
 logger = logging.getLogger("hf_bahdanau.serving")
 SETTINGS_VARIABLE = "HF_BAHDANAU_SERVE_SETTINGS"  # how `--workers` processes get the settings
@@ -35,6 +35,7 @@ examples:
   hf-bahdanau serve --model runs/quick-de-en                          # http://127.0.0.1:5000
   hf-bahdanau serve --model runs/de-en --model runs/en-fr --api-keys keys.txt
   hf-bahdanau serve --model runs/de-en --engine ctranslate2 --threads 4 --workers 2 --host 0.0.0.0
+  hf-bahdanau serve --model runs/student-de-en --fallback runs/teacher-de-en --min-quality 0.5
   curl -s localhost:5000/translate -d q="Ein Hund rennt." -d source=de -d target=en
 The API is LibreTranslate's (POST /translate, GET /languages, POST /detect, GET /frontend/settings; GET /health):
 Mastodon, Weblate, libretranslatepy and libretranslate-aio work with it. docs/serving.md has more.
@@ -119,6 +120,15 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         default=30.0,
         help="Seconds SIGTERM waits for requests in flight to finish.",
     )
+    add_fallback_arguments(parser, "Repeat it for several pairs: each teaches the --model of its language pair.")
+    parser.add_argument(
+        "--no-quality",
+        "--no_quality",
+        dest="quality",
+        action="store_false",
+        help="Answer without the 'quality' field a model folder with a quality estimator adds (its estimates are not "
+        "made, which saves their time; with --fallback they still decide what the teacher re-translates).",
+    )
 
 
 def port(text: str) -> int:
@@ -138,6 +148,7 @@ def settings_from_args(args: argparse.Namespace) -> Any:
     from hf_bahdanau.serving.limits import Limits
     from hf_bahdanau.serving.model import Decoding
 
+    check_fallback_options(args)
     if not args.read_timeout > 0:
         raise UsageError(f"--read-timeout must be more than 0, got {args.read_timeout:g}")
     if args.batch_wait_ms < 0:
@@ -156,6 +167,9 @@ def settings_from_args(args: argparse.Namespace) -> Any:
         threads=args.threads,
         batch_size=args.batch_size,
         batch_tokens=args.batch_tokens,
+        quality=args.quality,
+        min_quality=args.min_quality,
+        fallback_engine=args.fallback_engine,
     )
     return Settings(
         models=tuple(args.model),
@@ -171,6 +185,7 @@ def settings_from_args(args: argparse.Namespace) -> Any:
             connections=args.max_connections,
         ),
         api_keys=args.api_keys,
+        fallbacks=tuple(args.fallback or ()),
     )
 
 
@@ -243,6 +258,7 @@ def app_from_environment() -> Any:
         batching=Batching(**saved["batching"]),
         limits=Limits(**saved["limits"]),
         api_keys=saved["api_keys"],
+        fallbacks=tuple(saved["fallbacks"]),
     )
     try:
         return build_app(settings)

@@ -16,15 +16,20 @@ from typing import TYPE_CHECKING
 from .arguments import (
     UsageError,
     add_command,
+    add_fallback_arguments,
     add_generation_arguments,
     check_engine_options,
+    check_fallback_options,
     generation_options,
     load_translator,
     positive_int,
+    said_fallback,
+    with_fallback,
 )
 from .streams import interactive_lines, stdin_chunks, stdin_lines, write_out
 
 if TYPE_CHECKING:
+    from hf_bahdanau.decoding.cascade import Cascade
     from hf_bahdanau.decoding.translator import Translation, Translator
 
 logger = logging.getLogger("hf_bahdanau")
@@ -41,6 +46,7 @@ examples:
   hf-bahdanau translate --model runs/quick-de-en --glossary terms.tsv < sentences.de   # terms.tsv: Hund<TAB>hound
   hf-bahdanau translate --model runs/quick-de-en --prefix "Two dogs" "Zwei Hunde spielen im Schnee."
   hf-bahdanau translate --model runs/quick-de-en --quality < sentences.de     # after hf-bahdanau calibrate
+  hf-bahdanau translate --model runs/student --fallback runs/teacher --min-quality 0.5 < sentences.de  # teacher < 0.5
 """
 
 
@@ -125,10 +131,12 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         choices=("text", "jsonl", "html"),
         default="text",
         help="jsonl: each input line is a JSON object with a 'text' field; each output line is that object with "
-        "'translation' added (and 'score' with --scores, a document's the mean of its sentences'). html: stdin (or "
-        "--document) is one HTML document, translated a sentence at a time with its inline tags put back on the "
-        'aligned words; tags, comments, scripts, code and translate="no" content are kept.',
+        "'translation' added (and 'score' with --scores, a document's the mean of its sentences'; 'retranslated' "
+        "with --fallback, how many of its sentences the teacher re-translated). html: stdin (or --document) is one "
+        "HTML document, translated a sentence at a time with its inline tags put back on the aligned words; tags, "
+        'comments, scripts, code and translate="no" content are kept.',
     )
+    add_fallback_arguments(parser, "Give it once; the log says how many sentences it re-translated.")
 
 
 @contextlib.contextmanager
@@ -199,6 +207,9 @@ def _write_heatmap(translator: Translator, text: str, args: argparse.Namespace, 
 def _check_translate_options(args: argparse.Namespace) -> None:
     """Refuse options the engine cannot do (before anything is loaded)."""
     check_engine_options(args)
+    check_fallback_options(args, several=False)
+    if args.fallback and args.heatmap:
+        raise UsageError("--heatmap draws one model's attention: leave out --fallback")
     if args.engine != "torch":
         asked = [name for name, value in (("--heatmap", args.heatmap), ("--alignments", args.alignments)) if value]
         if asked:
@@ -236,10 +247,11 @@ def _check_document_options(args: argparse.Namespace) -> None:
             raise UsageError(f"{name} with --document needs --input-format jsonl (a '{field}' field per record)")
 
 
-def _translate_documents(translator: Translator, args: argparse.Namespace) -> None:
+def _translate_documents(translator: Translator | Cascade, args: argparse.Namespace) -> None:
     """`--document FILE` (paragraphs split into sentences, written back as paragraphs) and `--input-format jsonl`
     (a `text` field per line, written back with `translation`, and `score` with --scores: the mean of its
     sentences' scores); every sentence translated in length-sorted token batches, the output written in order."""
+    from hf_bahdanau.decoding.cascade import TEACHER
     from hf_bahdanau.decoding.documents import (
         check_language,
         grouped,
@@ -296,6 +308,8 @@ def _translate_documents(translator: Translator, args: argparse.Namespace) -> No
                     if args.quality:  # null where nothing was translated
                         estimate = joined_estimate([translation.quality for translation in hypotheses])
                         record["quality"] = None if estimate is None else estimate.as_dict()
+                    if args.fallback:
+                        record["retranslated"] = sum(translation.made_by == TEACHER for translation in hypotheses)
                     line = jsonl_line(record)
                 with whole():
                     write_out(line)
@@ -336,7 +350,7 @@ def run(args: argparse.Namespace) -> None:
 
     check_generation_length(args.model, args.max_new_tokens)
     _check_translate_options(args)
-    translator = load_translator(args)
+    translator = with_fallback(load_translator(args), args)
     options = generation_options(args)
     beams = options.get("num_beams") or translator.generation_config.num_beams or 1
     if args.n_best and args.n_best > beams:
@@ -351,6 +365,7 @@ def run(args: argparse.Namespace) -> None:
         raise UsageError("--heatmap-all draws every layer and head: leave out --heatmap-layer and --heatmap-head")
     if args.document or args.input_format != "text":
         _translate_documents(translator, args)
+        said_fallback(translator, args)
         return
     n_best = bool(args.n_best)
     decoding = dict(options, n_best=args.n_best or 1, alignments=args.alignments, quality=args.quality)
@@ -380,3 +395,4 @@ def run(args: argparse.Namespace) -> None:
                         written += len(batch)
     except KeyboardInterrupt:
         raise KeyboardInterrupt(f"interrupted: wrote {written} translations of the {read} lines read") from None
+    said_fallback(translator, args)

@@ -5,8 +5,9 @@ FFN, AddNorm]. Decoder: the same with causal self-attention and encoder-decoder 
 layer maps its outputs to logits. Positions count from each sentence's first real token, so left padding does
 not shift a sentence. `TransformerModel` is the encoder-decoder; `TransformerForConditionalGeneration` adds the
 head. Generation caches the decoder's self-attention keys/values (growing by one step each call)
-and the cross-attention keys/values (projected at the first step) in transformers' `EncoderDecoderCache`, through its
-public methods only (`update`, `get_seq_length`), so that a saved folder runs on every transformers 5 release.
+and the cross-attention keys/values (projected at the first step) in transformers' `EncoderDecoderCache` as Marian
+does (`update`, `get_seq_length`, and a cross-attention layer's `keys`/`values` read back), which every
+transformers 5 release has, so that a saved folder runs on all of them.
 """
 
 from __future__ import annotations
@@ -125,14 +126,12 @@ class TransformerDecoderLayer(GradientCheckpointingLayer):
         self, source: torch.Tensor, cache: EncoderDecoderCache | None
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Keys/values of the encoder outputs `(batch, src_len, d_model)`: `(batch, heads, src_len, head_size)`,
-        projected at the first step and kept in the cache's cross-attention part, from which later steps read
-        them back (`update` with nothing new returns what the layer holds)."""
+        projected at the first step into the cache's cross-attention part, whose layer later steps read them from
+        (as Marian's cross-attention does)."""
         cross = None if cache is None else cache.cross_attention_cache
         if cross is not None and cross.get_seq_length(self.layer_idx) > 0:
-            nothing = source.new_zeros(
-                source.shape[0], self.cross_attn.num_heads, 0, source.shape[-1] // self.cross_attn.num_heads
-            )
-            return cross.update(nothing, nothing, self.layer_idx)
+            layer = cross.layers[self.layer_idx]
+            return layer.keys, layer.values
         key_values = self.cross_attn.project_keys_values(source, source)
         return key_values if cross is None else cross.update(*key_values, self.layer_idx)
 

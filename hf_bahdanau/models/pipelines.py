@@ -8,6 +8,8 @@ strings gives a list of such dicts (a list of lists with `num_return_sequences >
 - Inputs longer than the tokenizer's `model_max_length` or the model's `max_position_embeddings` are truncated,
   with a logged warning.
 - Batches are padded on the tokenizer's `padding_side`; both model types translate both sides alike.
+- `quality=True` adds each translation's quality estimate (`"quality": {"score", "words", "bergamot"}`, from the
+  `quality_estimator.json` of the folder the model was loaded from) through the package's Translator.
 
 Registered under `TASK` (and its alias `"bahdanau-translation"`) by `register_pipeline()` (called on
 `import hf_bahdanau`). `save_for_pipeline` writes a
@@ -61,7 +63,7 @@ REGISTERED_ALIASES = ("bahdanau-translation",)
 # own pipelines are looked up before transformers refuses a removed task, so `pipeline("translation", model=folder,
 # trust_remote_code=True)` works, without this package too). Not registered in-process: transformers 5 refuses it.
 TASK_ALIASES = REGISTERED_ALIASES + (() if transformers_provides("translation") else ("translation",))
-Translation = dict[str, str]  # {"translation_text": ...}
+Translation = dict[str, Any]  # {"translation_text": ...} (and "quality" with quality=True)
 # What a `pipeline(...)` keyword may set of `generate()`: a generation config or any of its parameters.
 GENERATION_KEYS = {key for key in vars(GenerationConfig()) if not key.startswith("_")} | {"generation_config"}
 
@@ -71,11 +73,12 @@ def pad_id(tokenizer: PreTrainedTokenizerBase) -> int:
     return tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
 
 
-def terminology_translator() -> Any:
-    """The `translator_class` of the pipeline registered for `TASK` in this process: the package's `Translator` once
-    `import hf_bahdanau` ran, for this class and for a saved folder's own copy of this file alike; else None."""
+def terminology_translator(name: str = "translator_class") -> Any:
+    """The `translator_class` (or another attribute `name`) of the pipeline registered for `TASK` in this process: the
+    package's `Translator` once `import hf_bahdanau` ran, for this class and for a saved folder's own copy of this file
+    alike; else None."""
     registered = PIPELINE_REGISTRY.supported_tasks.get(TASK, {}).get("impl")
-    return getattr(registered, "translator_class", None)
+    return getattr(registered, name, None)
 
 
 def tokenizer_fingerprint(tokenizer: PreTrainedTokenizerBase) -> str:
@@ -124,9 +127,11 @@ class TranslationPipeline(Pipeline):
 
     `translator_class`: what translates with `glossary=`, `prefix=` or `avoid=` (called as `translator_class(model,
     tokenizer, batch_size=...)`, then `.translate(texts, n_best=..., **options)`); `import hf_bahdanau` sets it to the
-    package's `Translator`, and None means the package is not there."""
+    package's `Translator`, and None means the package is not there; `read_estimator(folder)`, its quality
+    estimator of a model folder (or None), for `quality=True`."""
 
     translator_class: Any = None
+    read_estimator: Any = None
 
     _load_tokenizer = True
     _load_processor = False
@@ -156,15 +161,19 @@ class TranslationPipeline(Pipeline):
         `kwargs`: `batch_size`, `num_workers` and `model.generate` parameters; `glossary` (a mapping source term ->
         target term), `prefix` and `avoid` (words or phrases): generate() has no such constraints, so with any of
         them the pipeline translates through the package's Translator (`terminology_translator`); so does
-        `input_format="html"` (sentence by sentence, the inline tags put back on the aligned words).
+        `input_format="html"` (sentence by sentence, the inline tags put back on the aligned words), and
+        `quality=True`, which adds `"quality"` to each dict (the estimate of the folder's quality estimator).
         """
         input_format = kwargs.pop("input_format", None) or "text"
         if input_format not in ("text", "html"):
             raise ValueError(f"input_format {input_format!r}: choose text or html")
+        if input_format == "html" and kwargs.get("quality"):
+            raise ValueError("quality=True estimates translations of text, not of input_format='html'")
         if input_format == "html":
             return self._translate_html(texts, kwargs)
-        if any(kwargs.get(name) is not None for name in LEXICAL_KEYS):
+        if any(kwargs.get(name) is not None for name in LEXICAL_KEYS) or kwargs.get("quality"):
             return self._translate_with_terminology(texts, kwargs)
+        kwargs.pop("quality", None)
         if isinstance(texts, str):
             return super().__call__(texts, **kwargs)
         if not isinstance(texts, (list, tuple)) or not all(isinstance(text, str) for text in texts):
@@ -177,20 +186,28 @@ class TranslationPipeline(Pipeline):
     def _translate_with_terminology(
         self, texts: str | list[str], kwargs: dict[str, Any]
     ) -> list[Translation] | list[list[Translation]]:
-        """Translate with a glossary, a prefix or phrases to avoid through the package's `Translator`."""
+        """Translate with a glossary, a prefix or phrases to avoid, or with quality estimates, through the package's
+        `Translator`."""
         translator_class = terminology_translator()
         if translator_class is None:
             raise ValueError(
-                "glossary=, prefix= and avoid= need the hf_bahdanau package (pip install hf_bahdanau, then import "
-                "hf_bahdanau): generate() places no required terms"
+                "glossary=, prefix=, avoid= and quality= need the hf_bahdanau package (pip install hf_bahdanau, then "
+                "import hf_bahdanau): generate() places no required terms and estimates nothing"
             )
         options = {**self.generate_defaults, **kwargs}
         single = isinstance(texts, str)
         n_best = options.pop("num_return_sequences", None) or 1
-        translator = translator_class(self.model, self.tokenizer, batch_size=options.pop("batch_size", None) or 32)
+        settings = {"batch_size": options.pop("batch_size", None) or 32}
+        read_estimator, folder = terminology_translator("read_estimator"), self.model.name_or_path
+        if options.get("quality") and read_estimator is not None and os.path.isdir(folder):
+            settings["quality_estimator"] = read_estimator(folder)  # of the folder the model was loaded from
+        translator = translator_class(self.model, self.tokenizer, **settings)
         found = translator.translate([texts] if single else list(texts), n_best=n_best, **options)
         results = [[{"translation_text": hypothesis.text} for hypothesis in translation.hypotheses]
                    for translation in found]  # fmt: skip
+        if options.get("quality"):  # the best hypothesis's estimate (None for a blank text)
+            for translation, dicts in zip(found, results, strict=True):
+                dicts[0]["quality"] = None if translation.quality is None else translation.quality.as_dict()
         if single:
             return results[0]
         return [result[0] for result in results] if n_best == 1 else results

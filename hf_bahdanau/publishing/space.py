@@ -1,7 +1,9 @@
-"""A Space: the demo page (`hf_bahdanau.serving.demo`) of a model published on the Hub, written and uploaded.
+"""A Space: the demo page (`hf_bahdanau.serving.demo`) of a model published on the Hub, written and uploaded; or a
+static Space of the page that translates in the browser (`export --format web`).
 
 `publish_space` writes `app.py`, `requirements.txt`, a `README.md` with the `sdk: gradio` header, and a copy of this
-package, which `app.py` imports.
+package, which `app.py` imports. `publish_web_space` uploads a web export's files with a `README.md` whose header
+says `sdk: static`: the Hub serves them as they are.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+
+from hf_bahdanau.json_files import read_json
 
 from . import upload
 from .upload import check_repo_id
@@ -119,4 +123,74 @@ def publish_space(
         files = write_space(folder, space)
         space.url = upload.upload_files(Path(folder), space_id, files, private, None, message, token, repo_type="space")
     logger.info("uploaded the Space %s (%d files)", space.url, len(space.files))
+    return space
+
+
+STATIC_README = """# {title}
+
+Translation {source_language} → {target_language} in the browser: `{name}`, a {model_type} model (ONNX,
+{quantization}), run by ONNX Runtime Web on the visitor's device; nothing is sent to a server. Another page can use it
+through `window.hfBahdanau.translate(text, {{numBeams: 1}})`, a Promise of the translation.
+
+Written by `hf-bahdanau publish --format web` from the folder `hf-bahdanau export --format web` writes.
+"""
+EXPORT_MARKER = "hf_bahdanau_export.json"  # the export's own record: not part of the Space
+
+
+@dataclass
+class StaticSpace:
+    """A static Space: its `README.md` (`readme`) and the page's files (`files`, paths in the Space, the README
+    among them); `url` once uploaded."""
+
+    space_id: str
+    readme: str
+    files: list[str]
+    url: str | None = None
+
+
+def static_readme(space_id: str, page: dict, license: str | None = None) -> str:
+    """The `README.md` of a static Space `space_id` serving a web export whose `model/page.json` is `page`."""
+    import yaml
+
+    title = space_id.split("/")[-1]
+    header = {"title": title, "emoji": "🔤", "colorFrom": "indigo", "colorTo": "gray", "sdk": "static",
+              "app_file": "index.html", "pinned": False, **({"license": license} if license else {})}  # fmt: skip
+    return f"---\n{yaml.safe_dump(header, sort_keys=False, allow_unicode=True)}---\n\n" + STATIC_README.format(
+        title=title, **page
+    )
+
+
+def publish_web_space(
+    model_or_page: str | Path,
+    space_id: str,
+    *,
+    private: bool = False,
+    dry_run: bool = False,
+    token: str | None = None,
+    commit_message: str | None = None,
+    license: str | None = None,
+    runtime: str | None = None,
+) -> StaticSpace:
+    """Upload the web export `model_or_page` (or, given a model folder or Hub repo, its int8 web export, made in a
+    temporary folder) as the static Space `space_id`, with a `README.md` (`static_readme`); a `dry_run` only says
+    what it would upload. `runtime`: as `export_web`'s. Errors as `upload.publish`'s."""
+    from hf_bahdanau.decoding.web_export import export_web, is_web_folder
+
+    check_repo_id(space_id)
+    with tempfile.TemporaryDirectory(prefix="hf_bahdanau_space_") as scratch:
+        page = Path(model_or_page)
+        if not is_web_folder(page):
+            page = export_web(model_or_page, Path(scratch) / "page", runtime=runtime)
+        folder = Path(scratch) / "space"
+        shutil.copytree(page, folder, ignore=shutil.ignore_patterns(EXPORT_MARKER))
+        readme = static_readme(space_id, read_json(page / "model" / "page.json"), license)
+        files = sorted(path.relative_to(folder).as_posix() for path in folder.rglob("*") if path.is_file())
+        space = StaticSpace(space_id, readme, sorted({*files, "README.md"}))
+        if dry_run:
+            return space
+        (folder / "README.md").write_text(readme, encoding="utf-8")
+        message = commit_message or "Translation in the browser with hf-bahdanau publish --format web"
+        space.url = upload.upload_files(folder, space_id, space.files, private, None, message, token,
+                                        repo_type="space", space_sdk="static")  # fmt: skip
+    logger.info("uploaded the static Space %s (%d files)", space.url, len(space.files))
     return space

@@ -124,16 +124,17 @@ def upload_files(
     commit_message: str,
     token: str | None,
     repo_type: str = "model",
+    space_sdk: str = "gradio",
 ) -> str:
     """Create the repo (and branch) if needed and upload exactly `files`; the repo URL. A `repo_type="space"` is
-    created as a Gradio Space."""
+    created as a Space of `space_sdk` (a Gradio app, or `static` files)."""
     token = token or get_token()
     if not token:
         raise InputError("no Hugging Face token: set HF_TOKEN or run `hf auth login`")
     api = HfApi(token=token)
     try:
         kind = {} if repo_type == "model" else {"repo_type": repo_type}  # the Hub's default: a model
-        sdk = {"space_sdk": "gradio"} if repo_type == "space" else {}
+        sdk = {"space_sdk": space_sdk} if repo_type == "space" else {}
         url = api.create_repo(repo_id, private=private, exist_ok=True, **kind, **sdk)
         if revision:
             api.create_branch(repo_id, branch=revision, exist_ok=True, **kind)
@@ -198,6 +199,46 @@ def publish(
     message = commit_message or f"Upload {repo_id.split('/')[-1]} with hf-bahdanau publish"
     publication.url = upload_files(folder, repo_id, publication.files, private, revision, message, token)
     logger.info("uploaded %d files to %s", len(publication.files), publication.url)
+    return publication
+
+
+STANDARD_FILES = ("config.json", "generation_config.json", "model.safetensors", "tokenizer.json",
+                  "tokenizer_config.json")  # what a standard folder's repo holds, besides its card  # fmt: skip
+
+
+def publish_standard(
+    folder: str | Path,
+    repo_id: str,
+    *,
+    private: bool = False,
+    revision: str | None = None,
+    commit_message: str | None = None,
+    license: str = DEFAULT_LICENSE,
+    dry_run: bool = False,
+    token: str | None = None,
+) -> Publication:
+    """Publish a d2l Transformer of `folder` as its standard transformers folder (`export --format transformers`:
+    MarianMT or Blenderbot), which loads with no remote code, with a card made from `folder` that says so. The
+    export and its card are written in a temporary folder (a dry run writes nothing else either). Errors as
+    `publish`'s, and an InputError for a model no standard architecture holds."""
+    import tempfile
+
+    from hf_bahdanau.decoding.standard_folder import export_transformers
+
+    check_repo_id(repo_id)
+    folder = check_model_folder(folder)
+    with tempfile.TemporaryDirectory(prefix="hf_bahdanau_standard_") as scratch:
+        export = export_transformers(folder, Path(scratch) / "standard")
+        architecture = read_json(export / "config.json")["architectures"][0]
+        card = make_card(folder, repo_id, license, standard=architecture)
+        files = sorted({*(name for name in STANDARD_FILES if (export / name).is_file()), CARD_FILE})
+        publication = Publication(repo_id=repo_id, card=export / CARD_FILE, files=files, card_text=str(card))
+        if dry_run:
+            return publication
+        card.save(export / CARD_FILE)
+        message = commit_message or f"Upload {repo_id.split('/')[-1]} ({architecture}) with hf-bahdanau publish"
+        publication.url = upload_files(export, repo_id, files, private, revision, message, token)
+    logger.info("uploaded the standard %s folder of %s to %s", architecture, folder, publication.url)
     return publication
 
 

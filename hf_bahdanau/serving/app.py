@@ -8,6 +8,9 @@ words of the translation), the sentences go through the model's
 `Lanes` (a `Batcher` for requests with a glossary, another for the rest), and the translations are put back
 together. Alternative k of a text is each sentence's k-th best translation put together the same way. The server
 keeps no state between requests: replicas can share any load balancer.
+
+A model with a quality estimator estimates each sentence; a text's estimate (`quality` in the answer) is its
+sentences' put together (`joined_estimate`), with how many of them its teacher re-translated where it has one.
 """
 
 from __future__ import annotations
@@ -28,11 +31,12 @@ from starlette.exceptions import HTTPException
 from hf_bahdanau.decoding.documents import grouped, join_document, split_document
 from hf_bahdanau.decoding.glossary import Glossary
 from hf_bahdanau.decoding.markup import HtmlDocument
+from hf_bahdanau.decoding.quality import joined_estimate
 from hf_bahdanau.errors import InputError
 
 from .batching import Lanes
 from .limits import ApiKeys, BodyLimit, Limits
-from .model import Decoding, ServedModel
+from .model import Decoding, Sentence, ServedModel, Teacher
 from .shapes import (
     AUTO,
     ApiError,
@@ -72,16 +76,29 @@ class Settings:
     batching: Batching = field(default_factory=Batching)
     limits: Limits = field(default_factory=Limits)
     api_keys: str | None = None
+    fallbacks: tuple[str, ...] = ()  # teacher folders, each of the model of its language pair
 
 
 def load_models(settings: Settings) -> dict[tuple[str, str], ServedModel]:
-    """The served models by language pair (an InputError for two models of one pair)."""
+    """The served models by language pair, each with the teacher of its pair where `fallbacks` has one (an
+    InputError for two models or two teachers of one pair, and for a teacher of a pair no model serves)."""
+    teachers: dict[tuple, Teacher] = {}
+    for folder in settings.fallbacks:
+        teacher = Teacher.load(folder, settings.decoding)
+        if teacher.pair in teachers:
+            raise InputError(f"--fallback {teachers[teacher.pair].folder} and {folder} both translate "
+                             f"{'->'.join(map(str, teacher.pair))}")  # fmt: skip
+        teachers[teacher.pair] = teacher
     models: dict[tuple[str, str], ServedModel] = {}
     for folder in settings.models:
-        model = ServedModel(folder, settings.decoding)
+        model = ServedModel(folder, settings.decoding, list(teachers.values()))
         if model.pair in models:
             raise InputError(f"{models[model.pair].folder} and {folder} both translate {'->'.join(model.pair)}")
         models[model.pair] = model
+    for pair, teacher in teachers.items():
+        if pair not in models:
+            raise InputError(f"--fallback {teacher.folder} translates {'->'.join(map(str, pair))}: no --model "
+                             "translates that pair")  # fmt: skip
     return models
 
 
@@ -154,11 +171,13 @@ def build_app(settings: Settings, models: dict[tuple[str, str], ServedModel] | N
         found = await _translated(request, lanes[pair], sentences, parsed.alternatives + 1, parsed.glossary,
                                   aligned=parsed.format == "html")  # fmt: skip
         counts = [len(plan) for plan, _ in plans]
+        sentences_of = list(grouped(counts, found))
         translations = [
             [rebuild([h[min(k, len(h) - 1)] for h in hypotheses]) for k in range(parsed.alternatives + 1)]
-            for (_, rebuild), hypotheses in zip(plans, grouped(counts, found), strict=True)
+            for (_, rebuild), hypotheses in zip(plans, sentences_of, strict=True)
         ]
-        return JSONResponse(translate_response(parsed, translations, detected))
+        qualities = [_quality(group, model) for group in sentences_of] if model.estimates else None
+        return JSONResponse(translate_response(parsed, translations, detected, qualities))
 
     @app.get("/languages")
     async def languages() -> JSONResponse:
@@ -179,8 +198,9 @@ def build_app(settings: Settings, models: dict[tuple[str, str], ServedModel] | N
 
     @app.get("/frontend/settings")
     async def settings_route() -> JSONResponse:
-        """The character limit, whether API keys are needed, a default pair."""
-        return JSONResponse(frontend_settings(pairs, limits.chars, keys.required, FRONTEND_TIMEOUT_MS))
+        """The character limit, whether API keys are needed, a default pair, the pairs whose answers are estimated."""
+        estimated = {pair: models[pair].min_quality for pair in pairs if models[pair].estimates}
+        return JSONResponse(frontend_settings(pairs, limits.chars, keys.required, FRONTEND_TIMEOUT_MS, estimated))
 
     @app.get("/health")
     async def health() -> JSONResponse:
@@ -302,6 +322,18 @@ def _plan(text: str, text_format: str, language: str) -> tuple[list[str], Callab
         return document.sentences, document.rebuild
     lines = split_document(text, language)
     return [sentence for line in lines for sentence in line], lambda found: join_document(lines, found)
+
+
+def _quality(sentences: list[Sentence], model: ServedModel) -> dict[str, Any] | None:
+    """A text's estimate from its sentences' (None where none was estimated), and with a teacher how many of its
+    sentences the teacher re-translated."""
+    estimate = joined_estimate([sentence.quality for sentence in sentences])
+    if estimate is None:
+        return None
+    found = estimate.as_dict()
+    if model.teacher is not None:
+        found["retranslated"] = sum(sentence.retranslated for sentence in sentences)
+    return found
 
 
 async def _translated(

@@ -4,6 +4,8 @@ The page translates a text greedily, by beam search or by sampling; shows the n-
 translation's score, its mean token log-probability (`decoding.Translator`, as `translate` does); and draws the
 attention of the translation chosen in that list with the figure `translate --heatmap` draws (`plot_word_attention`:
 the cross-attention between words of the last layer, heads averaged, or of the layer and head chosen on the page).
+A model with a quality estimator (`hf-bahdanau calibrate`) also shows the best translation's estimated quality and
+its words shaded OK or BAD (`quality_view`).
 Bad input (an empty text, a text too long, a text mostly in letters the model does not know) gets a message on
 the page. With "HTML" ticked, the text is an HTML fragment translated as `serve` translates `format=html`
 (`Translator.translate_html`: a sentence at a time, the inline tags put back on the aligned words), shown as markup
@@ -35,7 +37,8 @@ if TYPE_CHECKING:
 
     from hf_bahdanau.decoding.attention_maps import AttentionMaps
     from hf_bahdanau.decoding.glossary import Glossary
-    from hf_bahdanau.decoding.translator import Hypothesis, Translator
+    from hf_bahdanau.decoding.quality import QualityEstimate
+    from hf_bahdanau.decoding.translator import Hypothesis, Translation, Translator
 
 logger = logging.getLogger(__name__)
 
@@ -115,11 +118,29 @@ def translate(translator: Translator, text: str, decoding: str, beams: int, glos
     """The hypotheses of `text` with their scores, in beam search's order (as `translate --n-best` writes them),
     samples ranked by score, with the terms of the `glossary` typed on the page; InputError with the page's message
     for bad input."""
+    return translation_of(translator, text, decoding, beams, glossary).hypotheses
+
+
+def translation_of(translator: Translator, text: str, decoding: str, beams: int, glossary: str = "") -> Translation:
+    """`translate`'s hypotheses as a `Translation`, with the best one's quality estimate where the translator has
+    an estimator."""
     message = check_text(text, translator.tokenizer, translator.limit)
     if message:
         raise InputError(message)
     options, n_best = decoding_options(decoding, beams)
-    return translator.translate([text], n_best=n_best, glossary=glossary_of(glossary), **options)[0].hypotheses
+    quality = translator.quality_estimator is not None
+    return translator.translate([text], n_best=n_best, glossary=glossary_of(glossary), quality=quality, **options)[0]
+
+
+def quality_view(estimate: QualityEstimate | None) -> tuple[list[tuple[str, str]], str]:
+    """The page's view of an estimate: its words, each with its flag (`OK`, `BAD`) for shading, and a line with the
+    sentence score and how many words are flagged ([] and "" for none)."""
+    if estimate is None:
+        return [], ""
+    words = [(f"{word.word} ", "OK" if word.ok else "BAD") for word in estimate.words]
+    bad = sum(not word.ok for word in estimate.words)
+    return words, (f"Estimated quality **{estimate.score:.2f}** (0 to 1, the predicted chrF / 100); {bad} of "
+                   f"{len(estimate.words)} words flagged BAD.")  # fmt: skip
 
 
 def translate_html(translator: Translator, text: str, decoding: str, beams: int) -> str:
@@ -167,6 +188,7 @@ def build_demo(
     source, target = model.config.source_language or "source", model.config.target_language or "target"
     name = Path(model_dir).resolve().name if Path(model_dir).exists() else model_dir  # a folder, or a repo id
     beams = model.generation_config.num_beams or 1
+    estimates = translator.quality_estimator is not None
 
     def figure_of(
         maps: AttentionMaps, text: str, layer: int | None, head: int | str | None
@@ -192,18 +214,20 @@ def build_demo(
         markup: bool,
         progress: gr.Progress = gr.Progress(),  # noqa: B008
     ) -> tuple:
-        # outputs: message, translation, n-best list, chosen, layer, head, figure, state, rendered HTML
+        # outputs: message, translation, n-best list, chosen, layer, head, figure, state, rendered HTML, quality
+        # words and line
         progress(0.1, desc="translating")
         hidden = gr.update(visible=False)
         try:
             if markup:
                 found = translate_html(translator, text, decoding, int(size))
                 return ("", found, [[1, None, found]], gr.update(choices=[], value=None), hidden, hidden, None, {},
-                        gr.update(value=found, visible=True))  # fmt: skip
-            hypotheses = translate(translator, text, decoding, int(size), terms)
+                        gr.update(value=found, visible=True), [], "")  # fmt: skip
+            best = translation_of(translator, text, decoding, int(size), terms)
         except InputError as error:
             gr.Warning(str(error))
-            return f"⚠️ {error}", "", [], gr.update(choices=[], value=None), hidden, hidden, None, {}, hidden
+            return f"⚠️ {error}", "", [], gr.update(choices=[], value=None), hidden, hidden, None, {}, hidden, [], ""
+        hypotheses = best.hypotheses
         lengths = [len(tokenizer(text, verbose=False)["input_ids"])]
         message = ""
         if warn_long_sources(lengths, trained):
@@ -229,6 +253,7 @@ def build_demo(
             image,
             state,
             hidden,
+            *quality_view(best.quality),
         )
 
     with gr.Blocks(title=f"hf-bahdanau: {source}→{target}", analytics_enabled=False, delete_cache=(3600, 3600)) as demo:
@@ -252,13 +277,17 @@ def build_demo(
                 nbest = gr.Dataframe(headers=["#", "score", "translation"], label="n-best list", interactive=False,
                                      wrap=True, column_widths=["7%", "17%", "76%"], elem_id="nbest")  # fmt: skip
                 rendered = gr.HTML(visible=False, elem_id="rendered")
+                words = gr.HighlightedText(label="estimated quality of the translation's words", visible=estimates,
+                                           color_map={"OK": "green", "BAD": "red"}, show_legend=True,
+                                           elem_id="quality-words")  # fmt: skip
+                score = gr.Markdown(visible=estimates, elem_id="quality")
         with gr.Row():
             chosen = gr.Dropdown(choices=[], label="attention of translation", elem_id="chosen")
             layer = gr.Dropdown(choices=[], label="layer", visible=False, elem_id="layer")
             head = gr.Dropdown(choices=[], label="head", visible=False, elem_id="head")
         figure = gr.Image(label="attention", type="pil", format="png", interactive=False, elem_id="attention")
         state = gr.State({})
-        outputs = [message, translation, nbest, chosen, layer, head, figure, state, rendered]
+        outputs = [message, translation, nbest, chosen, layer, head, figure, state, rendered, words, score]
         for event in (button.click, text.submit):
             event(on_translate, [text, decoding, size, terms, markup], outputs)
         for selector in (chosen, layer, head):
@@ -292,6 +321,8 @@ __all__ = [
     "glossary_of",
     "launch",
     "load_demo_translator",
+    "quality_view",
     "translate",
     "translate_html",
+    "translation_of",
 ]

@@ -4,11 +4,17 @@ or a list), the answers of `/translate`, `/languages` and `/frontend/settings`, 
 
 One field is this server's own: `glossary`, the terms the translations must use, as a JSON object
 `{"source term": "target term"}`, a list of `[source, target]` pairs, or (in a form) `source<TAB>target` lines.
-LibreTranslate's clients do not send it, so they translate as ever."""
+LibreTranslate's clients do not send it, so they translate as ever.
+
+One field of the answer is this server's own too: `quality`, where the model has a quality estimator, each text's
+estimate `{"score", "words": [{"word", "probability", "ok"}], "bergamot"}` (and `"retranslated"` with a teacher),
+a list for a list; LibreTranslate's clients ignore it. `/frontend/settings` lists the pairs that give it
+(`qualityEstimates`)."""
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -18,6 +24,7 @@ from hf_bahdanau.errors import InputError
 from hf_bahdanau.languages import language_name
 
 FORMATS = ("text", "html")
+MAX_DEPTH = 32  # the deepest JSON body: LibreTranslate's fields nest 3 deep at most (a glossary's pairs in an object)
 AUTO = "auto"  # LibreTranslate's "detect the source language"
 
 
@@ -45,16 +52,27 @@ class TranslateRequest:
 
 
 def parse_json_fields(body: bytes) -> dict[str, Any]:
-    """The fields of a JSON body: it must be an object."""
+    """The fields of a JSON body: it must be an object, nested at most `MAX_DEPTH` deep (whatever the interpreter's
+    recursion limit, which a library may have raised)."""
+    if _depth(body) > MAX_DEPTH:
+        raise ApiError(400, "Invalid JSON format: nested too deeply")
     try:
         fields = json.loads(body)
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
         raise ApiError(400, f"Invalid JSON format: {error}") from None
-    except RecursionError:
-        raise ApiError(400, "Invalid JSON format: nested too deeply") from None
     if not isinstance(fields, dict):
         raise ApiError(400, "Invalid JSON format: expected an object of parameters")
     return fields
+
+
+def _depth(body: bytes) -> int:
+    """The deepest nesting of arrays and objects in a JSON `body` (brackets inside strings aside)."""
+    brackets = re.sub(rb"[^\[\]{}]", b"", re.sub(rb'"(?:[^"\\]|\\.)*"', b"", body))
+    depth = deepest = 0
+    for byte in brackets:
+        depth += 1 if byte in b"[{" else -1
+        deepest = max(deepest, depth)
+    return deepest
 
 
 def form_fields(items: Sequence[tuple[str, Any]]) -> dict[str, Any]:
@@ -121,10 +139,14 @@ def parse_glossary(fields: Mapping[str, Any]) -> Glossary | None:
 
 
 def translate_response(
-    request: TranslateRequest, translations: Sequence[Sequence[str]], detected: str | None = None
+    request: TranslateRequest,
+    translations: Sequence[Sequence[str]],
+    detected: str | None = None,
+    qualities: Sequence[dict[str, Any] | None] | None = None,
 ) -> dict[str, Any]:
-    """`/translate`'s answer: each text's best translation, its distinct alternatives when asked for, and the
-    source language chosen for `source=auto` (confidence 0: chosen as the only candidate, not detected)."""
+    """`/translate`'s answer: each text's best translation, its distinct alternatives when asked for, the
+    source language chosen for `source=auto` (confidence 0: chosen as the only candidate, not detected), and each
+    text's quality estimate where the model makes them (`qualities`; None for a text with nothing estimated)."""
     best = [hypotheses[0] for hypotheses in translations]
     others = [_distinct(hypotheses[1:], hypotheses[0]) for hypotheses in translations]
     result: dict[str, Any] = {"translatedText": best if request.batch else best[0]}
@@ -133,6 +155,8 @@ def translate_response(
     if detected is not None:
         language = {"confidence": 0.0, "language": detected}
         result["detectedLanguage"] = [language] * len(best) if request.batch else language
+    if qualities is not None:
+        result["quality"] = list(qualities) if request.batch else qualities[0]
     return result
 
 
@@ -157,9 +181,18 @@ def languages_response(pairs: Sequence[tuple[str, str]]) -> list[dict[str, Any]]
     ]
 
 
-def frontend_settings(pairs: Sequence[tuple[str, str]], char_limit: int, keys: bool, timeout_ms: int) -> dict[str, Any]:
-    """`/frontend/settings`: the character limit, whether keys are needed, and a default language pair."""
+def frontend_settings(
+    pairs: Sequence[tuple[str, str]],
+    char_limit: int,
+    keys: bool,
+    timeout_ms: int,
+    estimated: Mapping[tuple[str, str], float | None] | None = None,
+) -> dict[str, Any]:
+    """`/frontend/settings`: the character limit, whether keys are needed, a default language pair, and the pairs
+    whose answers carry a `quality` field (`estimated`: pair -> the least estimate kept before the teacher
+    re-translates, None without a teacher)."""
     source, target = sorted(pairs)[0]
+    quality = [{"source": s, "target": t, "minQuality": least} for (s, t), least in sorted((estimated or {}).items())]
     return {
         "charLimit": char_limit,
         "frontendTimeout": timeout_ms,
@@ -172,6 +205,7 @@ def frontend_settings(pairs: Sequence[tuple[str, str]], char_limit: int, keys: b
             "source": {"code": source, "name": language_name(source)},
             "target": {"code": target, "name": language_name(target)},
         },
+        "qualityEstimates": quality,
     }
 
 
