@@ -14,7 +14,8 @@ Measured:
 - training: target tokens/s for forward + backward + fused AdamW step (the Trainer's optimizer), dropout on;
 - decoding, the same work on every side: EOS off and exactly `--tgt-len` new tokens, no logits processors;
   `generate()` for ours and Marian, d2l's greedy loop batched (and the book's `predict_seq2seq`, one sentence at a
-  time);
+  time); and the RNN's `forward` in d2l's batched loop ("ours, d2l's loop"), which tells the model's own cost from
+  the work `generate()` does at every step and d2l's loop does not (a float32 copy of the logits, stopping criteria);
 - decoding as a user calls it ("user call"): `generate()` with EOS on (random weights rarely emit it, so this
   measures the per-step cost of EOS bookkeeping);
 - int8: ours after `quantize_for_cpu` (dynamic int8 linear and recurrent layers), same decoding work.
@@ -58,6 +59,7 @@ from hf_bahdanau import (
     load_parallel_corpus,
     quantize_for_cpu,
 )
+from hf_bahdanau.models.cache_names import returned_cache
 
 from d2l_reference import (  # scripts/ is on sys.path when this file runs as a script
     BOS,
@@ -80,6 +82,7 @@ TRAINING, GREEDY, BEAM = "training (target tokens/s)", "greedy (sentences/s)", "
 RATIOS = [
     ("RNN", TRAINING, "ours", "d2l"),
     ("RNN", GREEDY, "ours", "d2l, batched loop"),
+    ("RNN", GREEDY, "ours, d2l's loop", "d2l, batched loop"),
     ("RNN", GREEDY, "ours", "d2l, one at a time"),
     ("RNN", GREEDY, "ours int8", "d2l, batched loop"),
     ("RNN", BEAM, "ours", "MarianMT"),
@@ -200,6 +203,22 @@ def decoding(model: PreTrainedModel, src: torch.Tensor, args: argparse.Namespace
     return run
 
 
+def d2l_loop(model: PreTrainedModel, src: torch.Tensor, steps: int) -> Callable[[], torch.Tensor]:
+    """`predict_seq2seq_batched`'s greedy loop around the model's `forward` and its decoder state, not `generate`."""
+    model.eval()
+
+    def run() -> torch.Tensor:
+        encoder_outputs = model.get_encoder()(src)
+        tokens, state, outputs = torch.full((src.shape[0], 1), BOS), None, []
+        for _ in range(steps):
+            Y = model(encoder_outputs=encoder_outputs, decoder_input_ids=tokens, cache=state)
+            tokens, state = Y.logits.argmax(dim=2), returned_cache(Y)
+            outputs.append(tokens)
+        return torch.cat(outputs, dim=1)
+
+    return run
+
+
 def fair_decoders(models: dict[str, PreTrainedModel], src: torch.Tensor, args: argparse.Namespace, beams: int) -> dict:
     """Decoding functions of each model, the same work (EOS off), and each model's user call (EOS on)."""
     fns = {name: decoding(model, src, args, beams, eos=False) for name, model in models.items()}
@@ -288,6 +307,7 @@ def run(args: argparse.Namespace) -> list[Row]:
 
     rnn_models = {"ours": rnn, "ours int8": rnn_int8}
     greedy = fair_decoders(rnn_models, src, args, beams=1)
+    greedy["ours, d2l's loop"] = d2l_loop(rnn, src, args.tgt_len)
     greedy["d2l, batched loop"] = lambda: predict_seq2seq_batched(net, src, args.tgt_len)
     greedy["d2l, one at a time"] = lambda: [predict_seq2seq(net, row, args.tgt_len) for row in src]
     rows += timed("RNN " + GREEDY, greedy, args, sentences, f"{args.tgt_len} tokens, batch {args.batch_size}")
