@@ -22,7 +22,7 @@ from pathlib import Path
 
 import torch
 import transformers
-from transformers import AutoModel, AutoModelForSeq2SeqLM, AutoTokenizer, pipeline
+from transformers import AutoModel, AutoModelForSeq2SeqLM, AutoTokenizer, PreTrainedTokenizerFast, pipeline
 
 TOLERANCE = 1e-5
 STANDARD_TOLERANCE = 1e-4  # another architecture's kernels: the sums run in another order
@@ -39,6 +39,8 @@ VARIANT_NAMES = {  # folder name -> the table's column
 }
 STANDARD = ("MarianMT", "Blenderbot", "Blenderbot_tied")  # standard folders: no remote code
 NO_TRANSLATION_TASK = "n/a: transformers 5 has no translation pipeline"  # not a failure (version_matrix.cell)
+# AutoTokenizer of transformers 5.0-5.2 on a Marian folder without sentencepiece installed (MarianTokenizer is None)
+MARIAN_WITHOUT_SENTENCEPIECE = "'NoneType' object has no attribute 'replace'"
 
 
 def one_line(error: BaseException) -> str:
@@ -114,6 +116,9 @@ def probe(folder: Path, texts: list[str], remote: bool = True) -> dict[str, str]
     if base is not None and type(base).__name__ == type(model).__name__:
         checks["AutoModel"] = f"AutoModel gave {type(base).__name__}, not the base model"
     tokenizer = run("AutoTokenizer", lambda: AutoTokenizer.from_pretrained(folder, **code))
+    if tokenizer is None and not remote and MARIAN_WITHOUT_SENTENCEPIECE in checks["AutoTokenizer"]:
+        checks["AutoTokenizer"] = "n/a: transformers 5.0-5.2 need sentencepiece for a Marian folder's tokenizer"
+        tokenizer = PreTrainedTokenizerFast.from_pretrained(folder)  # what AutoTokenizer loads with sentencepiece
     if model is None or tokenizer is None:
         return checks
     model.eval()
