@@ -30,7 +30,7 @@ from hf_bahdanau.decoding.cascade import TEACHER, Cascade
 from hf_bahdanau.decoding.translator import Translator
 
 logger = logging.getLogger("benchmark_cascade")
-THRESHOLDS = (0.0, 0.2, 0.3, 0.4, 0.5, 0.6, 1.0)
+THRESHOLDS = (0.0, 0.4, 0.45, 0.5, 0.55, 0.6, 0.7, 1.0)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -136,6 +136,7 @@ def plot(results: dict, path: Path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker
 
     figure, axis = plt.subplots(figsize=(6, 4))
     cascade = results["cascade"]
@@ -147,6 +148,8 @@ def plot(results: dict, path: Path) -> None:
     for name, marker in (("student", "s"), ("teacher", "^")):
         axis.plot(results[name]["per_second"], results[name]["bleu"], marker, markersize=9, label=name)
     axis.set_xscale("log")
+    axis.xaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
+    axis.xaxis.set_minor_formatter(matplotlib.ticker.ScalarFormatter())
     axis.set_xlabel("sentences per second (one thread, log scale)")
     axis.set_ylabel("BLEU")
     axis.legend(fontsize=8)

@@ -1,8 +1,9 @@
 """Markup kept where it belongs: test_2016_flickr (de->en) with inline tags injected around source words, translated
-three ways, each scored for well-formedness, tag placement F1 and BLEU of its text without the tags.
+four ways, each scored for well-formedness, tag placement F1 and BLEU of its text without the tags.
 
 - **sentence** (the package: `decoding.markup`): each sentence translated whole, the tags put back on the words its
   attention aligns to their source words;
+- **one_way**: the same, by `translate --alignments`' links (the last layer, each target word to one source word);
 - **naive**: the same translation, the tags at the same relative positions (no alignment);
 - **piecewise**: the text between tags translated piece by piece, the tags kept between the pieces (what `serve`
   did before `decoding.markup`).
@@ -13,8 +14,9 @@ class>` (at times one nested in another), and at times an empty `<img>` between 
 Where a tag belongs is found by a word aligner independent of the model: IBM Model 1 with fast_align's diagonal
 prior (Dyer et al. 2013), in numpy here, trained both ways on Multi30k's training pairs and the test pairs (5 EM
 iterations, words lowercased with their edge punctuation stripped), its two Viterbi alignments symmetrised by
-grow-diag-final-and. A span's reference on an output is the run of that output's words the aligner links to its
-source words (on each method's own output, so that a method is not scored on how well it translates); an empty
+grow-diag-final-and (`alignment.grow_diag_final_and`). A span's reference on an output is the run of that output's
+words the aligner links to its source words (on each method's own output, so that a method is not scored on how well
+it translates); an empty
 element's is the gap before the output words of the next aligned source word. Tag F1: per tag, the F1 of the output
 words inside it against its reference words (an empty element: 1 at its reference gap, else 0), averaged over the
 tags that have a reference (a span whose source words the aligner links to nothing has none). Well-formed: the
@@ -42,13 +44,15 @@ from pathlib import Path
 import numpy as np
 import sacrebleu
 
-from hf_bahdanau.decoding.markup import HtmlDocument, tokens
+from hf_bahdanau.decoding.alignment import grow_diag_final_and
+from hf_bahdanau.decoding.markup import ALIGNMENT, HtmlDocument
+from hf_bahdanau.decoding.markup_parsing import tokens
 from hf_bahdanau.decoding.translator import Translator
 
 logger = logging.getLogger("benchmark_markup")
 TAGS = [("b", "<b>"), ("i", "<i>"), ("a", '<a href="https://example.org/{k}">'), ("span", '<span class="note">')]
 VOID = {"img", "br", "hr", "wbr", "input", "meta", "link"}
-METHODS = ("sentence", "naive", "piecewise")
+METHODS = ("sentence", "one_way", "naive", "piecewise")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -145,28 +149,6 @@ class Aligner:
         return links
 
 
-def grow_diag_final_and(forward: set, backward: set, n: int, m: int) -> set[tuple[int, int]]:
-    """Koehn's symmetrisation of two directional alignments (`(source, target)` links both)."""
-    union, links = forward | backward, set(forward & backward)
-    neighbours = [(-1, 0), (0, -1), (1, 0), (0, 1), (-1, -1), (-1, 1), (1, -1), (1, 1)]
-    grew = True
-    while grew:
-        grew = False
-        for i, j in sorted(links):
-            for di, dj in neighbours:
-                cell = (i + di, j + dj)
-                aligned_i = {s for s, _ in links}
-                aligned_j = {t for _, t in links}
-                if cell in union and cell not in links and (cell[0] not in aligned_i or cell[1] not in aligned_j):
-                    links.add(cell)
-                    grew = True
-    for direction in (forward, backward):
-        for cell in sorted(direction):
-            if cell[0] not in {s for s, _ in links} and cell[1] not in {t for _, t in links}:
-                links.add(cell)
-    return links
-
-
 class WordAligner:
     """Both directions of `Aligner`, symmetrised."""
 
@@ -180,7 +162,7 @@ class WordAligner:
         s, t = [_key(w) for w in source.split()], [_key(w) for w in target.split()]
         forward = self.forward.viterbi(s, t)
         backward = {(i, j) for j, i in self.backward.viterbi(t, s)}
-        return grow_diag_final_and(forward, backward, len(s), len(t))
+        return grow_diag_final_and(forward, backward)
 
 
 # ---- tags in, tags out --------------------------------------------------------------------------------------
@@ -314,6 +296,26 @@ def piecewise(translator: Translator, pages: list[str], options: dict) -> list[s
     return out
 
 
+def score(pages: list[str], injected: list[tuple[str, list[dict]]], sources: list[str], references: list[str],
+          outputs: list[str], aligner: WordAligner) -> dict:  # fmt: skip
+    """Well-formed share (%), mean tag F1 (and the tags scored) and BLEU without the tags of `outputs`."""
+    well_formed, scores, texts = 0, [], []
+    for page, (_, tags), source, out in zip(pages, injected, sources, outputs, strict=True):
+        parsed = read_output(out)
+        well_formed += parsed.nested and not parsed.stack and parsed.starts == read_output(page).starts
+        texts.append(" ".join(parsed.text.split()))
+        links = aligner.align(source, parsed.text)
+        for tag in tags:
+            reference = reference_span(tag, links)
+            if reference is not None and tag["id"] in parsed.spans and parsed.spans[tag["id"]][1] >= 0:
+                scores.append(tag_f1(word_span(parsed.text, *parsed.spans[tag["id"]]), reference))
+            elif reference is not None:
+                scores.append(0.0)  # lost
+    bleu = sacrebleu.corpus_bleu(texts, [references]).score
+    return {"well_formed": 100 * well_formed / len(pages), "tag_f1": float(np.mean(scores)), "scored_tags": len(scores),
+            "bleu": bleu}  # fmt: skip
+
+
 def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
@@ -334,10 +336,14 @@ def main(argv: list[str] | None = None) -> dict:
     sentences = [sentence for document in documents for sentence in document.sentences]
     assert all(len(d.sentences) == 1 for d in documents), "a source the splitter cuts in two"
     started = time.perf_counter()
-    found = translator.translate(sentences, alignments=True, **options)
+    found = translator.translate(sentences, alignments=ALIGNMENT, **options)
     seconds = time.perf_counter() - started
     outputs = {
         "sentence": [d.rebuild([(t.text, t.alignment)]) for d, t in zip(documents, found, strict=True)],
+        "one_way": [
+            d.rebuild([(t.text, t.alignment)])
+            for d, t in zip(documents, translator.translate(sentences, alignments=True, **options), strict=True)
+        ],
         "naive": [d.rebuild([(t.text, None)]) for d, t in zip(documents, found, strict=True)],
         "piecewise": piecewise(translator, pages, options),
     }
@@ -346,21 +352,7 @@ def main(argv: list[str] | None = None) -> dict:
                "tag_free_bleu": sacrebleu.corpus_bleu(tag_free, [references]).score,
                "seconds_to_translate": round(seconds, 1)}  # fmt: skip
     for method in METHODS:
-        well_formed, scores, texts = 0, [], []
-        for page, (_, tags), source, out in zip(pages, injected, sources, outputs[method], strict=True):
-            parsed = read_output(out)
-            well_formed += parsed.nested and not parsed.stack and parsed.starts == read_output(page).starts
-            texts.append(" ".join(parsed.text.split()))
-            links = aligner.align(source, parsed.text)
-            for tag in tags:
-                reference = reference_span(tag, links)
-                if reference is not None and tag["id"] in parsed.spans and parsed.spans[tag["id"]][1] >= 0:
-                    scores.append(tag_f1(word_span(parsed.text, *parsed.spans[tag["id"]]), reference))
-                elif reference is not None:
-                    scores.append(0.0)  # lost
-        bleu = sacrebleu.corpus_bleu(texts, [references]).score
-        results[method] = {"well_formed": 100 * well_formed / len(pages), "tag_f1": float(np.mean(scores)),
-                           "scored_tags": len(scores), "bleu": bleu}  # fmt: skip
+        results[method] = score(pages, injected, sources, references, outputs[method], aligner)
     output.mkdir(parents=True, exist_ok=True)
     (output / "results.json").write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
     (output / "table.md").write_text(table(results), encoding="utf-8")
@@ -375,7 +367,9 @@ def main(argv: list[str] | None = None) -> dict:
 
 def table(results: dict) -> str:
     rows = ["| method | well-formed | tag F1 | BLEU (tags out) | BLEU - tag-free |", "|---|---:|---:|---:|---:|"]
-    names = {"sentence": "by sentence, aligned (the package)", "naive": "by sentence, relative positions",
+    names = {"sentence": "by sentence, symmetric alignments (the package)",
+             "one_way": "by sentence, last layer's one-way alignments (`--alignments`)",
+             "naive": "by sentence, relative positions (naive)",
              "piecewise": "piece by piece between tags"}  # fmt: skip
     for method in METHODS:
         r = results[method]

@@ -90,7 +90,7 @@ def measure(page_folder: Path, texts: list[str], num_beams: int, screenshot: Pat
     """One page's figures: MB sent (the model, the runtime and the page), seconds from navigation to the first
     translation, and words per second over `texts`."""
     outside: list[str] = []
-    with served(page_folder) as (url, sent), page_of(url, outside) as page:
+    with served(page_folder) as (url, sent), page_of(url, outside, width=1000, height=300) as page:
         page.wait_for_function("() => window.hfBahdanau")
         first = page.evaluate(  # performance.now(): milliseconds since the page was asked for
             """async ([text, numBeams]) => {

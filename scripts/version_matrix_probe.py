@@ -38,7 +38,7 @@ VARIANT_NAMES = {  # folder name -> the table's column
     "Blenderbot_tied": "Blenderbot tied",
 }
 STANDARD = ("MarianMT", "Blenderbot", "Blenderbot_tied")  # standard folders: no remote code
-NO_TRANSLATION_TASK = "n/a: this release has no translation pipeline"  # not a failure (version_matrix.cell)
+NO_TRANSLATION_TASK = "n/a: transformers 5 has no translation pipeline"  # not a failure (version_matrix.cell)
 
 
 def one_line(error: BaseException) -> str:
@@ -123,8 +123,8 @@ def probe(folder: Path, texts: list[str], remote: bool = True) -> dict[str, str]
     expected = json.loads((folder.parent / f"{folder.name}.pipeline.json").read_text())
 
     def check_pipeline() -> str:
-        if not remote and "translation" in getattr(transformers.pipelines, "REMOVED_TASKS", {}):
-            return NO_TRANSLATION_TASK  # a standard folder has no pipeline of its own to bring
+        if not remote and "translation" not in transformers.pipelines.SUPPORTED_TASKS:
+            return NO_TRANSLATION_TASK  # transformers 5 has none; a standard folder brings no pipeline of its own
         translate = pipeline("translation", model=str(folder), trust_remote_code=remote, max_new_tokens=20)
         found = [result["translation_text"] for result in translate(texts[: len(expected)])]
         return "ok" if found == expected else f"pipeline translations differ: {found[:1]} vs {expected[:1]}"

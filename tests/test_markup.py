@@ -15,6 +15,7 @@ from hf_bahdanau.cli import main
 from hf_bahdanau.decoding.markup import HtmlDocument
 from hf_bahdanau.decoding.markup_projection import Element, layout, project, relative_links
 from hf_bahdanau.decoding.translator import Translator
+from hf_bahdanau.models.pipelines import transformers_provides
 
 VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "param", "source", "track", "wbr"}
 
@@ -206,6 +207,16 @@ def test_the_translator_translates_html_by_whole_sentences(model, tokenizer):
     assert found[1] == whole[3]  # plain text: its plain translation
 
 
+def test_the_rnn_translates_html_with_symmetric_alignments_too(tokenizer):
+    rnn = tiny_translator("bahdanau", tokenizer, 1, max_new_tokens=8, source_language="de", target_language="en")
+    translator = Translator(rnn, tokenizer)
+    found = translator.translate(HtmlDocument.parse(PAGE, "de").sentences, alignments="symmetric")
+    for translation, count in zip(found, (5, 5, 2), strict=True):  # links within the words of both sides
+        pairs = [tuple(map(int, pair.split("-"))) for pair in translation.alignment.split()]
+        assert pairs and all(s < count and t < len(translation.text.split()) for s, t in pairs)
+    assert elements(translator.translate_html([PAGE])[0]) == (elements(PAGE)[0], True)
+
+
 def test_translate_input_format_html_reads_stdin_and_a_document(
     folder, model, tokenizer, monkeypatch, capsys, tmp_path
 ):  # noqa: E501
@@ -230,6 +241,29 @@ def test_the_pipeline_translates_html_through_the_translator(folder, model, toke
     assert pipe([PAGE, PAGE], input_format="html") == [{"translation_text": expected}] * 2
     with pytest.raises(ValueError, match="input_format 'xml'"):
         pipe(PAGE, input_format="xml")
+
+
+@pytest.mark.skipif(transformers_provides("translation"), reason="transformers has its own translation pipeline")
+def test_a_folders_own_pipeline_code_refuses_html_without_the_package(folder, monkeypatch):
+    from transformers import pipeline
+
+    from hf_bahdanau.models.pipelines import TranslationPipeline
+
+    remote = pipeline("translation", model=str(folder), trust_remote_code=True)
+    monkeypatch.setattr(TranslationPipeline, "translator_class", None)  # as where the package is not imported
+    with pytest.raises(ValueError, match="^input_format='html' needs the hf_bahdanau package") as refused:
+        remote(PAGE, input_format="html")
+    assert "\n" not in str(refused.value)
+
+
+def test_the_demo_translates_html_as_the_translator_does(model, tokenizer):
+    from hf_bahdanau.errors import InputError
+    from hf_bahdanau.serving import demo
+
+    translator = Translator(model, tokenizer)
+    assert demo.translate_html(translator, PAGE, "greedy", 1) == translator.translate_html([PAGE], num_beams=1)[0]
+    with pytest.raises(InputError, match="Nothing to translate"):
+        demo.translate_html(translator, "  ", "greedy", 1)
 
 
 def test_the_server_translates_format_html_as_the_translator_does(folder, model, tokenizer):
@@ -277,5 +311,6 @@ def test_the_benchmark_scores_the_three_ways_on_a_tiny_model(model, tokenizer, t
     assert found["sentences"] == 3 and found["tags"] >= 3
     assert found["sentence"]["well_formed"] == found["naive"]["well_formed"] == 100.0
     assert found["sentence"]["bleu"] == pytest.approx(found["tag_free_bleu"])  # the same words: tags take none away
-    assert all(0 <= found[method]["tag_f1"] <= 1 for method in ("sentence", "naive", "piecewise"))
-    assert "| by sentence, aligned (the package) | 100.0% |" in (output / "table.md").read_text(encoding="utf-8")
+    assert all(0 <= found[method]["tag_f1"] <= 1 for method in ("sentence", "one_way", "naive", "piecewise"))
+    table = (output / "table.md").read_text(encoding="utf-8")
+    assert "| by sentence, symmetric alignments (the package) | 100.0% |" in table

@@ -63,20 +63,29 @@ def test_answers_carry_each_text_s_estimate_beside_libretranslate_s_fields(stude
     with client_of(student_folder) as client:
         batch = client.post("/translate", json={"q": texts, "source": "de", "target": "en"}).json()
         single = client.post("/translate", data={"q": texts[0], "source": "de", "target": "en"}).json()
+        html = client.post("/translate", json={"q": f"<p>{texts[0]}</p>", "source": "de", "target": "en",
+                                               "format": "html"}).json()  # fmt: skip
         settings = client.get("/frontend/settings").json()
     assert batch["translatedText"] == [*(t.text for t in sentences[:3]), f"{sentences[3].text} {sentences[4].text}"]
     assert set(batch) == {"translatedText", "quality"} and len(batch["quality"]) == len(texts)
     assert all(close(found, wanted) for found, wanted in zip(batch["quality"], expected, strict=True))
     assert single["translatedText"] == sentences[0].text and close(single["quality"], expected[0])
+    assert html["translatedText"].startswith("<p>") and close(html["quality"], expected[0])  # the text between tags
     assert settings["qualityEstimates"] == [{"source": "de", "target": "en", "minQuality": None}]
     assert settings["charLimit"] == 5000  # LibreTranslate's fields as ever
 
 
-def test_a_model_without_an_estimator_answers_as_before(plain_folder):
-    with client_of(plain_folder) as client:
+@pytest.mark.parametrize("served", ["without an estimator", "with --no-quality"])
+def test_a_model_without_an_estimator_or_told_not_to_estimate_answers_as_before(student_folder, plain_folder, served):
+    from hf_bahdanau.serving.model import Decoding
+
+    plain = served == "without an estimator"
+    folder, decoding = (plain_folder, Decoding()) if plain else (student_folder, Decoding(quality=False))
+    expected = [t.text for t in Translator.from_folder(folder).translate(GERMAN[:2])]
+    with client_of(folder, decoding=decoding) as client:
         answer = client.post("/translate", json={"q": GERMAN[:2], "source": "de", "target": "en"}).json()
         settings = client.get("/frontend/settings").json()
-    assert set(answer) == {"translatedText"} and settings["qualityEstimates"] == []
+    assert answer == {"translatedText": expected} and settings["qualityEstimates"] == []
 
 
 def test_a_served_student_calls_its_teacher_for_the_sentences_below_the_threshold(student_folder, plain_folder):
@@ -144,6 +153,8 @@ def test_the_pipeline_adds_each_translation_s_estimate_when_asked(student_folder
     assert [row["quality"] for row in found] == [t.quality and t.quality.as_dict() for t in expected]
     assert pipe(GERMAN[0], quality=True)[0]["quality"] == expected[0].quality.as_dict()
     assert all(set(row) == {"translation_text"} for row in pipe(GERMAN[:3], quality=False))
+    with pytest.raises(ValueError, match="not of input_format='html'"):
+        pipe("<p>Ein Hund.</p>", input_format="html", quality=True)
     with pytest.raises(InputError, match="no quality estimator"):
         pipeline(TASK, model=str(plain_folder))(GERMAN[:1], quality=True)
     monkeypatch.setattr(TranslationPipeline, "translator_class", None)  # as where the package is not imported

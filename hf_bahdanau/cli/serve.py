@@ -121,6 +121,14 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         help="Seconds SIGTERM waits for requests in flight to finish.",
     )
     add_fallback_arguments(parser, "Repeat it for several pairs: each teaches the --model of its language pair.")
+    parser.add_argument(
+        "--no-quality",
+        "--no_quality",
+        dest="quality",
+        action="store_false",
+        help="Answer without the 'quality' field a model folder with a quality estimator adds (its estimates are not "
+        "made, which saves their time; with --fallback they still decide what the teacher re-translates).",
+    )
 
 
 def port(text: str) -> int:
@@ -159,6 +167,7 @@ def settings_from_args(args: argparse.Namespace) -> Any:
         threads=args.threads,
         batch_size=args.batch_size,
         batch_tokens=args.batch_tokens,
+        quality=args.quality,
         min_quality=args.min_quality,
         fallback_engine=args.fallback_engine,
     )

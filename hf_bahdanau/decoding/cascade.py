@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from hf_bahdanau.errors import InputError
 
-from .quality import ESTIMATOR_FILE
+from .quality import ESTIMATOR_FILE, require_estimator
 from .translator import Translation
 
 if TYPE_CHECKING:
@@ -48,6 +48,7 @@ class Cascaded(Translation):
 
 def _cascaded(translation: Translation, made_by: str, student_quality: QualityEstimate | None,
               quality: bool) -> Cascaded:  # fmt: skip
+    """`translation` as a `Cascaded` one (its `quality` kept only where a call asked for estimates)."""
     found = {field.name: getattr(translation, field.name) for field in fields(Translation)}
     if not quality:
         found["quality"] = None
@@ -70,6 +71,7 @@ class Cascade:
                 f"the student has no quality estimator ({ESTIMATOR_FILE}) to decide what its teacher re-translates: "
                 "make one with hf-bahdanau calibrate"
             )
+        require_estimator(student.quality_estimator, student.engine)  # an engine that gives the evidence
         if not 0.0 <= min_quality <= 1.0:
             raise InputError(f"the least quality must be between 0 and 1, got {min_quality:g}")
         student_pair = (student.config.source_language, student.config.target_language)
@@ -114,7 +116,7 @@ class Cascade:
         teacher_options.pop("progress", None)
         teacher_options.pop("prefix", None)  # each re-translated text's own
         teacher_options.update(self.teacher_options)
-        teacher_quality = quality and self.teacher.quality_estimator is not None
+        teacher_quality = quality and estimates(self.teacher)
         start = 0
         for batch in self.student.translate_stream(texts, quality=True, **options):
             indices = range(start, start + len(batch))
@@ -134,6 +136,15 @@ class Cascade:
             start += len(batch)
 
 
+def estimates(translator: Translator) -> bool:
+    """Whether `translator` makes quality estimates: it has an estimator, and an engine that gives their evidence."""
+    try:
+        require_estimator(translator.quality_estimator, translator.engine)
+    except InputError:
+        return False
+    return True
+
+
 def _picked(prefix: str | Sequence[str] | None, indices: list[int]) -> str | list[str] | None:
     """The prefix of the texts at `indices`: one string stays one string, one per text is picked."""
     if prefix is None or isinstance(prefix, str):
@@ -141,4 +152,4 @@ def _picked(prefix: str | Sequence[str] | None, indices: list[int]) -> str | lis
     return [prefix[i] for i in indices]
 
 
-__all__ = ["Cascade", "Cascaded", "STUDENT", "TEACHER"]
+__all__ = ["Cascade", "Cascaded", "STUDENT", "TEACHER", "estimates"]

@@ -189,29 +189,24 @@ class CTranslate2Translator:
 
     def evidence(self, sources: Sequence[list[int]], targets: Sequence[list[int]]) -> list[Evidence]:
         """The evidence (`quality_features`) of each translation `targets[k]` (ids, `</s>` included) of `sources[k]`
-        (ids), from one teacher-forced pass: the translation but its last token as the target prefix of a greedy
-        search, which returns each step's distribution over the vocabulary and its attention (CTranslate2's: the
+        (ids), from teacher-forced passes: each token's log-probability from `score_batch`, its attention from a
+        greedy search with the translation but its last token as the target prefix (CTranslate2's attention: the
         last layer's first head)."""
-        import numpy as np
-
         source_tokens = [self.tokenizer.convert_ids_to_tokens(list(ids)) for ids in sources]
-        prefixes = [self.tokenizer.convert_ids_to_tokens(list(ids[:-1])) for ids in targets]
-        longest = max(len(ids) for ids in targets)
-        results = self.translator.translate_batch(
-            source_tokens, prefixes, max_batch_size=len(targets), beam_size=1, max_input_length=0,
-            max_decoding_length=longest, min_decoding_length=0, return_end_token=True, return_attention=True,
-            return_logits_vocab=True,
+        target_tokens = [self.tokenizer.convert_ids_to_tokens(list(ids)) for ids in targets]
+        eos = self.tokenizer.eos_token  # score_batch scores `</s>` after the tokens it is given
+        bodies = [tokens[:-1] if tokens[-1] == eos else tokens for tokens in target_tokens]
+        scored = self.translator.score_batch(source_tokens, bodies, max_batch_size=len(targets), max_input_length=0)
+        attended = self.translator.translate_batch(
+            source_tokens, [tokens[:-1] for tokens in target_tokens], max_batch_size=len(targets), beam_size=1,
+            max_input_length=0, max_decoding_length=max(len(ids) for ids in targets), min_decoding_length=0,
+            return_end_token=True, return_attention=True,
         )  # fmt: skip
         found = []
-        for target, result in zip(targets, results, strict=True):
-            logits = np.stack([np.asarray(step, dtype=np.float32) for step in result.logits[0][: len(target)]])
-            shifted = logits - logits.max(-1, keepdims=True)  # (tokens, vocab)
-            log_probs = shifted - np.log(np.exp(shifted).sum(-1, keepdims=True))
-            entropies = -(np.exp(log_probs) * log_probs).sum(-1)  # (tokens,)
-            chosen = log_probs[np.arange(len(target)), target]  # (tokens,)
-            attention = [list(row) for row in result.attention[0][: len(target)]]  # (tokens, source tokens)
+        for target, score, result in zip(targets, scored, attended, strict=True):
             words, texts = word_groups(self.tokenizer, target)
-            found.append(Evidence(chosen.tolist(), entropies.tolist(), attention, words, texts))
+            attention = [list(row) for row in result.attention[0][: len(target)]]  # (tokens, source tokens)
+            found.append(Evidence(list(score.log_probs)[: len(target)], attention, words, texts))
         return found
 
     def decode(self, tokens: list[str]) -> str:

@@ -1,7 +1,7 @@
 """HTML translated a sentence at a time, its inline elements put back on the words they were aligned to.
 
     document = HtmlDocument.parse('<p>Ein <b>großer</b> Hund.</p>', "de")
-    found = translator.translate(document.sentences, alignments=True)
+    found = translator.translate(document.sentences, alignments="symmetric")
     document.rebuild([(t.text, t.alignment) for t in found])   # '<p>A <b>big</b> dog.</p>'
 
 The standard library's `html.parser` reads the document (a quoted attribute value may hold `<` or `>`; each tag,
@@ -23,169 +23,17 @@ from __future__ import annotations
 
 import html
 import re
+from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from html.parser import HTMLParser
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .documents import check_language, grouped, split_sentences
+from .markup_parsing import parse_units, tokens
 from .markup_projection import Element, layout, parse_links, project, relative_links
 
-INLINE = frozenset(
-    "a abbr acronym b bdi bdo big cite code data del dfn em font i img ins kbd label mark q s samp small span strike "
-    "strong sub sup time tt u var wbr".split()
-)  # elements that sit inside a sentence; any other element (and <br>) separates segments
-VOID = frozenset("area base br col embed hr img input link meta param source track wbr".split())
-KEPT = frozenset("script style pre code textarea".split())  # elements kept as they are, content and all
 WORD = re.compile(r"\S+")
-
-if TYPE_CHECKING:
-    from .translator import Translator
-
-
-@dataclass
-class _Token:
-    """One parser event: `kind` start, end, empty (`<x/>`), text or other (a comment, a declaration); `raw`: its
-    source."""
-
-    kind: str
-    tag: str = ""
-    attrs: list = field(default_factory=list)
-    raw: str = ""
-
-
-class _Tokens(HTMLParser):
-    """The document as `_Token`s, each with the source between its start and the next one's."""
-
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.events: list[tuple[int, int, _Token]] = []  # (line, column, token)
-
-    def _add(self, token: _Token) -> None:
-        line, column = self.getpos()
-        if token.kind == "text" and self.events and self.events[-1][2].kind == "text":
-            return  # one run of text
-        self.events.append((line, column, token))
-
-    def handle_starttag(self, tag: str, attrs: list) -> None:
-        self._add(_Token("start", tag, attrs))
-
-    def handle_startendtag(self, tag: str, attrs: list) -> None:
-        self._add(_Token("empty", tag, attrs))
-
-    def handle_endtag(self, tag: str) -> None:
-        self._add(_Token("end", tag))
-
-    def handle_data(self, data: str) -> None:
-        self._add(_Token("text"))
-
-    def handle_comment(self, data: str) -> None:
-        self._add(_Token("comment"))
-
-    def handle_decl(self, decl: str) -> None:
-        self._add(_Token("other"))
-
-    def handle_pi(self, data: str) -> None:
-        self._add(_Token("other"))
-
-    def unknown_decl(self, data: str) -> None:
-        self._add(_Token("other"))
-
-
-def tokens(text: str) -> list[_Token]:
-    """The parser's events over `text`, each with its source (`raw`); together they are `text` again."""
-    parser = _Tokens()
-    parser.feed(text)
-    parser.close()
-    line_starts = [0, *(match.end() for match in re.finditer("\n", text))]
-    offsets = [line_starts[line - 1] + column for line, column, _ in parser.events]
-    found = [token for _, _, token in parser.events]
-    if not offsets or offsets[0] > 0:  # (the parser starts at 0; kept whole should it not)
-        found.insert(0, _Token("text"))
-        offsets.insert(0, 0)
-    for token, start, end in zip(found, offsets, [*offsets[1:], len(text)], strict=True):
-        token.raw = text[start:end]
-    return [token for token in found if token.raw]
-
-
-def _kept_whole(token: _Token) -> bool:
-    """Whether an element is kept as it is, its content untranslated."""
-    attrs = dict(token.attrs)
-    return (token.tag in KEPT or (attrs.get("translate") or "").strip().lower() == "no"
-            or "notranslate" in (attrs.get("class") or "").split())  # fmt: skip
-
-
-def _closers(found: list[_Token]) -> list[int | None]:
-    """For each start token, the index of its end tag, or `-1 - i` where it is left unclosed (i: the token that closes
-    it implicitly, or the end of the document); None for other tokens."""
-    closer: list[int | None] = [None] * len(found)
-    stack: list[int] = []
-    for i, token in enumerate(found):
-        if token.kind == "start" and token.tag not in VOID:
-            stack.append(i)
-            closer[i] = -1 - len(found)
-        elif token.kind == "end" and any(found[j].tag == token.tag for j in stack):
-            while True:
-                j = stack.pop()
-                if found[j].tag == token.tag:
-                    closer[j] = i
-                    break
-                closer[j] = -1 - i
-    return closer
-
-
-@dataclass
-class _Unit:
-    """A token, or an element kept whole (`raw`: its source); `close`: where a moved element's end is (its end tag's
-    unit, or `-1 - i` left unclosed); `boundary`: separates segments."""
-
-    kind: str
-    tag: str
-    raw: str
-    close: int | None = None
-    boundary: bool = False
-
-
-def _units(found: list[_Token]) -> list[_Unit]:
-    """The tokens with elements kept whole merged into one unit each, and each unit marked a boundary or not."""
-    closer = _closers(found)
-    units: list[_Unit] = []
-    index: dict[int, int] = {}  # token -> unit
-    starts: list[int] = []  # unit -> its (first) token
-    i = 0
-    while i < len(found):
-        token = found[i]
-        index[i] = len(units)
-        starts.append(i)
-        if token.kind == "start" and token.tag not in VOID and _kept_whole(token):
-            last = closer[i] if closer[i] >= 0 else -2 - closer[i]  # its end tag, or the token before its closer
-            units.append(_Unit("whole", token.tag, "".join(t.raw for t in found[i : last + 1])))
-            i = last + 1
-            continue
-        units.append(_Unit(token.kind, token.tag, token.raw))
-        i += 1
-    index[len(found)] = len(units)
-    for unit, first in zip(units, starts, strict=True):
-        if unit.kind == "start" and unit.tag in INLINE and unit.tag not in VOID:
-            close = closer[first]
-            unit.close = index[close] if close >= 0 else -1 - index[-1 - close]
-        unit.boundary = unit.kind not in ("text", "comment") and (unit.tag not in INLINE or unit.kind == "other")
-    closed = {unit.close for unit in units if unit.close is not None and unit.close >= 0}
-    for i, unit in enumerate(units):  # an end tag that closes no element moved with the text stays where it is
-        if unit.kind == "end" and i not in closed:
-            unit.boundary = True
-    nearest = len(units)  # the first boundary after the unit at hand
-    for i in range(len(units) - 1, -1, -1):  # an element holding a boundary cannot move: it is one too
-        unit = units[i]
-        if unit.close is not None and not unit.boundary:
-            end = unit.close if unit.close >= 0 else -1 - unit.close
-            if nearest < end:
-                unit.boundary = True
-                if unit.close >= 0:
-                    units[unit.close].boundary = True
-        if unit.boundary:
-            nearest = i
-    return units
+ALIGNMENT = "symmetric"  # the Translator's alignments that tags are put back by (`alignment.symmetric_pharaoh`)
 
 
 @dataclass
@@ -203,17 +51,20 @@ class Segment:
     words: list[tuple[int, int]] = field(default_factory=list)
     sentences: list[str] = field(default_factory=list)
     counts: list[int] = field(default_factory=list)
+    word_starts: list[int] = field(default_factory=list)
+    word_ends: list[int] = field(default_factory=list)
 
     def elements(self) -> list[Element]:
         """The inline elements over words: the words a span's characters touch, or a gap (an atomic element, or a
         span that holds no word: written whole, with what it holds) before the first word at or after it."""
+        starts, ends = self.word_starts, self.word_ends
         found: list[Element] = []
         for start, end, parent, atomic in self.spans:
-            inside = [] if atomic else [w for w, (s, e) in enumerate(self.words) if s < end and e > start]
-            if inside and (parent is None or not found[parent].atomic):
-                found.append(Element(inside[0], inside[-1] + 1, parent))
+            first, last = bisect_right(ends, start), bisect_left(starts, end)  # words [first, last) touch it
+            if not atomic and first < last and (parent is None or not found[parent].atomic):
+                found.append(Element(first, last, parent))
             else:
-                gap = sum(s < start for s, _ in self.words)
+                gap = bisect_left(starts, start)
                 found.append(Element(gap, gap, parent, True))
         return found
 
@@ -226,10 +77,11 @@ class Segment:
         """Whether span element k leaves out the punctuation before its first word (`(<b>Hund</b>`) and after its
         last (`<a>hier</a>.`): the translation's is kept out of it too."""
         start, end, _, atomic = self.spans[k]
-        inside = [] if atomic else [(s, e) for s, e in self.words if s < end and e > start]
-        if not inside:
+        starts, ends = self.word_starts, self.word_ends
+        first, last = bisect_right(ends, start), bisect_left(starts, end)  # the words [first, last) it touches
+        if atomic or first >= last:
             return False, False
-        (first, _), (_, last) = inside[0], inside[-1]
+        first, last = starts[first], ends[last - 1]
         before, after = self.text[first:start], self.text[end:last]
         return bool(before) and not any(c.isalnum() for c in before), bool(after) and not any(
             c.isalnum() for c in after
@@ -256,26 +108,30 @@ class HtmlDocument:
     @classmethod
     def parse(cls, text: str, language: str) -> HtmlDocument:
         """The document of `text`; its sentences split by the rules of `language`."""
-        units = _units(tokens(text))
+        units = parse_units(tokens(text))
         parts: list[str | Segment] = []
         segment = Segment()
-        open_elements: list[tuple[int, int]] = []  # (element, where it closes: `_Unit.close`)
+        texts: list[str] = []  # the segment's text and source, in pieces (joined when it ends)
+        raws: list[str] = []
+        length = 0  # of its text so far
+        open_elements: list[tuple[int, int]] = []  # (element, where it closes: `Unit.close`)
 
         def close_to(position: int) -> None:  # the elements that end at unit `position`, innermost first
             while open_elements and open_elements[-1][1] in (position, -1 - position):
                 element, end = open_elements.pop()
                 start, _, parent, atomic = segment.spans[element]
-                segment.spans[element] = (start, len(segment.text), parent, atomic)
+                segment.spans[element] = (start, length, parent, atomic)
                 tag = re.match(r"<([^\s/>]+)", segment.opening[element]).group(1)
                 segment.closing[element] = units[end].raw if end >= 0 else f"</{tag}>"
-                segment.whole[element] = segment.raw[segment.whole[element] :] + segment.closing[element]
+                segment.whole[element] = "".join(raws[segment.whole[element] :]) + segment.closing[element]
 
         def flush() -> None:
-            nonlocal segment
+            nonlocal segment, texts, raws, length
             close_to(len(units))
-            if segment.raw:
+            if raws:
+                segment.text, segment.raw = "".join(texts), "".join(raws)
                 parts.append(_finish(segment, language))
-            segment = Segment()
+            segment, texts, raws, length = Segment(), [], [], 0
 
         for i, unit in enumerate(units):
             close_to(i)
@@ -286,17 +142,18 @@ class HtmlDocument:
             parent = open_elements[-1][0] if open_elements else None
             if unit.kind == "start" and unit.close is not None:
                 open_elements.append((len(segment.spans), unit.close))
-                segment.spans.append((len(segment.text), len(segment.text), parent, False))
-                segment.whole.append(len(segment.raw))  # where it starts, until it closes
+                segment.spans.append((length, length, parent, False))
+                segment.whole.append(len(raws))  # where it starts, until it closes
             elif unit.kind not in ("text", "end"):  # an empty element, a comment, an element kept whole
-                segment.spans.append((len(segment.text), len(segment.text), parent, True))
+                segment.spans.append((length, length, parent, True))
                 segment.whole.append(unit.raw)
             if unit.kind not in ("text", "end"):
                 segment.opening.append(unit.raw)
                 segment.closing.append("")
-            segment.raw += unit.raw
+            raws.append(unit.raw)
             if unit.kind == "text":
-                segment.text += html.unescape(unit.raw)
+                texts.append(html.unescape(unit.raw))
+                length += len(texts[-1])
         flush()
         return cls(parts)
 
@@ -307,16 +164,14 @@ class HtmlDocument:
                        for part in self.parts)  # fmt: skip
 
 
-def translate_html(
-    translator: Translator, texts: Sequence[str], language: str | None = None, **options: Any
-) -> list[str]:
-    """Each HTML text translated a sentence at a time by `translator` (`options`: its `translate`'s), the inline tags
-    put back through the alignments (an engine without them: at the same relative positions); `language`: the
-    sentence splitter's (default: the model's source language)."""
+def translate_html(translator: Any, texts: Sequence[str], language: str | None = None, **options: Any) -> list[str]:
+    """Each HTML text translated a sentence at a time by `translator` (the `Translator` whose `translate_html` calls
+    this; `options`: its `translate`'s), the inline tags put back through the alignments (an engine without them: at
+    the same relative positions); `language`: the sentence splitter's (default: the model's source language)."""
     language = check_language(language or translator.config.source_language)
     documents = [HtmlDocument.parse(text, language) for text in texts]
     sentences = [sentence for document in documents for sentence in document.sentences]
-    found = translator.translate(sentences, alignments=translator.engine == "torch", **options)
+    found = translator.translate(sentences, alignments=ALIGNMENT if translator.engine == "torch" else False, **options)
     aligned = [(translation.text, translation.alignment) for translation in found]
     groups = grouped((len(document.sentences) for document in documents), aligned)
     return [document.rebuild(group) for document, group in zip(documents, groups, strict=True)]
@@ -325,18 +180,20 @@ def translate_html(
 def _finish(segment: Segment, language: str) -> Segment | str:
     """The segment with its words and sentences; one with no words is kept as it is (its source)."""
     segment.words = [match.span() for match in WORD.finditer(segment.text)]
+    segment.word_starts, segment.word_ends = [s for s, _ in segment.words], [e for _, e in segment.words]
     if not segment.words:
         return segment.raw
     start, end = segment.words[0][0], segment.words[-1][1]
     core = segment.text[start:end]
     sentences, counts, cursor = split_sentences(core, language), [], start
+    starts = segment.word_starts
     for sentence in sentences:
         found = segment.text.find(sentence, cursor)
         if found < 0:  # the splitter changed the text: the segment is one sentence
             sentences, counts = [core], [len(segment.words)]
             break
         cursor = found + len(sentence)
-        counts.append(sum(found <= s < cursor for s, _ in segment.words))
+        counts.append(bisect_left(starts, cursor) - bisect_left(starts, found))
     if sum(counts) != len(segment.words):  # words between sentences the splitter left out
         sentences, counts = [core], [len(segment.words)]
     segment.sentences, segment.counts = [" ".join(sentence.split()) for sentence in sentences], counts
@@ -406,4 +263,4 @@ def _split_punctuation(word: str, end: bool) -> tuple[str, str]:
     return (word[: match.start()], match.group()) if end else (match.group(), word[match.end() :])
 
 
-__all__ = ["INLINE", "KEPT", "HtmlDocument", "Segment", "tokens", "translate_html"]
+__all__ = ["ALIGNMENT", "HtmlDocument", "Segment", "translate_html"]

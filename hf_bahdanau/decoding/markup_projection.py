@@ -12,6 +12,7 @@ opening and closing events and words to write.
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right, insort
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -53,54 +54,67 @@ def project(
     for source, target in links:
         if 0 <= source < n_source and 0 <= target < n_target:
             targets[source].append(target)
+    following: list[int | None] = [None] * (n_source + 1)  # from each source word on: the next aligned one's first
+    for source in range(n_source - 1, -1, -1):  # target word
+        following[source] = min(targets[source]) if targets[source] else following[source + 1]
+    preceding: list[int | None] = [None] * (n_source + 1)  # before each source word: the gap after the last aligned
+    for source in range(n_source):  # one's target words
+        preceding[source + 1] = max(targets[source]) + 1 if targets[source] else preceding[source]
     placed: list[tuple[int, int]] = []
-    spans: list[int] = []  # placed elements with words, in the order they were placed
+    spans = _Spans()
     for element in elements:
         low, high = (0, n_target) if element.parent is None else placed[element.parent]
         if element.atomic or not n_target:
-            gap = _gap(element.start, targets, n_source, n_target)
+            gap = following[element.start]
+            gap = gap if gap is not None else preceding[element.start]
+            gap = gap if gap is not None else round(element.start * n_target / max(n_source, 1))
             placed.append((min(max(gap, low), high),) * 2)
             continue
         aligned = sorted({t for source in range(element.start, element.end) for t in targets[source]})
         if aligned:
             start, end = aligned[0], aligned[-1] + 1
-        else:  # unaligned words: between their aligned neighbours' words, as many as they are (scaled)
-            following = _before(element.end, targets)
-            start = min(_after(element.start, targets), n_target - 1)
+        else:  # unaligned words: after their aligned neighbours' words, as many as they are (scaled)
+            start = min(preceding[element.start] or 0, n_target - 1)
             size = max(1, round((element.end - element.start) * n_target / n_source))
-            end = min(max(n_target if following is None else following, start + 1), start + size, n_target)
+            after = following[element.end]
+            end = min(max(n_target if after is None else after, start + 1), start + size, n_target)
         start, end = max(start, low), min(end, high)
         if start >= end:  # every aligned word is outside the parent: the parent's nearest word
             start, end = (low, low + 1) if aligned and aligned[0] < low else (high - 1, high)
-        for other in spans:  # cut where it would cross an element placed before it
-            start, end = _uncross((start, end), placed[other], aligned)
+        while (other := spans.crossing((start, end))) is not None:  # cut where it crosses one placed before it
+            start, end = _uncross((start, end), other, aligned)
         inside = [t for t in aligned if start <= t < end]
-        if inside and not any(_crosses((inside[0], inside[-1] + 1), placed[other]) for other in spans):
+        if inside and spans.crossing((inside[0], inside[-1] + 1)) is None:
             start, end = inside[0], inside[-1] + 1  # no foreign words at its edges after a cut
         placed.append((start, end))
-        spans.append(len(placed) - 1)
+        spans.add((start, end))
     return placed
 
 
-def _before(position: int, targets: list[list[int]]) -> int | None:
-    """The first target word of the next aligned source word from `position` on (None: none is aligned)."""
-    return next((min(targets[source]) for source in range(position, len(targets)) if targets[source]), None)
+class _Spans:
+    """Placed spans sorted by start and by end: the ones that may cross a span are found without looking at all."""
+
+    def __init__(self) -> None:
+        self.by_start: list[tuple[int, int]] = []
+        self.by_end: list[tuple[int, int]] = []
+
+    def add(self, span: tuple[int, int]) -> None:
+        insort(self.by_start, span)
+        insort(self.by_end, (span[1], span[0]))
+
+    def crossing(self, span: tuple[int, int]) -> tuple[int, int] | None:
+        """A placed span that overlaps `span` with neither holding the other, or None."""
+        start, end = span
+        for i in range(bisect_right(self.by_start, (start, _MAX)), bisect_left(self.by_start, (end, -1))):
+            if self.by_start[i][1] > end:  # starts inside `span`, ends after it
+                return self.by_start[i]
+        for i in range(bisect_right(self.by_end, (start, _MAX)), bisect_left(self.by_end, (end, -1))):
+            if self.by_end[i][1] < start:  # ends inside `span`, starts before it
+                return self.by_end[i][1], self.by_end[i][0]
+        return None
 
 
-def _after(position: int, targets: list[list[int]]) -> int:
-    """The target gap after the last target word of the last aligned source word before `position` (0: none)."""
-    return next((max(targets[source]) + 1 for source in range(position - 1, -1, -1) if targets[source]), 0)
-
-
-def _gap(position: int, targets: list[list[int]], n_source: int, n_target: int) -> int:
-    """The target gap of the source gap before word `position`: before the next aligned word's translation, else
-    after the previous one's, else at the same relative position."""
-    following = _before(position, targets)
-    if following is not None:
-        return following
-    if any(targets[source] for source in range(position)):
-        return _after(position, targets)
-    return round(position * n_target / n_source) if n_source else 0
+_MAX = 1 << 62
 
 
 def _crosses(span: tuple[int, int], other: tuple[int, int]) -> bool:
@@ -134,13 +148,27 @@ def layout(elements: Sequence[Element], placed: Sequence[tuple[int, int]], n_tar
             stack.pop()
         children.setdefault(stack[-1] if stack else None, []).append(k)
         stack.append(k)
-    depth = _depths(children)
-    for k, element in enumerate(elements):
-        if element.atomic:  # the innermost span holding its gap: strictly, or at an edge of a source ancestor
-            gap, ancestors = placed[k][0], _ancestors(elements, k)
-            holders = [s for s in spans if placed[s][0] < gap < placed[s][1]
-                       or (s in ancestors and placed[s][0] <= gap <= placed[s][1])]  # fmt: skip
-            children.setdefault(max(holders, key=depth.__getitem__) if holders else None, []).append(k)
+    stack = []
+    following = 0  # the next span (in `spans`) not yet on the stack
+    for gap, k in sorted((placed[k][0], k) for k, element in enumerate(elements) if element.atomic):
+        while following < len(spans) and placed[spans[following]][0] < gap:  # the spans that start before it
+            while stack and placed[stack[-1]][1] < placed[spans[following]][1]:
+                stack.pop()
+            stack.append(spans[following])
+            following += 1
+        while stack and placed[stack[-1]][1] < gap:
+            stack.pop()
+        ancestors = _ancestors(elements, k)
+        holder = None  # the innermost span holding the gap: strictly, or at an edge of a source ancestor
+        at = following
+        while at < len(spans) and placed[spans[at]][0] == gap:  # starting at the gap, outermost first
+            holder = spans[at] if spans[at] in ancestors else holder
+            at += 1
+        for span in reversed(stack if holder is None else []):  # around the gap, innermost first
+            if gap < placed[span][1] or span in ancestors:
+                holder = span
+                break
+        children.setdefault(holder, []).append(k)
     events: list[tuple[str, int]] = []
     work: list[tuple[int | None, int, int]] = [(None, 0, n_target)]  # (element, next position, end)
     ordered = {
@@ -181,17 +209,6 @@ def _ancestors(elements: Sequence[Element], k: int) -> set[int]:
         found.add(parent)
         parent = elements[parent].parent
     return found
-
-
-def _depths(children: dict[int | None, list[int]]) -> dict[int, int]:
-    """Each span's nesting depth in the translation (1: outermost)."""
-    depth: dict[int, int] = {}
-    todo = [(kid, 1) for kid in children.get(None, [])]
-    while todo:
-        k, level = todo.pop()
-        depth[k] = level
-        todo.extend((kid, level + 1) for kid in children.get(k, []))
-    return depth
 
 
 __all__ = ["Element", "layout", "parse_links", "project", "relative_links"]

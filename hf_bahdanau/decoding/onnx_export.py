@@ -130,20 +130,20 @@ def export_onnx(
         raise InputError(f"{folder} is not a saved model folder (no config.json)")
     model_config = read_json(folder / "config.json")
     if model_config.get("model_type") not in ("bahdanau", "d2l_transformer"):
-        raise InputError(f"{folder} holds a {model_config.get('model_type')!r} model: only this package's export")
+        raise InputError(
+            f"{folder} holds a {model_config.get('model_type')!r} model: only this package's models (bahdanau, "
+            "d2l_transformer) export to ONNX"
+        )
     check_tokenizer_file(folder)
     check_export_output(output, folder, overwrite)
     fingerprint = source_fingerprint(folder)
     model, _ = load_exportable(folder)
-    transformer = model.config.model_type == "d2l_transformer"
     standard = None
-    if transformer:
+    if model.config.model_type == "d2l_transformer":
+        from .onnx_transformer import transformer_graphs
         from .standard_folder import to_standard_model
 
         standard = to_standard_model(model)  # refuses, in one line, what no standard architecture holds
-    if transformer:
-        from .onnx_transformer import transformer_graphs
-
         graphs = transformer_graphs(model)
     else:
         from .onnx_rnn import rnn_graphs
@@ -179,9 +179,9 @@ def export_onnx(
     return output
 
 
-__all__ = ["DESCRIPTION", "FORMAT", "SUBFOLDER", "export_onnx", "is_onnx_folder", "require_onnx"]
-
-
 def is_onnx_folder(folder: str | os.PathLike) -> bool:
     """Whether `folder` holds an ONNX export of this package (its `onnx/decoding.json`)."""
     return (Path(folder) / SUBFOLDER / DESCRIPTION).is_file()
+
+
+__all__ = ["DESCRIPTION", "FORMAT", "SUBFOLDER", "export_onnx", "is_onnx_folder", "require_onnx"]

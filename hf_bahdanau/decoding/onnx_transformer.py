@@ -12,6 +12,7 @@ Each part is quantized before the merge, so the int8 decoder's every matrix prod
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -33,17 +34,23 @@ class _SelfAttentionPast:
         return self.present[layer_idx]
 
 
+@dataclass
+class _GivenLayer:
+    """One layer's cross-attention keys and values `(batch, heads, src_len, head_dim)`, as transformers' cache layers
+    hold them."""
+
+    keys: torch.Tensor
+    values: torch.Tensor
+
+
 class _CrossAttentionGiven:
-    """The cross-attention part: each layer's keys and values `(batch, heads, src_len, head_dim)`, given."""
+    """The cross-attention part: each layer's keys and values, given (projected already, so the layers read them)."""
 
     def __init__(self, given: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
-        self.given = given
+        self.layers = [_GivenLayer(keys, values) for keys, values in given]
 
     def get_seq_length(self, layer_idx: int = 0) -> int:
-        return 1  # projected already: the layer reads them back through `update`
-
-    def update(self, key: torch.Tensor, value: torch.Tensor, layer_idx: int) -> tuple[torch.Tensor, torch.Tensor]:
-        return self.given[layer_idx]
+        return self.layers[layer_idx].keys.shape[2]
 
 
 class _GivenCache:

@@ -1,5 +1,5 @@
 """What a model says about its own translation, as features of a quality estimate (`quality`): per target token its
-log-probability and the entropy of the step's distribution, and the cross-attention over the source.
+log-probability and its cross-attention over the source.
 
 `Evidence` holds them for one translation (the best hypothesis); both engines make it from a teacher-forced pass over
 the hypothesis (torch: `torch_evidence`; CTranslate2: `CTranslate2Translator.evidence`), so the features cannot
@@ -16,23 +16,21 @@ from dataclasses import dataclass
 from typing import Any
 
 BERGAMOT_FEATURES = ("mean_log_prob", "min_log_prob", "subwords", "sentence_mean_log_prob")
-WORD_FEATURES = (*BERGAMOT_FEATURES, "mean_entropy", "max_entropy", "next_log_prob", "attention_entropy")
+WORD_FEATURES = (*BERGAMOT_FEATURES, "attention_entropy")
 SENTENCE_FEATURES = (
-    "mean_log_prob", "min_log_prob", "end_log_prob", "mean_entropy", "max_entropy", "doubtful_words",
-    "unattended_source", "overattended_source", "log_length_ratio",
+    "mean_log_prob", "min_log_prob", "doubtful_words", "unattended_source", "overattended_source", "log_length_ratio",
 )  # fmt: skip
 DOUBTFUL = math.log(0.2)  # a word whose least likely piece is below this is "doubtful"
 
 
 @dataclass
 class Evidence:
-    """The model's view of one translation: per generated token (`</s>` included) its `log_probs` and the
-    `entropies` of the distributions it was drawn from (nats), the `attention` `(tokens, source tokens)` (each row
-    sums to 1; the last layer's first head, the one CTranslate2 returns; the RNN's only one), and the `words`: the
-    token positions of each word of the translation (`word_groups`), with their texts in `word_texts`."""
+    """The model's view of one translation: per generated token (`</s>` included) its `log_probs` and its
+    `attention` `(tokens, source tokens)` over the source (each row sums to 1; the last layer's first head, the one
+    CTranslate2 returns; the RNN's only one), and the `words`: the token positions of each word of the translation
+    (`word_groups`), with their texts in `word_texts`."""
 
     log_probs: list[float]
-    entropies: list[float]
     attention: list[list[float]]
     words: list[list[int]]
     word_texts: list[str]
@@ -71,39 +69,33 @@ def _entropy(row: Sequence[float]) -> float:
 
 def word_features(evidence: Evidence) -> list[list[float]]:
     """`(words, len(WORD_FEATURES))`: of each word its pieces' mean and least log-probability, how many pieces it
-    has, the sentence's mean log-probability (Bergamot's four); its pieces' mean and largest step entropy, the
-    log-probability of the token after it, and the mean entropy of its pieces' attention over the source
-    (normalized by the entropy of uniform attention)."""
-    log_probs, entropies = evidence.log_probs, evidence.entropies
+    has, the sentence's mean log-probability (Bergamot's four), and the mean entropy of its pieces' attention over
+    the source (over the entropy of uniform attention: 1 is attention spread evenly, 0 on one source token)."""
+    log_probs = evidence.log_probs
     sentence = sum(log_probs) / len(log_probs)
     source = len(evidence.attention[0]) if evidence.attention else 1
     uniform = math.log(source) if source > 1 else 1.0
     rows = []
     for group in evidence.words:
         if not group:  # a word of no token of its own (see word_groups): a neutral row
-            rows.append([sentence, sentence, 0.0, sentence, 0.0, 0.0, sentence, 1.0])
+            rows.append([sentence, sentence, 0.0, sentence, 1.0])
             continue
         pieces = [log_probs[i] for i in group]
-        steps = [entropies[i] for i in group]
-        after = log_probs[group[-1] + 1] if group[-1] + 1 < len(log_probs) else 0.0
         spread = sum(_entropy(evidence.attention[i]) for i in group) / len(group) / uniform
-        rows.append([sum(pieces) / len(pieces), min(pieces), float(len(pieces)), sentence,
-                     sum(steps) / len(steps), max(steps), after, spread])  # fmt: skip
+        rows.append([sum(pieces) / len(pieces), min(pieces), float(len(pieces)), sentence, spread])
     return rows
 
 
 def sentence_features(evidence: Evidence, source_tokens: int) -> list[float]:
-    """`len(SENTENCE_FEATURES)` numbers of one translation: its mean, least and `</s>` token log-probability, its
-    mean and largest step entropy, the share of its words that are doubtful (least piece below `DOUBTFUL`), the
-    share of source tokens it never attends (attention summed over the translation below 0.5) and attends twice or
-    more (above 1.5), and log(translation tokens / source tokens)."""
-    log_probs, entropies = evidence.log_probs, evidence.entropies
+    """`len(SENTENCE_FEATURES)` numbers of one translation: its mean and least token log-probability, the share of
+    its words that are doubtful (least piece below `DOUBTFUL`), the share of source tokens it never attends
+    (attention summed over the translation below 0.5) and attends twice or more (above 1.5), and log(translation
+    tokens / source tokens)."""
+    log_probs = evidence.log_probs
     doubtful = [min(log_probs[i] for i in group) < DOUBTFUL for group in evidence.words if group]
     coverage = [sum(column) for column in zip(*evidence.attention, strict=True)] if evidence.attention else [1.0]
     return [
-        sum(log_probs) / len(log_probs), min(log_probs), log_probs[-1],
-        sum(entropies) / len(entropies), max(entropies),
-        sum(doubtful) / max(len(doubtful), 1),
+        sum(log_probs) / len(log_probs), min(log_probs), sum(doubtful) / max(len(doubtful), 1),
         sum(total < 0.5 for total in coverage) / len(coverage), sum(total > 1.5 for total in coverage) / len(coverage),
         math.log(len(log_probs) / max(source_tokens, 1)),
     ]  # fmt: skip
@@ -129,7 +121,6 @@ def torch_evidence(
         outputs = model(input_ids=input_ids.to(device), attention_mask=attention_mask.to(device),
                         decoder_input_ids=decoder_ids.to(device), output_attentions=True)  # fmt: skip
     log_probs = outputs.logits.float().log_softmax(-1)  # (batch, tgt_len, vocab)
-    entropies = -(log_probs.exp() * log_probs).sum(-1)  # (batch, tgt_len)
     cross = outputs.cross_attentions[-1][:, 0].float()  # (batch, tgt_len, src_len): the last layer's first head
     found = []
     for k, target in enumerate(targets):
@@ -137,7 +128,7 @@ def torch_evidence(
         chosen = log_probs[k, : len(target)].gather(1, ids[:, None]).squeeze(1)  # (tokens,)
         attention = cross[k, : len(target)][:, attention_mask[k].bool().to(device)]  # (tokens, source tokens)
         words, texts = word_groups(tokenizer, target)
-        found.append(Evidence(chosen.tolist(), entropies[k, : len(target)].tolist(), attention.tolist(), words, texts))
+        found.append(Evidence(chosen.tolist(), attention.tolist(), words, texts))
     return found
 
 

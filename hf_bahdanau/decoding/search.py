@@ -10,7 +10,9 @@ the model (before the length bound and the sampling warpers) for scores.
 
 Beam search is split as fairseq splits it: this module runs the model step by step (`DecoderRows`); the hypotheses
 of the sentences left are a `BeamState` (`beams`); a strategy (`strategies`) picks each step's candidates:
-generate()'s best ones, or dynamic beam allocation where the translations must hold required phrases.
+generate()'s best ones, or dynamic beam allocation where the translations must hold required phrases. An engine
+that runs the model elsewhere gives its own rows with `DecoderRows`'s methods (`decoder_rows`: ONNX Runtime's), and
+the same search runs on its logits.
 """
 
 from __future__ import annotations

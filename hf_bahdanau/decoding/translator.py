@@ -185,7 +185,8 @@ class Translator:
 
         Options: `num_beams` (default: the model's; 1 is greedy), `n_best` (hypotheses a source, at most the beams;
         samples with `do_sample`), `max_new_tokens` (default: each source's length bound), `length_penalty`
-        (default: the model's), `do_sample`, `alignments` (Pharaoh pairs on each hypothesis), `glossary` (a
+        (default: the model's), `do_sample`, `alignments` (Pharaoh pairs on each hypothesis; `"symmetric"`: both
+        ways, every layer, `alignment.symmetric_pharaoh`), `glossary` (a
         `Glossary` or a mapping source term -> target term), `prefix` (one string, or one per text), `avoid`
         (words or phrases), `quality` (each translation's `quality` estimate), `progress` (a bar)."""
         return [translation for ready in self.translate_stream(texts, **options) for translation in ready]
@@ -206,7 +207,7 @@ class Translator:
         max_new_tokens: int | None = None,
         length_penalty: float | None = None,
         do_sample: bool | None = None,
-        alignments: bool = False,
+        alignments: bool | str = False,
         glossary: Glossary | Mapping[str, str] | None = None,
         prefix: str | Sequence[str] | None = None,
         avoid: Sequence[str] | None = None,
@@ -286,7 +287,7 @@ class Translator:
         rows: list[list[int]],
         settings: SearchSettings,
         max_new_tokens: int | None,
-        alignments: bool,
+        alignments: bool | str,
         bounds: list[int],
         lexical: LexicalOptions | None,
         texts: list[str],
@@ -325,7 +326,8 @@ class Translator:
         aligned = None
         if alignments:
             aligned = pharaoh_alignments(self.model, self.tokenizer, input_ids.repeat_interleave(n, 0),
-                                         attention_mask.repeat_interleave(n, 0), found.sequences, lengths)  # fmt: skip
+                                         attention_mask.repeat_interleave(n, 0), found.sequences, lengths,
+                                         symmetric=alignments == "symmetric")  # fmt: skip
         generated = found.sequences[:, 1:].cpu()
         for k, i in enumerate(kept):
             hypotheses = []

@@ -100,8 +100,8 @@ def export_web(
 
     if quantization not in QUANTIZATIONS:
         raise InputError(f"--quantization of a web export is one of {', '.join(QUANTIZATIONS)}, got {quantization!r}")
-    require_onnx()
     modules = runtime_folder(runtime)
+    require_onnx()
     output = Path(output_dir)
     check_outside_model_folders(output)
     folder = local_folder(model_dir_or_repo_id)

@@ -167,6 +167,8 @@ class TranslationPipeline(Pipeline):
         input_format = kwargs.pop("input_format", None) or "text"
         if input_format not in ("text", "html"):
             raise ValueError(f"input_format {input_format!r}: choose text or html")
+        if input_format == "html" and kwargs.get("quality"):
+            raise ValueError("quality=True estimates translations of text, not of input_format='html'")
         if input_format == "html":
             return self._translate_html(texts, kwargs)
         if any(kwargs.get(name) is not None for name in LEXICAL_KEYS) or kwargs.get("quality"):

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from hf_bahdanau.decoding.quality import QualityEstimate
     from hf_bahdanau.decoding.translator import Translator
 
+from hf_bahdanau.decoding.markup import ALIGNMENT
 from hf_bahdanau.errors import InputError
 
 logger = logging.getLogger(__name__)
@@ -38,6 +39,7 @@ class Decoding:
     threads: int | None = None
     batch_size: int = 32
     batch_tokens: int | None = None
+    quality: bool = True  # answers carry the estimates of a folder with a quality estimator
     min_quality: float | None = None  # with a teacher: the least estimate kept from the model
     fallback_engine: str = "torch"  # the teachers' engine
 
@@ -81,6 +83,7 @@ class ServedModel:
     `decoding.min_quality`."""
 
     def __init__(self, folder: str | Path, decoding: Decoding, teachers: Sequence[Teacher] = ()) -> None:
+        from hf_bahdanau.decoding.cascade import estimates
         from hf_bahdanau.decoding.loading import check_generation_length
         from hf_bahdanau.decoding.translator import Translator
 
@@ -102,7 +105,9 @@ class ServedModel:
         self.pair: tuple[str, str] = (config.source_language, config.target_language)
         self.teacher = next((teacher for teacher in teachers if teacher.pair == self.pair), None)
         self.min_quality = decoding.min_quality if self.teacher is not None else None
-        self.estimates = self._translator.quality_estimator is not None  # every answer carries its estimate
+        self.estimates = decoding.quality and estimates(self._translator)  # its answers carry them
+        if decoding.quality and self._translator.quality_estimator is not None and not self.estimates:
+            logger.warning("%s: its quality estimator needs the torch or ctranslate2 engine", self.folder)
         beams = decoding.num_beams or self._translator.generation_config.num_beams or 1
         if self.teacher is not None:  # n-best lists and glossaries from both
             beams = min(beams, self.teacher.translator.generation_config.num_beams or 1)
@@ -128,8 +133,9 @@ class ServedModel:
 
         translator = self._plain if glossary is None else self._translator_with_glossary()
         aligned_here = aligned and (glossary is not None or self._plain_aligns)
-        found = translator.translate(texts, n_best=n_best, glossary=glossary, alignments=aligned_here,
-                                     quality=self.estimates, **self._options)  # fmt: skip
+        found = translator.translate(texts, n_best=n_best, glossary=glossary,
+                                     alignments=ALIGNMENT if aligned_here else False, quality=self.estimates,
+                                     **self._options)  # fmt: skip
         return [Sentence([(h.text, h.alignment) if aligned else h.text for h in translation.hypotheses],
                          translation.quality, isinstance(translation, Cascaded) and translation.made_by == TEACHER)
                 for translation in found]  # fmt: skip

@@ -14,6 +14,7 @@ a list for a list; LibreTranslate's clients ignore it. `/frontend/settings` list
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -23,6 +24,7 @@ from hf_bahdanau.errors import InputError
 from hf_bahdanau.languages import language_name
 
 FORMATS = ("text", "html")
+MAX_DEPTH = 32  # the deepest JSON body: LibreTranslate's fields nest 3 deep at most (a glossary's pairs in an object)
 AUTO = "auto"  # LibreTranslate's "detect the source language"
 
 
@@ -50,16 +52,27 @@ class TranslateRequest:
 
 
 def parse_json_fields(body: bytes) -> dict[str, Any]:
-    """The fields of a JSON body: it must be an object."""
+    """The fields of a JSON body: it must be an object, nested at most `MAX_DEPTH` deep (whatever the interpreter's
+    recursion limit, which a library may have raised)."""
+    if _depth(body) > MAX_DEPTH:
+        raise ApiError(400, "Invalid JSON format: nested too deeply")
     try:
         fields = json.loads(body)
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
         raise ApiError(400, f"Invalid JSON format: {error}") from None
-    except RecursionError:
-        raise ApiError(400, "Invalid JSON format: nested too deeply") from None
     if not isinstance(fields, dict):
         raise ApiError(400, "Invalid JSON format: expected an object of parameters")
     return fields
+
+
+def _depth(body: bytes) -> int:
+    """The deepest nesting of arrays and objects in a JSON `body` (brackets inside strings aside)."""
+    brackets = re.sub(rb"[^\[\]{}]", b"", re.sub(rb'"(?:[^"\\]|\\.)*"', b"", body))
+    depth = deepest = 0
+    for byte in brackets:
+        depth += 1 if byte in b"[{" else -1
+        deepest = max(deepest, depth)
+    return deepest
 
 
 def form_fields(items: Sequence[tuple[str, Any]]) -> dict[str, Any]:

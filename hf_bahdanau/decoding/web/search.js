@@ -104,7 +104,10 @@ export async function searchIds(model, sourceIds, numBeams = 1) {
     if (settled || step === bound || next.length === 0) break;
     const origins = next.map((candidate) => candidate.beam);
     state = {};
-    for (const [output, input] of Object.entries(description.state)) state[input] = takeRows(outputs[output], origins);
+    for (const [output, input] of Object.entries(description.state)) {
+      if (!description.per_source.includes(input)) state[input] = takeRows(outputs[output], origins);
+      else if (step === 1) fixed[input] = outputs[output]; // the source's own (cross-attention keys): made once, kept
+    }
     beams = next;
   }
   return finished[0]?.ids ?? beams[0].ids;
