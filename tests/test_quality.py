@@ -130,6 +130,21 @@ def test_features_are_the_same_in_torch_and_ctranslate2(folder):
             assert their_row == pytest.approx(our_row, abs=1e-3)
 
 
+def test_ctranslate2_s_search_attention_is_its_teacher_forced_attention(folder):
+    pytest.importorskip("ctranslate2")
+    engine = Translator.from_folder(folder, engine="ctranslate2").model
+    found = engine.hypotheses(SOURCES[:8], attention=True, num_beams=3, num_return_sequences=3)
+    hypotheses = [hypothesis for row in found for hypothesis in row]
+    sources = [engine.tokenizer.convert_tokens_to_ids(engine.source_tokens(text)) for text in SOURCES[:8]]
+    sources = [source for source in sources for _ in range(3)]
+    forced = engine.evidence(sources, [hypothesis.ids for hypothesis in hypotheses])
+    assert all(hypothesis.attention is not None for hypothesis in hypotheses)
+    for hypothesis, evidence in zip(hypotheses, forced, strict=True):
+        assert len(hypothesis.attention) == len(hypothesis.ids)
+        for searched, row in zip(hypothesis.attention, evidence.attention, strict=True):
+            assert searched == pytest.approx(row, abs=1e-4)
+
+
 def test_the_estimator_file_round_trips(calibrated):
     estimator = QualityEstimator.from_folder(calibrated)
     assert estimator is not None and estimator.words.model.features == list(WORD_FEATURES)

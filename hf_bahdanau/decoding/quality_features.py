@@ -134,20 +134,21 @@ def torch_evidence(
 
 def evidence_of(
     engine: str, model: Any, tokenizer: Any, sources: Sequence[list[int]], targets: Sequence[list[int]],
-    batch_size: int | None,
+    batch_size: int | None, attention: Sequence[list[list[float]] | None] | None = None,
 ) -> list[Evidence | None]:  # fmt: skip
     """The evidence of each translation `targets[k]` of `sources[k]` (ids) by the Translator's `engine` and `model`
-    (torch: `torch_evidence`; CTranslate2: `CTranslate2Translator.evidence`), in batches of at most `batch_size`
-    (None: one); None where either is empty."""
+    (torch: `torch_evidence`; CTranslate2: `CTranslate2Translator.evidence`, with the search's `attention[k]` where
+    given), in batches of at most `batch_size` (None: one); None where either is empty."""
     kept = [i for i in range(len(sources)) if sources[i] and targets[i]]
     found: list[Evidence | None] = [None] * len(sources)
     step = batch_size or len(kept) or 1
     for start in range(0, len(kept), step):
         batch = kept[start : start + step]
         ours, theirs = [sources[i] for i in batch], [targets[i] for i in batch]
-        made = (
-            model.evidence(ours, theirs) if engine == "ctranslate2" else torch_evidence(model, tokenizer, ours, theirs)
-        )
+        if engine == "ctranslate2":
+            made = model.evidence(ours, theirs, None if attention is None else [attention[i] for i in batch])
+        else:
+            made = torch_evidence(model, tokenizer, ours, theirs)
         for i, each in zip(batch, made, strict=True):
             found[i] = each
     return found

@@ -244,15 +244,18 @@ class Translator:
         bounds = [self._bound(lengths[i], texts[i], i, lexical) for i in range(len(texts))]
 
         def translate(indices: list[int]) -> list[Translation]:
+            attention = None  # the search's attention of each best hypothesis, where the engine gives it
             if self.engine == "ctranslate2":
-                found = self._translate_ctranslate2(texts, indices, settings, max_new_tokens, bounds, lexical)
+                found, attention = self._translate_ctranslate2(texts, indices, settings, max_new_tokens, bounds,
+                                                               lexical, estimator is not None)  # fmt: skip
             else:
                 found = self._translate_ids([rows[i] for i in indices], settings, max_new_tokens, alignments,
                                             [bounds[i] for i in indices], lexical, texts, indices)  # fmt: skip
             if estimator is None:
                 return found
             sources, targets = [rows[i] for i in indices], [translation.hypotheses[0].ids for translation in found]
-            evidence = evidence_of(self.engine, self.model, self.tokenizer, sources, targets, self.batch_size)
+            evidence = evidence_of(self.engine, self.model, self.tokenizer, sources, targets, self.batch_size,
+                                   attention)  # fmt: skip
             return estimator.attach(found, evidence, [len(row) for row in sources])
 
         yield from in_input_order(translate, lengths, self.batch_tokens, self.batch_size, progress)
@@ -352,10 +355,12 @@ class Translator:
         max_new_tokens: int | None,
         bounds: list[int],
         lexical: LexicalOptions | None,
-    ) -> list[Translation]:
+        attention: bool = False,
+    ) -> tuple[list[Translation], list[list[list[float]] | None]]:
         """Translate one batch (`texts[indices]`) with CTranslate2, each source bounded as the torch engine bounds
         it (its last token is a forced `</s>`, which CTranslate2 leaves out): one call per bound. A prefix and
-        phrases to avoid become CTranslate2's target prefix and suppressed sequences."""
+        phrases to avoid become CTranslate2's target prefix and suppressed sequences. Returns the translations and,
+        with `attention`, the search's attention of each best hypothesis (None where it has none)."""
         limits = {i: max_new_tokens or bounds[i] - 1 for i in indices}
         options = {"num_beams": settings.num_beams, "length_penalty": settings.length_penalty,
                    "early_stopping": settings.early_stopping, "num_return_sequences": settings.num_return_sequences,
@@ -367,9 +372,10 @@ class Translator:
             group = [i for i in indices if limits[i] == bound]
             prefixes = None if lexical is None else [lexical.tokens(lexical.prefix_ids(i)) for i in group]
             rows = self.model.hypotheses([texts[i] for i in group], batch_size=len(group), max_new_tokens=bound,
-                                         prefixes=prefixes, **options)  # fmt: skip
+                                         prefixes=prefixes, attention=attention, **options)  # fmt: skip
             found.update(zip(group, rows, strict=True))
-        return [Translation([Hypothesis(h.text, h.score, None, h.ids) for h in found[i]]) for i in indices]
+        translations = [Translation([Hypothesis(h.text, h.score, None, h.ids) for h in found[i]]) for i in indices]
+        return translations, [found[i][0].attention for i in indices]
 
     def evidence(self, texts: Sequence[str], translations: Sequence[Translation]) -> list[Evidence | None]:
         """The model's view of each translation's best hypothesis (`quality_features.Evidence`), from a
