@@ -149,7 +149,9 @@ def plot(results: dict, path: Path) -> None:
         axis.plot(results[name]["per_second"], results[name]["bleu"], marker, markersize=9, label=name)
     axis.set_xscale("log")
     axis.xaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
-    axis.xaxis.set_minor_formatter(matplotlib.ticker.ScalarFormatter())
+    axis.xaxis.set_minor_formatter(
+        matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}" if f"{v:g}"[0] in "235" else "")
+    )
     axis.set_xlabel("sentences per second (one thread, log scale)")
     axis.set_ylabel("BLEU")
     axis.legend(fontsize=8)

@@ -246,3 +246,24 @@ def test_evaluate_and_the_server_translate_with_the_engine(made, tatoeba_tsv, tm
     expected = Translator.from_folder(folder).translate(TEXTS[:3])
     served = ServedModel(str(export), Decoding(engine="onnxruntime", threads=1))
     assert served.translate(TEXTS[:3]) == [[translation.text] for translation in expected]
+
+
+def test_a_server_on_the_engine_refuses_a_glossary_in_one_line_and_translates_the_rest(made):
+    """An ONNX export holds no torch model to place terms with: a request with a glossary gets 400, saying why."""
+    pytest.importorskip("fastapi")
+    from fastapi.testclient import TestClient
+
+    from hf_bahdanau.serving.app import Settings, build_app
+    from hf_bahdanau.serving.model import Decoding
+
+    _, folder, export = made("gru")
+    settings = Settings(models=(str(export),), decoding=Decoding(engine="onnxruntime", num_beams=2, threads=1))
+    request = {"q": TEXTS[0], "source": "en", "target": "fr"}
+    with TestClient(build_app(settings)) as client:
+        refused = client.post("/translate", json={**request, "glossary": {"dog": "chien"}})
+        answered = client.post("/translate", json=request)
+    assert refused.status_code == 400
+    assert refused.json() == {"error": "Invalid request: a glossary needs the torch or ctranslate2 engine, and this "
+                              "server runs onnxruntime"}  # fmt: skip
+    expected = Translator.from_folder(folder).translate(TEXTS[:1], num_beams=2)[0].text
+    assert answered.status_code == 200 and answered.json()["translatedText"] == expected

@@ -158,6 +158,32 @@ def test_an_estimator_of_other_features_is_refused(calibrated, tmp_path):
         QualityEstimator.from_folder(tmp_path)
 
 
+def spoil_estimator(data: dict, how: str) -> dict | list:
+    """The estimator file's `data` spoilt `how`."""
+    if how == "another format":
+        return {**data, "format": 99}
+    if how == "a model missing":
+        return {key: value for key, value in data.items() if key != "words"}
+    if how == "weights of the wrong length":
+        data["words"]["model"]["weights"] = data["words"]["model"]["weights"][:2]
+        return data
+    return [data]  # not an object
+
+
+@pytest.mark.parametrize("how, message", [
+    ("another format", "format 99, not this version's 1: run calibrate"),
+    ("a model missing", "is not a whole quality estimator .*'words'.*: run calibrate"),
+    ("weights of the wrong length", "a model's weights do not match its features: run calibrate"),
+    ("a list", "does not hold a JSON object"),
+])  # fmt: skip
+def test_a_spoilt_estimator_file_is_refused_in_one_line_naming_it(calibrated, tmp_path, how, message):
+    data = json.loads((calibrated / ESTIMATOR_FILE).read_text())
+    (tmp_path / ESTIMATOR_FILE).write_text(json.dumps(spoil_estimator(data, how)))
+    with pytest.raises(InputError, match=message) as refused:
+        QualityEstimator.from_folder(tmp_path)
+    assert str(tmp_path / ESTIMATOR_FILE) in str(refused.value) and "\n" not in str(refused.value)
+
+
 @pytest.mark.parametrize("engine", ["torch", "ctranslate2"])
 def test_scores_are_in_range_deterministic_and_one_per_word(calibrated, engine):
     if engine == "ctranslate2":

@@ -84,7 +84,7 @@ class Held:
     pair = ("de", "en")
     folder = "held"
     max_alternatives = 0
-    places_terms = True
+    glossary_refusal = None
     estimates = False
 
     def __init__(self, plain_at_once: bool = False) -> None:

@@ -156,15 +156,22 @@ class QualityEstimator:
     @classmethod
     def from_file(cls, path: str | os.PathLike) -> QualityEstimator:
         """The estimator of a `quality_estimator.json` (a one-line InputError for one this package cannot read)."""
-        with as_input_error(OSError, ValueError, KeyError, TypeError):
+        with as_input_error(OSError, ValueError):
             data = read_json(path)
             if data.get("format") != FORMAT:
-                raise ValueError(f"{path}: format {data.get('format')!r}, not {FORMAT}")
-            estimator = cls(_word_model(data["words"]), Linear(**data["sentences"]), _word_model(data["bergamot"]),
-                            data.get("fitted", {}))  # fmt: skip
-            names = (estimator.words.model.features, estimator.sentences.features, estimator.bergamot.model.features)
-            if names != (list(WORD_FEATURES), [*SENTENCE_FEATURES, "mean_ok"], list(BERGAMOT_FEATURES)):
+                raise ValueError(f"{path}: format {data.get('format')!r}, not this version's {FORMAT}: run calibrate")
+            try:
+                estimator = cls(_word_model(data["words"]), Linear(**data["sentences"]),
+                                _word_model(data["bergamot"]), data.get("fitted", {}))  # fmt: skip
+            except (KeyError, TypeError, ValueError) as error:
+                raise ValueError(f"{path} is not a whole quality estimator ({error!r}): run calibrate") from error
+            linears = (estimator.words.model, estimator.sentences, estimator.bergamot.model)
+            if [linear.features for linear in linears] != [
+                list(WORD_FEATURES), [*SENTENCE_FEATURES, "mean_ok"], list(BERGAMOT_FEATURES)
+            ]:
                 raise ValueError(f"{path} was fitted on other features than this package computes: run calibrate")
+            if any(not len(lin.features) == len(lin.mean) == len(lin.scale) == len(lin.weights) for lin in linears):
+                raise ValueError(f"{path}: a model's weights do not match its features: run calibrate")
             return estimator
 
     @classmethod

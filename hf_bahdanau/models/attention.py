@@ -154,7 +154,7 @@ class AdditiveAttention(ScoredAttention):
         _check_size("queries", queries, self.W_q.in_features)
         # (batch, queries, 1, num_hiddens) + (batch, 1, keys, num_hiddens) -> (batch, queries, keys, num_hiddens)
         features = self.W_q(queries).unsqueeze(2) + projected_keys.unsqueeze(1)
-        return self.w_v(features.tanh_()).squeeze(-1)  # (batch, queries, keys)
+        return self.w_v(torch.tanh(features)).squeeze(-1)  # (batch, queries, keys)
 
 
 class BilinearAttention(ScoredAttention):

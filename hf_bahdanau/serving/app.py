@@ -162,8 +162,8 @@ def build_app(settings: Settings, models: dict[tuple[str, str], ServedModel] | N
         model = models[pair]
         if parsed.alternatives > model.max_alternatives:
             raise ApiError(400, f"Invalid request: alternatives parameter must be <= {model.max_alternatives}")
-        if parsed.glossary is not None and not model.places_terms:
-            raise ApiError(400, "Invalid request: a glossary needs beam search, and this server translates greedily")
+        if parsed.glossary is not None and model.glossary_refusal is not None:
+            raise ApiError(400, f"Invalid request: {model.glossary_refusal}")
         limits.check_chars(parsed.texts, parsed.glossary)
         plans = [_plan(text, parsed.format, pair[0]) for text in parsed.texts]
         sentences = [sentence for plan, _ in plans for sentence in plan]

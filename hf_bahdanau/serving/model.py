@@ -111,11 +111,11 @@ class ServedModel:
         beams = decoding.num_beams or self._translator.generation_config.num_beams or 1
         if self.teacher is not None:  # n-best lists and glossaries from both
             beams = min(beams, self.teacher.translator.generation_config.num_beams or 1)
-        self.places_terms = beams > 1  # a glossary needs beam search (on CTranslate2, the torch engine takes it)
+        sides = [self._translator] if self.teacher is None else [self._translator, self.teacher.translator]
+        self.glossary_refusal = glossary_refusal(beams, sides)  # None: requests with a glossary are translated
         self.max_alternatives = beams - 1  # n-best lists, from either engine
         self._counting_tokenizer = copy.deepcopy(self._translator.tokenizer)
         self._plain = self._cascade(self._translator, self.teacher and self.teacher.translator)
-        sides = [self._translator] if self.teacher is None else [self._translator, self.teacher.translator]
         self._plain_aligns = all(side.engine == "torch" for side in sides)  # (the glossary lane's are torch)
 
     def count_tokens(self, texts: list[str]) -> list[int]:
@@ -171,4 +171,15 @@ class ServedModel:
                                       batch_size=decoding.batch_size, batch_tokens=decoding.batch_tokens)  # fmt: skip
 
 
-__all__ = ["Decoding", "Sentence", "ServedModel", "Teacher"]
+def glossary_refusal(beams: int, translators: Sequence[Translator]) -> str | None:
+    """Why a request with a glossary is refused (None: it is translated): a glossary needs beam search, and the torch
+    model of each folder (CTranslate2 cannot place terms, and the torch engine takes its requests from the same
+    folder; an ONNX export holds no torch model)."""
+    if beams < 2:
+        return "a glossary needs beam search, and this server translates greedily"
+    if any(translator.engine == "onnxruntime" for translator in translators):
+        return "a glossary needs the torch or ctranslate2 engine, and this server runs onnxruntime"
+    return None
+
+
+__all__ = ["Decoding", "Sentence", "ServedModel", "Teacher", "glossary_refusal"]
