@@ -5,7 +5,8 @@ log-probability and its cross-attention over the source.
 computes them: `search(..., trace=True)`), or for a given translation from a teacher-forced pass (`torch_evidence`);
 CTranslate2 takes the log-probabilities from `score_batch` and the attention from its search
 (`CTranslate2Translator.evidence`). Each is the same as the teacher-forced pass gives (the tests hold them to it), so
-the features cannot depend on how the search ran. Words are the whitespace-separated words of the decoded translation (`word_groups`);
+the features cannot depend on how the search ran. Words are the whitespace-separated words of the decoded translation
+(`word_groups`);
 `word_features` and `sentence_features` turn the evidence into rows of numbers, named by `WORD_FEATURES` and
 `SENTENCE_FEATURES`; Bergamot's four word features are the first four of `WORD_FEATURES`.
 """
@@ -128,27 +129,31 @@ def torch_evidence(
     for k, target in enumerate(targets):
         ids = torch.tensor(target, device=device)
         chosen = log_probs[k, : len(target)].gather(1, ids[:, None]).squeeze(1)  # (tokens,)
-        attention = cross[k, : len(target)][:, attention_mask[k].bool().to(device)]  # (tokens, source tokens)
-        found.append(traced_evidence(tokenizer, target, attention, chosen))
+        trace = torch.cat((cross[k, : len(target)], chosen[:, None]), dim=1)  # (tokens, src_len + 1)
+        found.append(traced_evidence(tokenizer, target, trace, attention_mask[k].to(device)))
     return found
 
 
-def traced_evidence(tokenizer: Any, target: Sequence[int], attention: Any, log_probs: Any) -> Evidence:
-    """The evidence of the translation `target` (ids, `</s>` included) from its tokens' `attention` (a tensor
-    `(tokens, source tokens)`) and `log_probs` (a tensor `(tokens,)`): a teacher-forced pass's or the search's."""
+def traced_evidence(tokenizer: Any, target: Sequence[int], trace: Any, mask: Any) -> Evidence:
+    """The evidence of the translation `target` (ids, `</s>` included) from its tokens' traces (a tensor
+    `(at least tokens, src_len + 1)`: each token's attention over the padded source, then its log-probability; a
+    teacher-forced pass's or the search's, `search.step_trace`) and the source's padding `mask` `(src_len,)`."""
+    trace = trace[: len(target)]
     words, texts = word_groups(tokenizer, target)
-    return Evidence(log_probs.tolist(), attention.tolist(), words, texts)
+    return Evidence(trace[:, -1].tolist(), trace[:, :-1][:, mask.bool()].tolist(), words, texts)
 
 
 def evidence_of(
     engine: str, model: Any, tokenizer: Any, sources: Sequence[list[int]], targets: Sequence[list[int]],
     batch_size: int | None, attention: Sequence[list[list[float]] | None] | None = None,
+    searched: Sequence[Evidence | None] | None = None,
 ) -> list[Evidence | None]:  # fmt: skip
-    """The evidence of each translation `targets[k]` of `sources[k]` (ids) by the Translator's `engine` and `model`
-    (torch: `torch_evidence`; CTranslate2: `CTranslate2Translator.evidence`, with the search's `attention[k]` where
-    given), in batches of at most `batch_size` (None: one); None where either is empty."""
-    kept = [i for i in range(len(sources)) if sources[i] and targets[i]]
-    found: list[Evidence | None] = [None] * len(sources)
+    """The evidence of each translation `targets[k]` of `sources[k]` (ids) by the Translator's `engine` and `model`:
+    `searched[k]` where the search gave it, else torch's `torch_evidence` or CTranslate2's
+    `CTranslate2Translator.evidence` (with the search's `attention[k]` where given), in batches of at most
+    `batch_size` (None: one); None where either is empty."""
+    found: list[Evidence | None] = list(searched or [None] * len(sources))
+    kept = [i for i in range(len(sources)) if sources[i] and targets[i] and found[i] is None]
     step = batch_size or len(kept) or 1
     for start in range(0, len(kept), step):
         batch = kept[start : start + step]

@@ -244,25 +244,16 @@ class Translator:
         bounds = [self._bound(lengths[i], texts[i], i, lexical) for i in range(len(texts))]
 
         def translate(indices: list[int]) -> list[Translation]:
-            attention = None  # the search's attention of each best hypothesis, where the engine gives it
-            searched: list[Evidence | None] = [None] * len(indices)  # the search's evidence, where it has it
-            if self.engine == "ctranslate2":
-                found, attention = self._translate_ctranslate2(texts, indices, settings, max_new_tokens, bounds,
-                                                               lexical, estimator is not None)  # fmt: skip
+            sources = [rows[i] for i in indices]
+            if self.engine == "ctranslate2":  # and each best one's attention (CTranslate2) or evidence from the search
+                (found, attention), searched = self._translate_ctranslate2(
+                    texts, indices, settings, max_new_tokens, bounds, lexical, quality), None  # fmt: skip
             else:
-                found, searched = self._translate_ids([rows[i] for i in indices], settings, max_new_tokens, alignments,
-                                                      [bounds[i] for i in indices], lexical, texts, indices,
-                                                      estimator is not None)  # fmt: skip
-            if estimator is None:
-                return found
-            sources, targets = [rows[i] for i in indices], [translation.hypotheses[0].ids for translation in found]
-            missing = [k for k, each in enumerate(searched) if each is None]
-            forced = evidence_of(self.engine, self.model, self.tokenizer, [sources[k] for k in missing],
-                                 [targets[k] for k in missing], self.batch_size,
-                                 None if attention is None else [attention[k] for k in missing])  # fmt: skip
-            for k, each in zip(missing, forced, strict=True):
-                searched[k] = each
-            return estimator.attach(found, searched, [len(row) for row in sources])
+                attention, (found, searched) = None, self._translate_ids(sources, settings, max_new_tokens, alignments,
+                    [bounds[i] for i in indices], lexical, texts, indices, quality)  # fmt: skip
+            return found if estimator is None else estimator.attach(found, evidence_of(
+                self.engine, self.model, self.tokenizer, sources, [each.hypotheses[0].ids for each in found],
+                self.batch_size, attention, searched), [len(row) for row in sources])  # fmt: skip
 
         yield from in_input_order(translate, lengths, self.batch_tokens, self.batch_size, progress)
 
@@ -304,8 +295,7 @@ class Translator:
         trace: bool = False,
     ) -> tuple[list[Translation], list[Evidence | None]]:
         """Translate one batch of sources given as token ids (the torch engine): `texts[indices[k]]` is `rows[k]`,
-        with at most `bounds[k]` new tokens unless `max_new_tokens`. Returns the translations and, with `trace`, the
-        evidence of each best hypothesis from the search (None where there is none: a blank source, samples)."""
+        with at most `bounds[k]` new tokens unless `max_new_tokens`; with `trace`, each best one's search evidence."""
         import torch
 
         from hf_bahdanau.models.pipelines import pad_id
@@ -316,7 +306,7 @@ class Translator:
         # a blank source: `n_best` empty hypotheses, unscored (nothing was translated, so no certainty either)
         empty = Translation([Hypothesis("", None, "" if alignments else None)] * settings.num_return_sequences)
         results = [empty for _ in rows]
-        evidence: list[Evidence | None] = [None] * len(rows)
+        evidence: list[Evidence | None] = [None] * len(rows)  # None: a blank source, or not traced
         kept = [i for i, row in enumerate(rows) if row]
         if not kept:
             return results, evidence
@@ -331,7 +321,6 @@ class Translator:
         if lexical is not None:
             vocab = self.model.get_output_embeddings().weight.shape[0]
             constraints = lexical.constraints(texts, [indices[i] for i in kept], vocab, device)
-        trace = trace and not settings.do_sample  # samples are sorted by score after the search
         found = search(self.model, input_ids, attention_mask, settings, limits, constraints, trace)
         n = settings.num_return_sequences
         lengths = found.lengths
@@ -355,10 +344,8 @@ class Translator:
                 logger.warning("text %d: its glossary terms (%s) did not all fit in its %d tokens", indices[i],
                                ", ".join(term.target for term in terms), int(lengths[k * n]))  # fmt: skip
             results[i] = Translation(hypotheses, terms)
-            if found.traces is not None:
-                length, columns = int(lengths[k * n]), attention_mask[k].bool()
-                evidence[i] = traced_evidence(self.tokenizer, hypotheses[0].ids, found.traces[k * n, :length, :-1][
-                    :, columns], found.traces[k * n, :length, -1])  # fmt: skip
+            if found.traces is not None and not settings.do_sample:  # samples: sorted after the search
+                evidence[i] = traced_evidence(self.tokenizer, hypotheses[0].ids, found.traces[k * n], attention_mask[k])
         return results, evidence
 
     def _translate_ctranslate2(
@@ -373,8 +360,7 @@ class Translator:
     ) -> tuple[list[Translation], list[list[list[float]] | None]]:
         """Translate one batch (`texts[indices]`) with CTranslate2, each source bounded as the torch engine bounds
         it (its last token is a forced `</s>`, which CTranslate2 leaves out): one call per bound. A prefix and
-        phrases to avoid become CTranslate2's target prefix and suppressed sequences. Returns the translations and,
-        with `attention`, the search's attention of each best hypothesis (None where it has none)."""
+        phrases to avoid become CTranslate2's target prefix and suppressed sequences; `attention`: each best one's."""
         limits = {i: max_new_tokens or bounds[i] - 1 for i in indices}
         options = {"num_beams": settings.num_beams, "length_penalty": settings.length_penalty,
                    "early_stopping": settings.early_stopping, "num_return_sequences": settings.num_return_sequences,
@@ -392,8 +378,7 @@ class Translator:
         return translations, [found[i][0].attention for i in indices]
 
     def evidence(self, texts: Sequence[str], translations: Sequence[Translation]) -> list[Evidence | None]:
-        """The model's view of each translation's best hypothesis (`quality_features.Evidence`), from a
-        teacher-forced pass (None for an empty one)."""
+        """The evidence of each translation's best hypothesis from a teacher-forced pass (None for an empty one)."""
         targets = [translation.hypotheses[0].ids for translation in translations]
         return evidence_of(self.engine, self.model, self.tokenizer, self.source_ids(texts), targets, self.batch_size)
 
