@@ -119,3 +119,11 @@ def test_a_folder_missing_a_weight_is_refused_as_translate_refuses_it(model_copy
     error = error_of(["export", "--model", str(model_copy), "--format", format, "--output", str(output)], caplog)
     assert "do not fit" in error and "1 missing" in error and not output.exists()
     assert error == error_of(["translate", "--model", str(model_copy), "Ein Hund."], caplog)
+
+
+@pytest.mark.parametrize("format", ["ctranslate2", "transformers", "onnx"])
+def test_a_web_option_on_another_format_is_refused_before_anything_is_written(model_copy, tmp_path, caplog, format):
+    output = tmp_path / "export"
+    argv = ["export", "--model", str(model_copy), "--format", format, "--output", str(output), "--runtime", "web"]
+    assert error_of(argv, caplog) == f"--runtime applies to --format web: --format {format} writes no page"
+    assert not output.exists()
