@@ -107,6 +107,15 @@ def test_the_int8_page_carries_only_the_int8_graphs_and_searches_beams(model_fol
     greedy, outside = browser_run(page_folder, SENTENCES[:2])
     beams, _ = browser_run(page_folder, SENTENCES[:2], num_beams=3)
     assert all(greedy) and all(beams) and outside == []
+    # another page, elsewhere on the server, embeds app.js without the form and gets the same translations
+    embedding = page_folder.parent / "embedding.html"
+    embedding.write_text(f'<!doctype html><script type="module" src="{page_folder.name}/app.js"></script>')
+    browser, errors = load_script("demo_screenshot"), []
+    with WEB.served(page_folder.parent) as (url, _), browser.page_of(url, outside) as page:
+        page.on("pageerror", lambda error: errors.append(error))
+        page.goto(f"{url}{embedding.name}")
+        assert WEB.translate_in_page(page, SENTENCES[:2]) == greedy
+    assert errors == [] and outside == []
 
 
 # transformers.js's own model class on the page's model; its `max_new_tokens`: the page's bound less the forced </s>

@@ -24,11 +24,11 @@ examples:
   hf-bahdanau calibrate --model runs/quick-de-en --engine ctranslate2 --num-beams 5
   hf-bahdanau translate --model runs/quick-de-en --quality < sentences.de
 
-It translates the split, labels each translation against its reference (sentence chrF; a word is OK when a word
-edit alignment matches it to the reference) and fits two estimators: ours, on the model's token log-probabilities,
-step entropies and attention, and Bergamot's (its four word features), the baseline. It prints both one's figures
-(Pearson r with sentence chrF, word MCC) on the split and writes MODEL/quality_estimator.json. Never the train or
-test split.
+It translates the split, labels each translation against its reference (sentence chrF; a word is OK when it is in
+a longest common subsequence with the reference's words) and fits two estimators: ours, on the model's token
+log-probabilities and attention, and Bergamot's (its four word features), the baseline. It prints the figures of
+both (Pearson r with sentence chrF, word MCC) on the split and writes MODEL/quality_estimator.json. Never the train
+or test split.
 """
 
 

@@ -28,6 +28,9 @@ if TYPE_CHECKING:
     from .translator import Translation, Translator
 
 
+FEWEST = 20  # translations an estimator is fitted on, at the least
+
+
 @dataclass
 class Sample:
     """One translation with what the estimators learn from: its evidence, its source's length, its word labels
@@ -69,8 +72,8 @@ def _word_model(features: Sequence[str], rows: np.ndarray, labels: np.ndarray) -
 def fit_estimator(samples: Sequence[Sample], data: dict[str, Any]) -> QualityEstimator:
     """Ours and Bergamot's estimators fitted on `samples`; `data` (what they are: corpus, split, decoding) is
     recorded in the estimator with its figures on them."""
-    if len(samples) < 20:
-        raise ValueError(f"{len(samples)} translations are too few to fit a quality estimator: at least 20")
+    if len(samples) < FEWEST:
+        raise ValueError(f"{len(samples)} translations are too few to fit a quality estimator: at least {FEWEST}")
     words = np.array([row for sample in samples for row in word_rows(sample.evidence)])  # (words, WORD_FEATURES)
     labels = np.array([label for sample in samples for label in sample.labels])  # (words,)
     if labels.all() or not labels.any():
@@ -151,4 +154,13 @@ def estimate_figures(translations: Sequence[Translation], references: Sequence[s
     return scored(estimates, chrf, labels)
 
 
-__all__ = ["Sample", "calibrate", "estimate_figures", "figures", "fit_estimator", "labelled_samples", "scored"]
+__all__ = [
+    "FEWEST",
+    "Sample",
+    "calibrate",
+    "estimate_figures",
+    "figures",
+    "fit_estimator",
+    "labelled_samples",
+    "scored",
+]

@@ -323,9 +323,12 @@ def _train_in(
 def fit_quality_estimator(output_dir: Path, validation: datasets.Dataset, data_args: DataArguments) -> None:
     """Fit the saved model's quality estimators on the validation pairs (`decoding.calibration`); where its
     translations give nothing to fit on (too few, every word alike), it gets none, with a warning."""
-    from hf_bahdanau.decoding.calibration import calibrate
+    from hf_bahdanau.decoding.calibration import FEWEST, calibrate
     from hf_bahdanau.decoding.translator import Translator
 
+    if len(validation) < FEWEST:
+        logger.warning("no quality estimator: %d validation pairs are too few (at least %d)", len(validation), FEWEST)
+        return
     pairs = validation["translation"]
     sources = [pair[data_args.src_lang] for pair in pairs]
     references = [pair[data_args.tgt_lang] for pair in pairs]
