@@ -102,9 +102,13 @@ def test_a_missing_tokenizer_json_is_named(model_copy, tmp_path):
 
 
 def test_an_export_given_as_a_model_names_the_engine_option(model_copy, tmp_path):
+    from hf_bahdanau.decoding.standard_folder import export_transformers
+
     export = export_ctranslate2(model_copy, tmp_path / "ct2")
     with pytest.raises(ValueError, match="is a CTranslate2 export: translate with it through --engine ctranslate2"):
         check_saved_model_type(export)
+    with pytest.raises(ValueError, match="is a standard transformers export, for transformers without this package"):
+        check_saved_model_type(export_transformers(model_copy, tmp_path / "standard"))
 
 
 @pytest.mark.parametrize("format", ["ctranslate2", "transformers"])
