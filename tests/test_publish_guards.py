@@ -1,6 +1,6 @@
 """A Hub token is never written or printed (files, checkpoints, logs, the card), and `publish` uploads only the
-model's code, refuses repo ids the Hub refuses, writes nothing on a dry run and keeps a hand-written card unless
-told."""
+model's code (and its quality estimator), refuses repo ids the Hub refuses, writes nothing on a dry run and keeps a
+hand-written card unless told."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import pytest
 from helpers import TINY, folder_bytes, logged_errors
 
 from hf_bahdanau.cli import main
+from hf_bahdanau.decoding.quality import ESTIMATOR_FILE
 from hf_bahdanau.publishing import recorded_command, upload
 from hf_bahdanau.publishing.card import CARD_MARKER, make_card
 
@@ -147,6 +148,14 @@ def test_publish_uploads_only_the_models_code(saved, uploads, monkeypatch, capsy
     assert main(["publish", "--model", str(saved), "--repo-id", REPO_ID, "--dry-run"]) == 0
     listed = {line.strip() for line in capsys.readouterr().out.splitlines() if line.startswith("  ")}
     assert {name for name in listed if name.endswith(".py")} == code
+
+
+def test_publish_uploads_the_quality_estimator(saved, uploads, monkeypatch):
+    (saved / ESTIMATOR_FILE).write_text("{}", encoding="utf-8")
+    monkeypatch.setenv("HF_TOKEN", CLI_TOKEN)
+    assert main(["publish", "--model", str(saved), "--repo-id", REPO_ID]) == 0
+    (call,) = uploads
+    assert ESTIMATOR_FILE in call["files"]
 
 
 @pytest.mark.parametrize("repo_id", [f"someone/{'a' * 90}", "someone/two--dashes", "someone/.hidden"])

@@ -17,10 +17,12 @@ from helpers import TINY_CORPUS, make_model
 from hf_bahdanau.cli import main
 from hf_bahdanau.decoding.calibration import calibrate, fit_estimator, labelled_samples
 from hf_bahdanau.decoding.quality import ESTIMATOR_FILE, QualityEstimator, require_estimator, word_labels
-from hf_bahdanau.decoding.quality_features import WORD_FEATURES, word_features, word_groups
+from hf_bahdanau.decoding.batching import padded
+from hf_bahdanau.decoding.quality_features import WORD_FEATURES, torch_evidence, word_features, word_groups
+from hf_bahdanau.decoding.search import search
 from hf_bahdanau.decoding.translator import Translator
 from hf_bahdanau.errors import InputError
-from hf_bahdanau.models.pipelines import save_for_pipeline
+from hf_bahdanau.models.pipelines import pad_id, save_for_pipeline
 
 GERMAN = TINY_CORPUS[0::2]
 SOURCES = [f"{a} {b}" for a in GERMAN for b in GERMAN]  # 36 sources
@@ -99,6 +101,27 @@ def test_evidence_is_the_token_arithmetic_of_the_model_s_distributions(tokenizer
             assert row == pytest.approx(expected, abs=1e-4)
 
 
+@pytest.mark.parametrize("num_beams", [1, 3])
+@pytest.mark.parametrize("model_type", ["bahdanau", "d2l_transformer"])
+def test_the_search_s_evidence_is_the_teacher_forced_pass_s(tokenizer, tmp_path, model_type, num_beams):
+    """Every hypothesis of an n-best list (greedy: the one) carries the log-probabilities and attention that a
+    teacher-forced pass over it gives, the sources padded in a batch."""
+    translator = Translator.from_folder(tiny_folder(tokenizer, tmp_path / "model", model_type))
+    rows = translator.source_ids(SOURCES[:8])
+    input_ids, mask = padded(rows, pad_id(tokenizer), tokenizer.padding_side)
+    settings = translator.settings(num_beams=num_beams, n_best=num_beams)
+    found = search(translator.model, input_ids, mask, settings, trace=True)
+    assert search(translator.model, input_ids, mask, settings).sequences.tolist() == found.sequences.tolist()
+    for j, length in enumerate(found.lengths.tolist()):
+        source = j // num_beams
+        (forced,) = torch_evidence(translator.model, tokenizer, [rows[source]], [found.sequences[j, 1 : 1 + length]
+                                                                                .tolist()])  # fmt: skip
+        traced = found.traces[j, :length]  # (tokens, src_len + 1)
+        assert traced[:, -1].tolist() == pytest.approx(forced.log_probs, abs=1e-4)
+        for searched, row in zip(traced[:, :-1][:, mask[source].bool()].tolist(), forced.attention, strict=True):
+            assert searched == pytest.approx(row, abs=1e-4)
+
+
 def test_words_are_the_decoded_text_s_whitespace_words(tokenizer):
     ids = tokenizer("Two dogs are playing in the snow.", add_special_tokens=True)["input_ids"]
     groups, texts = word_groups(tokenizer, ids)
@@ -128,6 +151,21 @@ def test_features_are_the_same_in_torch_and_ctranslate2(folder):
         assert theirs.log_probs == pytest.approx(ours.log_probs, abs=1e-3)
         for their_row, our_row in zip(theirs.attention, ours.attention, strict=True):
             assert their_row == pytest.approx(our_row, abs=1e-3)
+
+
+def test_ctranslate2_s_search_attention_is_its_teacher_forced_attention(folder):
+    pytest.importorskip("ctranslate2")
+    engine = Translator.from_folder(folder, engine="ctranslate2").model
+    found = engine.hypotheses(SOURCES[:8], attention=True, num_beams=3, num_return_sequences=3)
+    hypotheses = [hypothesis for row in found for hypothesis in row]
+    sources = [engine.tokenizer.convert_tokens_to_ids(engine.source_tokens(text)) for text in SOURCES[:8]]
+    sources = [source for source in sources for _ in range(3)]
+    forced = engine.evidence(sources, [hypothesis.ids for hypothesis in hypotheses])
+    assert all(hypothesis.attention is not None for hypothesis in hypotheses)
+    for hypothesis, evidence in zip(hypotheses, forced, strict=True):
+        assert len(hypothesis.attention) == len(hypothesis.ids)
+        for searched, row in zip(hypothesis.attention, evidence.attention, strict=True):
+            assert searched == pytest.approx(row, abs=1e-4)
 
 
 def test_the_estimator_file_round_trips(calibrated):

@@ -42,7 +42,8 @@ class BeamState:
     `running` / `finished` `(size, beams, max_length)` the hypotheses with their beam `scores`, `log_probs` (under
     the model, unmasked) and, once finished, `lengths` and whether each `holds` every required phrase;
     `improvable`: generate()'s early stopping heuristic; `top_beams` `(2 * beams,)`, the same for every sentence:
-    the candidates that may finish, the top `beams`."""
+    the candidates that may finish, the top `beams`; `running_traces` / `finished_traces` `(size, beams,
+    max_length - 1, width)` each hypothesis's steps' traces (`search.step_trace`; None: not kept)."""
 
     sentences: torch.Tensor
     limits: torch.Tensor | None
@@ -57,12 +58,19 @@ class BeamState:
     holds: torch.Tensor
     improvable: torch.Tensor
     top_beams: torch.Tensor = field(metadata={"shared": True})
+    running_traces: torch.Tensor | None = None
+    finished_traces: torch.Tensor | None = None
 
     @classmethod
     def start(
-        cls, settings: SearchSettings, batch: int, limits: torch.Tensor | None, device: torch.device
-    ) -> BeamState:
-        """Every sentence with one running hypothesis, the decoder start (the other beams are no hypothesis yet)."""
+        cls, settings: SearchSettings, batch: int, limits: torch.Tensor | None, device: torch.device,
+        traced: int | None = None,
+    ) -> BeamState:  # fmt: skip
+        """Every sentence with one running hypothesis, the decoder start (the other beams are no hypothesis yet);
+        `traced`: the width of the step traces to keep (None: none)."""
+        traces = None
+        if traced is not None:
+            traces = torch.zeros((batch, settings.num_beams, settings.max_new_tokens, traced), device=device)
         beams, max_length = settings.num_beams, 1 + settings.max_new_tokens
         running = torch.full((batch, beams, max_length), beam_fill(settings), dtype=torch.long, device=device)
         running[:, :, 0] = settings.decoder_start_token_id
@@ -82,6 +90,8 @@ class BeamState:
             holds=torch.ones((batch, beams), dtype=torch.bool, device=device),
             improvable=torch.ones(batch, dtype=torch.bool, device=device),
             top_beams=torch.arange(2 * beams, device=device) < beams,
+            running_traces=traces,
+            finished_traces=None if traces is None else traces.clone(),
         )
 
     @property
@@ -97,25 +107,33 @@ class BeamState:
         return self.running[:, :, :cur_len].reshape(-1, cur_len)
 
     def advance(
-        self, candidates: Candidates, log_probs: torch.Tensor, cur_len: int, settings: SearchSettings
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Take one step's `candidates` (`log_probs` `(size * beams, vocab)`: the model's, unmasked): the running
-        beams become the best that did not end, the finished ones the best of those kept and those that ended. Returns
-        the chosen candidates `(size, beams)`, the decoder row each running beam continues `(size * beams,)` and
-        which candidates ended `(size, 2 * beams)`."""
+        self, candidates: Candidates, log_probs: torch.Tensor, cur_len: int, settings: SearchSettings,
+        attention: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:  # fmt: skip
+        """Take one step's `candidates` (`log_probs` `(size * beams, vocab)`: the model's, unmasked; `attention`
+        `(size * beams, src_len)`: the step's, kept where traces are): the running beams become the best that did
+        not end, the finished ones the best of those kept and those that ended. Returns the chosen candidates
+        `(size, beams)`, the decoder row each running beam continues `(size * beams,)` and which candidates ended
+        `(size, 2 * beams)`."""
         beams, vocab = settings.num_beams, log_probs.shape[-1]
         parents, tokens = candidates.indices // vocab, candidates.indices % vocab  # (size, 2 * beams)
-        sequences = self.running.gather(1, parents[:, :, None].expand(-1, -1, self.running.shape[-1]))
+        sequences = along(self.running, parents)
         sequences[:, :, cur_len] = tokens
-        sequence_log_probs = self.running_log_probs.gather(1, parents) + log_probs.view(self.size, -1).gather(
-            1, candidates.indices
-        )  # (size, 2 * beams)
+        token_log_probs = log_probs.view(self.size, -1).gather(1, candidates.indices)  # (size, 2 * beams)
+        sequence_log_probs = self.running_log_probs.gather(1, parents) + token_log_probs  # (size, 2 * beams)
+        traces = None
+        if self.running_traces is not None:
+            traces = along(self.running_traces, parents)  # (size, 2 * beams, max_length - 1, width)
+            steps = along(attention.view(self.size, beams, -1), parents)  # (size, 2 * beams, src_len)
+            traces[:, :, cur_len - 1] = torch.cat((steps, token_log_probs[:, :, None]), dim=2)
         hits = tokens == settings.eos_token_id
         if cur_len + 1 >= self.running.shape[-1]:
             hits[:] = True
-        self._finish(candidates, sequences, sequence_log_probs, hits, cur_len, settings)
+        self._finish(candidates, sequences, sequence_log_probs, hits, cur_len, settings, traces)
         chosen = torch.topk(candidates.ranks + hits.to(torch.float32) * NEG, beams)[1]  # (size, beams)
-        self.running = sequences.gather(1, chosen[:, :, None].expand(-1, -1, sequences.shape[-1]))
+        self.running = along(sequences, chosen)
+        if traces is not None:
+            self.running_traces = along(traces, chosen)
         self.running_scores = (candidates.scores + hits.to(torch.float32) * NEG).gather(1, chosen)
         self.running_log_probs = sequence_log_probs.gather(1, chosen)
         rows = torch.arange(self.size, device=chosen.device)[:, None] * beams + parents.gather(1, chosen)
@@ -129,6 +147,7 @@ class BeamState:
         hits: torch.Tensor,  # (size, 2 * beams): the candidates that end
         cur_len: int,
         settings: SearchSettings,
+        traces: torch.Tensor | None = None,  # (size, 2 * beams, max_length - 1, width)
     ) -> None:
         """The finished hypotheses: the best `beams` of those kept and of the top `beams` candidates that end."""
         beams = settings.num_beams
@@ -144,7 +163,9 @@ class BeamState:
         best = torch.topk(merged_scores, beams)[1]  # (size, beams)
         if candidates.complete is not None:
             self.holds = torch.cat((self.holds, candidates.complete), 1).gather(1, best)
-        self.finished = torch.cat((self.finished, sequences), 1).gather(1, best[:, :, None].expand_as(self.finished))
+        self.finished = along(torch.cat((self.finished, sequences), 1), best)
+        if traces is not None:
+            self.finished_traces = along(torch.cat((self.finished_traces, traces), 1), best)
         self.finished_scores = merged_scores.gather(1, best)
         self.finished_log_probs = torch.cat((self.finished_log_probs, sequence_log_probs), 1).gather(1, best)
         lengths = torch.full_like(candidates.indices, cur_len)
@@ -177,6 +198,12 @@ class BeamState:
         return (kept[:, None] * beams + torch.arange(beams, device=kept.device)).flatten()
 
 
+def along(values: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """`values` `(size, n, ...)` taken at `index` `(size, k)` along its second dimension: `(size, k, ...)`."""
+    spread = index.view(*index.shape, *[1] * (values.dim() - 2))
+    return values.gather(1, spread.expand(*index.shape, *values.shape[2:]))
+
+
 def beam_fill(settings: SearchSettings) -> int:
     """generate()'s fill of beam search after `</s>` (`</s>` itself where the pad id is 0 or unset)."""
     return settings.pad_token_id or settings.eos_token_id
@@ -185,12 +212,15 @@ def beam_fill(settings: SearchSettings) -> int:
 class BeamResults:
     """The `num_return_sequences` best finished hypotheses of each sentence of the batch, stored as it settles."""
 
-    def __init__(self, settings: SearchSettings, batch: int, device: torch.device) -> None:
+    def __init__(self, settings: SearchSettings, batch: int, device: torch.device, traced: int | None = None) -> None:
         returned, max_length = settings.num_return_sequences, 1 + settings.max_new_tokens
         self.sequences = torch.full((batch, returned, max_length), beam_fill(settings), dtype=torch.long, device=device)
         self.lengths = torch.zeros((batch, returned), dtype=torch.long, device=device)
         self.log_probs = torch.zeros((batch, returned), device=device)
         self.holds = torch.ones((batch, returned), dtype=torch.bool, device=device)
+        self.traces = None  # (batch, returned, max_length - 1, traced)
+        if traced is not None:
+            self.traces = torch.zeros((batch, returned, max_length - 1, traced), device=device)
 
     def store(self, state: BeamState, settled: torch.Tensor) -> None:
         """The results of the sentences of `state` that `settled` `(size,)`."""
@@ -200,6 +230,8 @@ class BeamResults:
         self.lengths[where] = state.finished_lengths[settled, :returned]
         self.log_probs[where] = state.finished_log_probs[settled, :returned]
         self.holds[where] = state.holds[settled, :returned]
+        if self.traces is not None:
+            self.traces[where] = state.finished_traces[settled, :returned]
 
 
-__all__ = ["NEG", "BeamResults", "BeamState", "Candidates", "beam_fill"]
+__all__ = ["NEG", "BeamResults", "BeamState", "Candidates", "along", "beam_fill"]

@@ -38,11 +38,14 @@ _OPTIONS = {
 @dataclass(frozen=True)
 class ScoredHypothesis:
     """One translation of a source by CTranslate2: its text, score (the mean token log-probability, `</s>` included;
-    None for a blank source) and token ids (`</s>` included where the translation ended)."""
+    None for a blank source), token ids (`</s>` included where the translation ended) and, when asked for, the
+    search's attention `(tokens, source tokens)` of each of them (the last layer's first head; None where not asked
+    for, or where `</s>` was added after the search)."""
 
     text: str
     score: float | None
     ids: list[int] = field(default_factory=list)
+    attention: list[list[float]] | None = None
 
 
 class CTranslate2Translator:
@@ -131,11 +134,12 @@ class CTranslate2Translator:
         prefixes: Sequence[list[str]] | None = None,
         suppress: list[list[str]] | None = None,
         end_at_limit: bool = False,
+        attention: bool = False,
         **options: Any,
     ) -> list[list[ScoredHypothesis]]:
         """The `num_return_sequences` best translations of each text, best first, scored (`__call__`'s options).
         `end_at_limit`: a translation stopped by `max_new_tokens` gets `</s>` after it, scored with it (the torch
-        engine's length bound, whose last token is a forced `</s>`)."""
+        engine's length bound, whose last token is a forced `</s>`). `attention`: each keeps the search's attention."""
         texts = list(texts)
         if not all(isinstance(text, str) for text in texts):
             raise TypeError("CTranslate2Translator takes a string or a list of strings")
@@ -149,17 +153,28 @@ class CTranslate2Translator:
         if prefixes is not None:
             given = zip(prefixes, sources, strict=True)
             settings["target_prefix"] = [prefix or None for prefix, tokens in given if tokens]
-        taken = dict(max_batch_size=batch_size, max_input_length=0, return_scores=True, return_end_token=True)
+        taken = dict(max_batch_size=batch_size, max_input_length=0, return_scores=True, return_end_token=True,
+                     return_attention=attention)  # fmt: skip
         results = iter(self.translator.translate_batch(kept, **taken, **settings) if kept else [])
+        firsts = iter(self._first_attention(kept, batch_size) if attention and settings.get("beam_size", 1) > 1 else [])
         blank = [ScoredHypothesis("", None)] * settings.get("num_hypotheses", 1)
         return [
-            self._scored(tokens, next(results), settings, end_at_limit, prefix or []) if tokens else blank
+            self._scored(tokens, next(results), settings, end_at_limit, prefix or [], next(firsts, None))
+            if tokens else blank
             for tokens, prefix in zip(sources, prefixes or [None] * len(texts), strict=True)
-        ]
+        ]  # fmt: skip
+
+    def _first_attention(self, sources: list[list[str]], batch_size: int) -> list[list[float]]:
+        """The attention of the first step of each source's translation (the same for every hypothesis: the decoder
+        has seen only its start), from one greedy step: CTranslate2's beam search returns none for that step."""
+        found = self.translator.translate_batch(sources, max_batch_size=batch_size, max_input_length=0, beam_size=1,
+                                                max_decoding_length=1, return_attention=True)  # fmt: skip
+        return [list(result.attention[0][0]) for result in found]
 
     def _scored(
-        self, source: list[str], result: Any, settings: dict[str, Any], end_at_limit: bool, prefix: list[str]
-    ) -> list[ScoredHypothesis]:
+        self, source: list[str], result: Any, settings: dict[str, Any], end_at_limit: bool, prefix: list[str],
+        first: list[float] | None = None,
+    ) -> list[ScoredHypothesis]:  # fmt: skip
         """The hypotheses of one CTranslate2 `result` for `source`, scored as the torch engine scores them.
         CTranslate2's score is the sum of the log-probabilities after the `prefix` over the length to the power
         `length_penalty`; the prefix's log-probabilities come from `score_batch`, and so does the whole score of a
@@ -173,10 +188,15 @@ class CTranslate2Translator:
         for i, log_probs in zip(cut, self._log_probs([source] * len(cut), [hypotheses[i] for i in cut]), strict=True):
             hypotheses[i].append(eos)
             sums[i] = sum(log_probs)
-        found = zip(hypotheses, sums, strict=True)
+        attentions = [[list(row) for row in rows] if rows and i not in cut else None
+                      for i, rows in enumerate(result.attention or [None] * len(hypotheses))]  # fmt: skip
+        for rows in attentions:
+            if rows and first is not None:  # `first`: the first step's attention, where the search's is wrong
+                rows[0] = first
+        found = zip(hypotheses, sums, attentions, strict=True)
         return [
-            ScoredHypothesis(self.decode(tokens), total / max(len(tokens), 1), self.ids(tokens))
-            for tokens, total in found
+            ScoredHypothesis(self.decode(tokens), total / max(len(tokens), 1), self.ids(tokens), rows)
+            for tokens, total, rows in found
         ]
 
     def ids(self, tokens: list[str]) -> list[int]:
@@ -187,26 +207,34 @@ class CTranslate2Translator:
         scored = self.translator.score_batch(sources, targets, max_input_length=0) if targets else []
         return [result.log_probs for result in scored]
 
-    def evidence(self, sources: Sequence[list[int]], targets: Sequence[list[int]]) -> list[Evidence]:
+    def evidence(
+        self,
+        sources: Sequence[list[int]],
+        targets: Sequence[list[int]],
+        attention: Sequence[list[list[float]] | None] | None = None,
+    ) -> list[Evidence]:
         """The evidence (`quality_features`) of each translation `targets[k]` (ids, `</s>` included) of `sources[k]`
-        (ids), from teacher-forced passes: each token's log-probability from `score_batch`, its attention from a
-        greedy search with the translation but its last token as the target prefix (CTranslate2's attention: the
-        last layer's first head)."""
+        (ids): each token's log-probability from a teacher-forced `score_batch`; its attention `attention[k]` (the
+        search's, `ScoredHypothesis.attention`), or where that is None from a greedy search with the translation
+        but its last token as the target prefix (CTranslate2's attention: the last layer's first head)."""
+        attention = list(attention or [None] * len(targets))
         source_tokens = [self.tokenizer.convert_ids_to_tokens(list(ids)) for ids in sources]
         target_tokens = [self.tokenizer.convert_ids_to_tokens(list(ids)) for ids in targets]
         eos = self.tokenizer.eos_token  # score_batch scores `</s>` after the tokens it is given
         bodies = [tokens[:-1] if tokens[-1] == eos else tokens for tokens in target_tokens]
         scored = self.translator.score_batch(source_tokens, bodies, max_batch_size=len(targets), max_input_length=0)
+        missing = [k for k, rows in enumerate(attention) if rows is None or len(rows) < len(targets[k])]
         attended = self.translator.translate_batch(
-            source_tokens, [tokens[:-1] for tokens in target_tokens], max_batch_size=len(targets), beam_size=1,
-            max_input_length=0, max_decoding_length=max(len(ids) for ids in targets), min_decoding_length=0,
-            return_end_token=True, return_attention=True,
-        )  # fmt: skip
+            [source_tokens[k] for k in missing], [target_tokens[k][:-1] for k in missing], max_batch_size=len(targets),
+            beam_size=1, max_input_length=0, max_decoding_length=max(len(ids) for ids in targets),
+            min_decoding_length=0, return_end_token=True, return_attention=True,
+        ) if missing else []  # fmt: skip
+        for k, result in zip(missing, attended, strict=True):
+            attention[k] = [list(row) for row in result.attention[0]]
         found = []
-        for target, score, result in zip(targets, scored, attended, strict=True):
+        for target, score, rows in zip(targets, scored, attention, strict=True):
             words, texts = word_groups(self.tokenizer, target)
-            attention = [list(row) for row in result.attention[0][: len(target)]]  # (tokens, source tokens)
-            found.append(Evidence(list(score.log_probs)[: len(target)], attention, words, texts))
+            found.append(Evidence(list(score.log_probs)[: len(target)], rows[: len(target)], words, texts))
         return found
 
     def decode(self, tokens: list[str]) -> str:

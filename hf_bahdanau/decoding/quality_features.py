@@ -1,9 +1,11 @@
 """What a model says about its own translation, as features of a quality estimate (`quality`): per target token its
 log-probability and its cross-attention over the source.
 
-`Evidence` holds them for one translation (the best hypothesis); both engines make it from a teacher-forced pass over
-the hypothesis (torch: `torch_evidence`; CTranslate2: `CTranslate2Translator.evidence`), so the features cannot
-depend on how the search ran. Words are the whitespace-separated words of the decoded translation (`word_groups`);
+`Evidence` holds them for one translation (the best hypothesis): the torch engine takes them from its search (which
+computes them: `search(..., trace=True)`), or for a given translation from a teacher-forced pass (`torch_evidence`);
+CTranslate2 takes the log-probabilities from `score_batch` and the attention from its search
+(`CTranslate2Translator.evidence`). Each is the same as the teacher-forced pass gives (the tests hold them to it), so
+the features cannot depend on how the search ran. Words are the whitespace-separated words of the decoded translation (`word_groups`);
 `word_features` and `sentence_features` turn the evidence into rows of numbers, named by `WORD_FEATURES` and
 `SENTENCE_FEATURES`; Bergamot's four word features are the first four of `WORD_FEATURES`.
 """
@@ -127,27 +129,34 @@ def torch_evidence(
         ids = torch.tensor(target, device=device)
         chosen = log_probs[k, : len(target)].gather(1, ids[:, None]).squeeze(1)  # (tokens,)
         attention = cross[k, : len(target)][:, attention_mask[k].bool().to(device)]  # (tokens, source tokens)
-        words, texts = word_groups(tokenizer, target)
-        found.append(Evidence(chosen.tolist(), attention.tolist(), words, texts))
+        found.append(traced_evidence(tokenizer, target, attention, chosen))
     return found
+
+
+def traced_evidence(tokenizer: Any, target: Sequence[int], attention: Any, log_probs: Any) -> Evidence:
+    """The evidence of the translation `target` (ids, `</s>` included) from its tokens' `attention` (a tensor
+    `(tokens, source tokens)`) and `log_probs` (a tensor `(tokens,)`): a teacher-forced pass's or the search's."""
+    words, texts = word_groups(tokenizer, target)
+    return Evidence(log_probs.tolist(), attention.tolist(), words, texts)
 
 
 def evidence_of(
     engine: str, model: Any, tokenizer: Any, sources: Sequence[list[int]], targets: Sequence[list[int]],
-    batch_size: int | None,
+    batch_size: int | None, attention: Sequence[list[list[float]] | None] | None = None,
 ) -> list[Evidence | None]:  # fmt: skip
     """The evidence of each translation `targets[k]` of `sources[k]` (ids) by the Translator's `engine` and `model`
-    (torch: `torch_evidence`; CTranslate2: `CTranslate2Translator.evidence`), in batches of at most `batch_size`
-    (None: one); None where either is empty."""
+    (torch: `torch_evidence`; CTranslate2: `CTranslate2Translator.evidence`, with the search's `attention[k]` where
+    given), in batches of at most `batch_size` (None: one); None where either is empty."""
     kept = [i for i in range(len(sources)) if sources[i] and targets[i]]
     found: list[Evidence | None] = [None] * len(sources)
     step = batch_size or len(kept) or 1
     for start in range(0, len(kept), step):
         batch = kept[start : start + step]
         ours, theirs = [sources[i] for i in batch], [targets[i] for i in batch]
-        made = (
-            model.evidence(ours, theirs) if engine == "ctranslate2" else torch_evidence(model, tokenizer, ours, theirs)
-        )
+        if engine == "ctranslate2":
+            made = model.evidence(ours, theirs, None if attention is None else [attention[i] for i in batch])
+        else:
+            made = torch_evidence(model, tokenizer, ours, theirs)
         for i, each in zip(batch, made, strict=True):
             found[i] = each
     return found
@@ -155,5 +164,5 @@ def evidence_of(
 
 __all__ = [
     "BERGAMOT_FEATURES", "SENTENCE_FEATURES", "WORD_FEATURES", "Evidence", "evidence_of", "sentence_features",
-    "torch_evidence", "word_features", "word_groups",
+    "torch_evidence", "traced_evidence", "word_features", "word_groups",
 ]  # fmt: skip

@@ -47,12 +47,15 @@ class SearchOutput:
     lengths: `(batch * n,)` generated tokens of each, `</s>` included.
     log_probs: `(batch * n,)` the sum of its tokens' log-probabilities under the model (no bound, no warper).
     met: `(batch * n,)` whether it holds every required phrase (None: the search had none).
+    traces: `(batch * n, longest, src_len + 1)` per generated token its cross-attention over the (padded) source (the
+        last layer's first head) and, last, its log-probability under the model (None: not asked for, `trace`).
     """
 
     sequences: torch.Tensor
     lengths: torch.Tensor
     log_probs: torch.Tensor
     met: torch.Tensor | None = None
+    traces: torch.Tensor | None = None
 
 
 class DecoderRows:
@@ -64,8 +67,11 @@ class DecoderRows:
         input_ids: torch.Tensor,  # (batch, src_len)
         attention_mask: torch.Tensor | None,  # (batch, src_len)
         repeats: int,  # decoder rows per source (beams, samples)
+        trace: bool = False,  # keep each step's cross-attention (`attention`)
     ) -> None:
         self.model = model
+        self.trace = trace
+        self.attention: torch.Tensor | None = None  # (rows, src_len) the last step's, with `trace`
         if attention_mask is not None and bool(attention_mask.all()):
             attention_mask = None  # no padding: no mask to apply at every step
         encoded = model.get_encoder()(input_ids=input_ids, attention_mask=attention_mask, return_dict=True)
@@ -89,8 +95,11 @@ class DecoderRows:
             decoder_input_ids=tokens,
             use_cache=True,
             return_dict=True,
+            output_attentions=self.trace,
             **{self.cache_name: self.cache},
         )
+        if self.trace:  # the last layer's first head
+            self.attention = outputs.cross_attentions[-1][:, 0, -1].float()
         self.cache = returned_cache(outputs)
         if self.cache is None:
             raise ValueError("the model returned no decoder cache: it cannot be searched step by step")
@@ -108,14 +117,23 @@ class DecoderRows:
 
 
 def decoder_rows(
-    model: PreTrainedModel, input_ids: torch.Tensor, attention_mask: torch.Tensor | None, repeats: int
-) -> DecoderRows:
+    model: PreTrainedModel, input_ids: torch.Tensor, attention_mask: torch.Tensor | None, repeats: int,
+    trace: bool = False,
+) -> DecoderRows:  # fmt: skip
     """The decoder side of a search over `model`: `DecoderRows`, or an engine's own with its methods (a model object
-    of an engine that has `decoder_rows`, e.g. ONNX Runtime's)."""
+    of an engine that has `decoder_rows`, e.g. ONNX Runtime's, which keeps no attention)."""
     own = getattr(model, "decoder_rows", None)
     if own is None:
-        return DecoderRows(model, input_ids, attention_mask, repeats)
+        return DecoderRows(model, input_ids, attention_mask, repeats, trace)
+    if trace:
+        raise InputError("this engine's search keeps no attention")
     return own(input_ids, attention_mask, repeats)
+
+
+def step_trace(decoder: DecoderRows, token_log_probs: torch.Tensor) -> torch.Tensor:
+    """`(rows, src_len + 1)`: the last step's attention of each decoder row and its chosen token's log-probability
+    `token_log_probs` `(rows,)`."""
+    return torch.cat((decoder.attention, token_log_probs[:, None]), dim=1)
 
 
 def force_end(scores: torch.Tensor, limits: torch.Tensor | None, generated: int, eos: int) -> torch.Tensor:
@@ -140,19 +158,21 @@ def search(
     settings: SearchSettings,
     limits: torch.Tensor | None = None,  # (batch,): each source's most new tokens, `</s>` included
     constraints: Constraints | None = None,
+    trace: bool = False,
 ) -> SearchOutput:
     """Translate a batch of sources: beam search with `num_beams` > 1, else greedy or sampling (`do_sample`);
-    `constraints`: a prefix and phrases to avoid (any search), phrases to place (beam search)."""
+    `constraints`: a prefix and phrases to avoid (any search), phrases to place (beam search); `trace`: keep each
+    hypothesis's token log-probabilities and attention (`SearchOutput.traces`)."""
     settings = settings.bounded(model)
     if limits is not None:
         limits = limits.to(input_ids.device)
     if settings.num_beams > 1:
-        return _beam_search(model, input_ids, attention_mask, settings, limits, constraints)
+        return _beam_search(model, input_ids, attention_mask, settings, limits, constraints, trace)
     if settings.num_return_sequences > 1 and not settings.do_sample:
         raise InputError("greedy search gives one translation: n-best lists need beams (or sampling)")
     if constraints is not None and constraints.has_required:
         raise InputError("required phrases (glossary terms) need beam search: num_beams of 2 or more")
-    return _greedy(model, input_ids, attention_mask, settings, limits, constraints)
+    return _greedy(model, input_ids, attention_mask, settings, limits, constraints, trace)
 
 
 def _warpers(settings: SearchSettings) -> list:
@@ -174,6 +194,7 @@ def _greedy(
     settings: SearchSettings,
     limits: torch.Tensor | None,
     constraints: Constraints | None = None,
+    trace: bool = False,
 ) -> SearchOutput:
     """Greedy search (or `num_return_sequences` samples a source); a row leaves the batch at its `</s>`."""
     copies, eos, device = settings.num_return_sequences, settings.eos_token_id, input_ids.device
@@ -186,7 +207,8 @@ def _greedy(
     alive = torch.arange(rows, device=device)  # the row of each decoder row left
     row_limits = None if limits is None else limits.repeat_interleave(copies)
     warpers = _warpers(settings) if settings.do_sample else []
-    decoder = decoder_rows(model, input_ids, attention_mask, copies)
+    decoder = decoder_rows(model, input_ids, attention_mask, copies, trace)
+    traces = torch.zeros((rows, settings.max_new_tokens, input_ids.shape[1] + 1), device=device) if trace else None
     for generated in range(settings.max_new_tokens):
         logits = decoder.step(tokens[alive, generated : generated + 1])  # (alive, vocab)
         scores = logits
@@ -200,7 +222,10 @@ def _greedy(
         else:
             chosen = scores.argmax(-1)  # (alive,)
         tokens[alive, generated + 1] = chosen
-        log_probs[alive] += logits.log_softmax(-1).gather(1, chosen[:, None]).squeeze(1)
+        token_log_probs = logits.log_softmax(-1).gather(1, chosen[:, None]).squeeze(1)  # (alive,)
+        log_probs[alive] += token_log_probs
+        if traces is not None:
+            traces[alive, generated] = step_trace(decoder, token_log_probs)
         ended = (chosen == eos) | (generated + 1 == settings.max_new_tokens)
         lengths[alive[ended]] = generated + 1
         if bool(ended.all()):
@@ -210,7 +235,9 @@ def _greedy(
             decoder.keep(kept)
             alive = alive[kept]
             row_limits = None if row_limits is None else row_limits[kept]
-    return SearchOutput(tokens[:, : 1 + int(lengths.max())], lengths, log_probs)
+    longest = int(lengths.max())
+    return SearchOutput(tokens[:, : 1 + longest], lengths, log_probs, None,
+                        None if traces is None else traces[:, :longest])  # fmt: skip
 
 
 def _beam_search(
@@ -220,15 +247,17 @@ def _beam_search(
     settings: SearchSettings,
     limits: torch.Tensor | None,
     constraints: Constraints | None = None,
+    trace: bool = False,
 ) -> SearchOutput:
     """generate()'s beam search (one `</s>` id), each sentence leaving the batch once its hypotheses are final;
     the candidates come from a strategy (`strategies`): generate()'s, or dynamic beam allocation for required
     phrases."""
     batch, device = input_ids.shape[0], input_ids.device
-    state = BeamState.start(settings, batch, limits, device)
+    traced = input_ids.shape[1] + 1 if trace else None  # the width of a step's trace
+    state = BeamState.start(settings, batch, limits, device, traced)
     strategy = strategy_for(settings, constraints, batch, device)
-    results = BeamResults(settings, batch, device)
-    decoder = decoder_rows(model, input_ids, attention_mask, settings.num_beams)
+    results = BeamResults(settings, batch, device, traced)
+    decoder = decoder_rows(model, input_ids, attention_mask, settings.num_beams, trace)
     for cur_len in range(1, 1 + settings.max_new_tokens):
         logits = decoder.step(state.running[:, :, cur_len - 1].reshape(-1, 1))  # (size * beams, vocab)
         log_probs = torch.log_softmax(logits, dim=-1)  # (size * beams, vocab)
@@ -236,7 +265,7 @@ def _beam_search(
         scores = force_end(scores, state.row_limits(), cur_len - 1, settings.eos_token_id)
         scores = scores.view(state.size, settings.num_beams, -1) + state.running_scores[:, :, None]
         candidates = strategy.candidates(scores, state, cur_len)  # (size, 2 * beams)
-        chosen, rows, hits = state.advance(candidates, log_probs, cur_len, settings)
+        chosen, rows, hits = state.advance(candidates, log_probs, cur_len, settings, decoder.attention)
         strategy.follow(candidates, chosen)
         decoder.reorder(rows)
         best_running = state.best_running(cur_len, settings)  # (size,)
@@ -255,6 +284,7 @@ def _beam_search(
         results.lengths.flatten(),
         results.log_probs.flatten(),
         results.holds.flatten() if isinstance(strategy, PhraseAllocation) else None,
+        None if results.traces is None else results.traces[:, :, : longest - 1].flatten(0, 1),
     )
 
 

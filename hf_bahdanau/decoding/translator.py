@@ -35,7 +35,7 @@ from .batching import in_input_order, padded
 from .glossary import Glossary, Term
 from .lexical import LexicalOptions
 from .quality import QualityEstimate, QualityEstimator, require_estimator
-from .quality_features import Evidence, evidence_of
+from .quality_features import Evidence, evidence_of, traced_evidence
 from .settings import SearchSettings
 from .sources import length_bound, source_ids, warn_long_sources
 
@@ -244,16 +244,25 @@ class Translator:
         bounds = [self._bound(lengths[i], texts[i], i, lexical) for i in range(len(texts))]
 
         def translate(indices: list[int]) -> list[Translation]:
+            attention = None  # the search's attention of each best hypothesis, where the engine gives it
+            searched: list[Evidence | None] = [None] * len(indices)  # the search's evidence, where it has it
             if self.engine == "ctranslate2":
-                found = self._translate_ctranslate2(texts, indices, settings, max_new_tokens, bounds, lexical)
+                found, attention = self._translate_ctranslate2(texts, indices, settings, max_new_tokens, bounds,
+                                                               lexical, estimator is not None)  # fmt: skip
             else:
-                found = self._translate_ids([rows[i] for i in indices], settings, max_new_tokens, alignments,
-                                            [bounds[i] for i in indices], lexical, texts, indices)  # fmt: skip
+                found, searched = self._translate_ids([rows[i] for i in indices], settings, max_new_tokens, alignments,
+                                                      [bounds[i] for i in indices], lexical, texts, indices,
+                                                      estimator is not None)  # fmt: skip
             if estimator is None:
                 return found
             sources, targets = [rows[i] for i in indices], [translation.hypotheses[0].ids for translation in found]
-            evidence = evidence_of(self.engine, self.model, self.tokenizer, sources, targets, self.batch_size)
-            return estimator.attach(found, evidence, [len(row) for row in sources])
+            missing = [k for k, each in enumerate(searched) if each is None]
+            forced = evidence_of(self.engine, self.model, self.tokenizer, [sources[k] for k in missing],
+                                 [targets[k] for k in missing], self.batch_size,
+                                 None if attention is None else [attention[k] for k in missing])  # fmt: skip
+            for k, each in zip(missing, forced, strict=True):
+                searched[k] = each
+            return estimator.attach(found, searched, [len(row) for row in sources])
 
         yield from in_input_order(translate, lengths, self.batch_tokens, self.batch_size, progress)
 
@@ -292,9 +301,11 @@ class Translator:
         lexical: LexicalOptions | None,
         texts: list[str],
         indices: list[int],
-    ) -> list[Translation]:
+        trace: bool = False,
+    ) -> tuple[list[Translation], list[Evidence | None]]:
         """Translate one batch of sources given as token ids (the torch engine): `texts[indices[k]]` is `rows[k]`,
-        with at most `bounds[k]` new tokens unless `max_new_tokens`."""
+        with at most `bounds[k]` new tokens unless `max_new_tokens`. Returns the translations and, with `trace`, the
+        evidence of each best hypothesis from the search (None where there is none: a blank source, samples)."""
         import torch
 
         from hf_bahdanau.models.pipelines import pad_id
@@ -305,9 +316,10 @@ class Translator:
         # a blank source: `n_best` empty hypotheses, unscored (nothing was translated, so no certainty either)
         empty = Translation([Hypothesis("", None, "" if alignments else None)] * settings.num_return_sequences)
         results = [empty for _ in rows]
+        evidence: list[Evidence | None] = [None] * len(rows)
         kept = [i for i, row in enumerate(rows) if row]
         if not kept:
-            return results
+            return results, evidence
         device = self.model.device
         input_ids, attention_mask = padded([rows[i] for i in kept], pad_id(self.tokenizer), self.tokenizer.padding_side)
         input_ids, attention_mask = input_ids.to(device), attention_mask.to(device)  # (batch, src_len)
@@ -319,7 +331,8 @@ class Translator:
         if lexical is not None:
             vocab = self.model.get_output_embeddings().weight.shape[0]
             constraints = lexical.constraints(texts, [indices[i] for i in kept], vocab, device)
-        found = search(self.model, input_ids, attention_mask, settings, limits, constraints)
+        trace = trace and not settings.do_sample  # samples are sorted by score after the search
+        found = search(self.model, input_ids, attention_mask, settings, limits, constraints, trace)
         n = settings.num_return_sequences
         lengths = found.lengths
         scores = (found.log_probs / lengths.clamp(min=1)).tolist()
@@ -342,7 +355,11 @@ class Translator:
                 logger.warning("text %d: its glossary terms (%s) did not all fit in its %d tokens", indices[i],
                                ", ".join(term.target for term in terms), int(lengths[k * n]))  # fmt: skip
             results[i] = Translation(hypotheses, terms)
-        return results
+            if found.traces is not None:
+                length, columns = int(lengths[k * n]), attention_mask[k].bool()
+                evidence[i] = traced_evidence(self.tokenizer, hypotheses[0].ids, found.traces[k * n, :length, :-1][
+                    :, columns], found.traces[k * n, :length, -1])  # fmt: skip
+        return results, evidence
 
     def _translate_ctranslate2(
         self,
@@ -352,10 +369,12 @@ class Translator:
         max_new_tokens: int | None,
         bounds: list[int],
         lexical: LexicalOptions | None,
-    ) -> list[Translation]:
+        attention: bool = False,
+    ) -> tuple[list[Translation], list[list[list[float]] | None]]:
         """Translate one batch (`texts[indices]`) with CTranslate2, each source bounded as the torch engine bounds
         it (its last token is a forced `</s>`, which CTranslate2 leaves out): one call per bound. A prefix and
-        phrases to avoid become CTranslate2's target prefix and suppressed sequences."""
+        phrases to avoid become CTranslate2's target prefix and suppressed sequences. Returns the translations and,
+        with `attention`, the search's attention of each best hypothesis (None where it has none)."""
         limits = {i: max_new_tokens or bounds[i] - 1 for i in indices}
         options = {"num_beams": settings.num_beams, "length_penalty": settings.length_penalty,
                    "early_stopping": settings.early_stopping, "num_return_sequences": settings.num_return_sequences,
@@ -367,9 +386,10 @@ class Translator:
             group = [i for i in indices if limits[i] == bound]
             prefixes = None if lexical is None else [lexical.tokens(lexical.prefix_ids(i)) for i in group]
             rows = self.model.hypotheses([texts[i] for i in group], batch_size=len(group), max_new_tokens=bound,
-                                         prefixes=prefixes, **options)  # fmt: skip
+                                         prefixes=prefixes, attention=attention, **options)  # fmt: skip
             found.update(zip(group, rows, strict=True))
-        return [Translation([Hypothesis(h.text, h.score, None, h.ids) for h in found[i]]) for i in indices]
+        translations = [Translation([Hypothesis(h.text, h.score, None, h.ids) for h in found[i]]) for i in indices]
+        return translations, [found[i][0].attention for i in indices]
 
     def evidence(self, texts: Sequence[str], translations: Sequence[Translation]) -> list[Evidence | None]:
         """The model's view of each translation's best hypothesis (`quality_features.Evidence`), from a

@@ -22,6 +22,7 @@ from transformers import TrainingArguments
 from transformers.dynamic_module_utils import get_relative_imports
 
 from hf_bahdanau.choices import DEFAULT_LICENSE
+from hf_bahdanau.decoding.quality import ESTIMATOR_FILE
 from hf_bahdanau.errors import InputError, UnreachableError
 from hf_bahdanau.json_files import read_json
 
@@ -47,6 +48,7 @@ UPLOAD_PATTERNS = (
     "added_tokens.json",
     CARD_FILE,
     EVAL_RESULTS_FILE,
+    ESTIMATOR_FILE,  # the quality estimator `translate --quality` reads
     "*.png",  # training curves, attention heatmaps
 )
 MAX_REPO_ID_LENGTH = 96  # the Hub's limit on OWNER/NAME
