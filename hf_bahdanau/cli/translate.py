@@ -241,8 +241,7 @@ def _check_document_options(args: argparse.Namespace) -> None:
     asked = [name for name, value in (("--heatmap", args.heatmap), ("--n-best", args.n_best),
              ("--alignments", args.alignments)) if value]  # fmt: skip
     if asked:
-        verb = "do" if len(asked) > 1 else "does"
-        raise UsageError(f"{' and '.join(asked)} {verb} not apply to {given}: translate sentences a line each")
+        raise UsageError(f"{given} takes no {' or '.join(asked)}: translate sentences a line each")
     for name, value, field in (("--scores", args.scores, "score"), ("--quality", args.quality, "quality")):
         if value and args.input_format == "html":
             raise UsageError(f"{name} does not apply to --input-format html: a page has no place for a {field}")
