@@ -14,6 +14,7 @@ from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM, Pretraine
 
 from hf_bahdanau.choices import EXPORT_INFO
 from hf_bahdanau.errors import InputError, as_input_error
+from hf_bahdanau.json_files import read_json
 from hf_bahdanau.models.configuration_bahdanau import BahdanauConfig
 from hf_bahdanau.models.configuration_transformer import TransformerConfig
 from hf_bahdanau.models.configuration_translation import TranslationConfig
@@ -43,15 +44,24 @@ def get_model_type(name: str) -> ModelType:
     return MODEL_TYPES[model_type]
 
 
+EXPORTS = {  # what each format of `export` is, and how to use it
+    "ctranslate2": "a CTranslate2 export: translate with it through --engine ctranslate2",
+    "onnx": "an ONNX export: translate with it through --engine onnxruntime",
+    "transformers": "a standard transformers export, for transformers without this package: give its model folder",
+    "web": "a web export, a page: serve it with a static file server and open its index.html",
+}
+
+
 def check_saved_model_type(path: str | os.PathLike[str]) -> ModelType:
     """The classes of a saved model (a folder or Hub id) by its config.json's `model_type`, read as data; a one-line
     InputError for a type this package does not have (its code would have to come from the folder, and the command
     line never runs a folder's code: every load passes `trust_remote_code=False`)."""
+    if (Path(path) / EXPORT_INFO).is_file():  # an export of this package holds no model it loads
+        found = read_json(Path(path) / EXPORT_INFO).get("format", "ctranslate2")  # (a CTranslate2 one names none)
+        raise InputError(f"{path} is {EXPORTS.get(found, f'an export ({found!r})')}")
     with as_input_error(ValueError, OSError):  # no config.json, one that is not JSON, a Hub id offline
         config, _ = PretrainedConfig.get_config_dict(str(path))
     model_type = config.get("model_type")
-    if model_type is None and (Path(path) / EXPORT_INFO).is_file():
-        raise InputError(f"{path} is a CTranslate2 export: translate with it through --engine ctranslate2")
     if model_type not in MODEL_TYPES:
         raise InputError(
             f"{path}: model type {model_type!r} is not one of this package's ({', '.join(MODEL_TYPES)}); "

@@ -168,7 +168,10 @@ def test_translate_jsonl_adds_translation_and_score_to_each_record(folder, model
         (["--input-format", "jsonl"], '{"text": "a"}\n{"source": "b"}\n', "stdin line 2: no 'text' field"),
         (["--document", "-", "--document-language", "de_DE!"], "Ein Hund.\n", "unknown language 'de_DE!'"),
         (["--document", "-", "--scores"], "", "--scores with --document needs --input-format jsonl"),
-        (["--document", "-", "--n-best", "2"], "", "--n-best do not apply to --document"),
+        (["--document", "-", "--n-best", "2"], "", "--document takes no --n-best: translate sentences a line"),
+        (["--document", "-", "--n-best", "2", "--alignments"], "", "--document takes no --n-best or --alignments"),
+        (["--input-format", "html", "--quality"], "<p>Ein Hund.</p>", "--quality does not apply to --input-format"),
+        (["--input-format", "html", "--scores"], "<p>Ein Hund.</p>", "--scores does not apply to --input-format"),
         (["--input-format", "jsonl", "Ein Hund."], "", "--input-format jsonl reads stdin: leave out the sentences"),
         pytest.param(
             ["--input-format", "jsonl"],

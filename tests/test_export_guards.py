@@ -102,9 +102,13 @@ def test_a_missing_tokenizer_json_is_named(model_copy, tmp_path):
 
 
 def test_an_export_given_as_a_model_names_the_engine_option(model_copy, tmp_path):
+    from hf_bahdanau.decoding.standard_folder import export_transformers
+
     export = export_ctranslate2(model_copy, tmp_path / "ct2")
     with pytest.raises(ValueError, match="is a CTranslate2 export: translate with it through --engine ctranslate2"):
         check_saved_model_type(export)
+    with pytest.raises(ValueError, match="is a standard transformers export, for transformers without this package"):
+        check_saved_model_type(export_transformers(model_copy, tmp_path / "standard"))
 
 
 @pytest.mark.parametrize("format", ["ctranslate2", "transformers"])
@@ -119,3 +123,11 @@ def test_a_folder_missing_a_weight_is_refused_as_translate_refuses_it(model_copy
     error = error_of(["export", "--model", str(model_copy), "--format", format, "--output", str(output)], caplog)
     assert "do not fit" in error and "1 missing" in error and not output.exists()
     assert error == error_of(["translate", "--model", str(model_copy), "Ein Hund."], caplog)
+
+
+@pytest.mark.parametrize("format", ["ctranslate2", "transformers", "onnx"])
+def test_a_web_option_on_another_format_is_refused_before_anything_is_written(model_copy, tmp_path, caplog, format):
+    output = tmp_path / "export"
+    argv = ["export", "--model", str(model_copy), "--format", format, "--output", str(output), "--runtime", "web"]
+    assert error_of(argv, caplog) == f"--runtime applies to --format web: --format {format} writes no page"
+    assert not output.exists()

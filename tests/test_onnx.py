@@ -215,8 +215,15 @@ def test_what_the_engine_cannot_do_is_refused_in_one_line(made, tmp_path, caplog
     assert "gives no attention weights" in error_of([*argv, "--alignments"], caplog)
     argv = ["translate", "--model", str(folder), "--engine", "onnxruntime"]
     assert "is no ONNX export of this package" in error_of(argv, caplog)
+    for family in ("gru", "pre-norm"):  # an RNN's export records its model type, a Transformer's is Blenderbot's
+        argv = ["translate", "--model", str(made(family)[2]), "--engine", "torch", "Ein Hund."]
+        assert error_of(argv, caplog).endswith("is an ONNX export: translate with it through --engine onnxruntime")
     argv = ["export", "--model", str(folder), "--format", "onnx", "--output", str(tmp_path / "x"), "--quantization"]
     assert "--quantization applies to --format ctranslate2" in error_of([*argv, "int8"], caplog)
+    standard = made("pre-norm")[2]  # a Blenderbot folder, no model of this package's
+    argv = ["export", "--model", str(standard), "--format", "onnx", "--output", str(tmp_path / "y")]
+    expected = "holds a 'blenderbot' model: only bahdanau and d2l_transformer models export to ONNX"
+    assert expected in error_of(argv, caplog) and not (tmp_path / "y").exists()
 
 
 def test_a_transformer_without_a_standard_equivalent_is_refused_in_one_line(tokenizer, tmp_path, caplog):

@@ -258,9 +258,9 @@ def test_a_folder_without_an_estimator_translates_as_before(folder, capsys, capl
     assert "no quality estimator" in caplog.text and "Traceback" not in caplog.text
 
 
-def test_calibrate_translate_and_evaluate_from_the_command_line(folder, references, tmp_path, capsys):
-    """calibrate fits on the validation split of a corpus folder and refuses its test split; translate --quality
-    writes QUALITY<TAB>TRANSLATION<TAB>TAGS lines and JSON fields; evaluate reports the correlations."""
+def test_calibrate_translate_and_evaluate_from_the_command_line(folder, references, tmp_path, capsys, caplog):
+    """calibrate fits on the validation split of a corpus folder and refuses its train and test splits; translate
+    --quality writes QUALITY<TAB>TRANSLATION<TAB>TAGS lines and JSON fields; evaluate reports the correlations."""
     import shutil
 
     model = tmp_path / "model"
@@ -271,7 +271,9 @@ def test_calibrate_translate_and_evaluate_from_the_command_line(folder, referenc
         (corpus / f"{split}.de").write_text("\n".join(SOURCES) + "\n")
         (corpus / f"{split}.en").write_text("\n".join(references) + "\n")
     data = ["--data", str(corpus), "--test-split", "test"]
-    assert main(["calibrate", "--model", str(model), *data, "--split", "test"]) == 1
+    for split in ("test", "train"):  # the model learnt from one, and is judged on the other
+        assert main(["calibrate", "--model", str(model), *data, "--split", split]) == 1
+        assert f"not the {split} split" in caplog.text
     assert not (model / ESTIMATOR_FILE).exists()
     assert main(["calibrate", "--model", str(model), *data]) == 0
     printed = capsys.readouterr().out

@@ -27,8 +27,8 @@ examples:
 It translates the split, labels each translation against its reference (sentence chrF; a word is OK when it is in
 a longest common subsequence with the reference's words) and fits two estimators: ours, on the model's token
 log-probabilities and attention, and Bergamot's (its four word features), the baseline. It prints the figures of
-both (Pearson r with sentence chrF, word MCC) on the split and writes MODEL/quality_estimator.json. Never a test
-split.
+both (Pearson r with sentence chrF, word MCC) on the split and writes MODEL/quality_estimator.json. Never the train
+or test split.
 """
 
 
@@ -36,7 +36,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     """Add `calibrate` and its options to the command line's subparsers."""
     parser = add_command(commands, "calibrate", SUMMARY, EPILOG)
     add_generation_arguments(parser)
-    add_corpus_arguments(parser, "validation", "The held-out split to fit on (never the test split).")
+    add_corpus_arguments(parser, "validation", "The held-out split to fit on (never the train or test split).")
 
 
 def run(args: argparse.Namespace) -> None:
@@ -46,8 +46,8 @@ def run(args: argparse.Namespace) -> None:
 
     check_generation_length(args.model, args.max_new_tokens)
     check_engine_options(args)
-    if args.split == "test":
-        raise UsageError("calibrate fits on held-out data: choose a split other than test (e.g. validation)")
+    if args.split in ("train", "test"):
+        raise UsageError(f"calibrate fits on held-out data, not the {args.split} split: choose another (validation)")
     translator = load_translator(args)
     pairs = read_pairs(args, translator)
     data = {"data": Path(pairs.data).name, "split": pairs.split}  # a name: the folder may be published

@@ -73,6 +73,8 @@ def run(args: argparse.Namespace) -> None:
             f"--quantization applies to --format ctranslate2 and web: --format {args.format} writes its own weights "
             "(a standard folder float32, an ONNX export float32 and int8)"
         )
+    if args.format != "web" and args.runtime is not None:
+        raise InputError(f"--runtime applies to --format web: --format {args.format} writes no page")
     if args.format == "transformers":
         from hf_bahdanau.decoding.standard_folder import export_transformers
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Iterable
+from typing import Any
 
 from hf_bahdanau.choices import DEFAULT_LICENSE
 
@@ -94,18 +96,30 @@ def run(args: argparse.Namespace) -> None:
         _publish_space(args)
 
 
+def _wrote_url(done: Any, args: argparse.Namespace) -> bool:
+    """Write the URL `done` was published at, and True; False for a dry run (whose caller shows what it holds)."""
+    if args.dry_run:
+        return False
+    sys.stdout.write(f"{done.url}\n")
+    return True
+
+
+def _write_files(heading: str, names: Iterable[str]) -> None:
+    """`heading`, then each name on a line of its own, indented."""
+    sys.stdout.write(heading + "\n" + "".join(f"  {name}\n" for name in names))
+
+
 def _publish_space(args: argparse.Namespace) -> None:
     """`publish --space`: the demo Space of the model `--repo-id`; a dry run shows its files."""
     from hf_bahdanau.publishing.space import publish_space
 
     done = publish_space(args.space, args.repo_id, private=args.private, dry_run=args.dry_run,
                          commit_message=args.commit_message, license=args.license)  # fmt: skip
-    if not args.dry_run:
-        sys.stdout.write(f"{done.url}\n")
+    if _wrote_url(done, args):
         return
     for name, text in done.texts.items():
         sys.stdout.write(f"==> {name} <==\n{text.rstrip()}\n\n")
-    sys.stdout.write(f"dry run: would upload to the Space {done.space_id}:\n" + "".join(f"  {n}\n" for n in done.texts))
+    _write_files(f"dry run: would upload to the Space {done.space_id}:", done.texts)
     sys.stdout.write(f"  and {len(done.package)} files of the package (hf_bahdanau/*.py), which app.py imports\n")
 
 
@@ -120,12 +134,11 @@ def _publish_model(args: argparse.Namespace) -> None:
     done = publish(args.model, args.repo_id, license=args.license, dry_run=args.dry_run,
                    overwrite_card=args.overwrite_card, with_ctranslate2=args.with_ctranslate2,
                    **options)  # fmt: skip
-    if not args.dry_run:
-        sys.stdout.write(f"{done.url}\n")
+    if _wrote_url(done, args):
         return
     if not done.card_kept:  # the card that would be written, then what would happen
         sys.stdout.write(done.card_text.rstrip("\n") + "\n\n")
-    sys.stdout.write(f"dry run: would upload to {done.repo_id}:\n" + "".join(f"  {n}\n" for n in done.files))
+    _write_files(f"dry run: would upload to {done.repo_id}:", done.files)
     if done.card_kept:
         sys.stdout.write(f"model card: {done.card} is kept (not made by hf-bahdanau; --overwrite-card replaces it)\n")
     else:
@@ -138,11 +151,10 @@ def _publish_standard(args: argparse.Namespace) -> None:
 
     done = publish_standard(args.model, args.repo_id, private=args.private, revision=args.revision,
                             commit_message=args.commit_message, license=args.license, dry_run=args.dry_run)  # fmt: skip
-    if not args.dry_run:
-        sys.stdout.write(f"{done.url}\n")
+    if _wrote_url(done, args):
         return
     sys.stdout.write(done.card_text.rstrip("\n") + "\n\n")
-    sys.stdout.write(f"dry run: would upload to {done.repo_id}:\n" + "".join(f"  {n}\n" for n in done.files))
+    _write_files(f"dry run: would upload to {done.repo_id}:", done.files)
 
 
 def _publish_web(args: argparse.Namespace) -> None:
@@ -151,12 +163,10 @@ def _publish_web(args: argparse.Namespace) -> None:
 
     done = publish_web_space(args.model, args.repo_id, private=args.private, dry_run=args.dry_run,
                              commit_message=args.commit_message, license=args.license)  # fmt: skip
-    if not args.dry_run:
-        sys.stdout.write(f"{done.url}\n")
+    if _wrote_url(done, args):
         return
     sys.stdout.write(f"==> README.md <==\n{done.readme.rstrip()}\n\n")
-    sys.stdout.write(f"dry run: would upload to the static Space {done.space_id}:\n")
-    sys.stdout.write("".join(f"  {n}\n" for n in done.files))
+    _write_files(f"dry run: would upload to the static Space {done.space_id}:", done.files)
 
 
 # ---- demo -------------------------------------------------------------------------------------------------

@@ -241,8 +241,10 @@ def _check_document_options(args: argparse.Namespace) -> None:
     asked = [name for name, value in (("--heatmap", args.heatmap), ("--n-best", args.n_best),
              ("--alignments", args.alignments)) if value]  # fmt: skip
     if asked:
-        raise UsageError(f"{' and '.join(asked)} do not apply to {given}: translate sentences a line each")
+        raise UsageError(f"{given} takes no {' or '.join(asked)}: translate sentences a line each")
     for name, value, field in (("--scores", args.scores, "score"), ("--quality", args.quality, "quality")):
+        if value and args.input_format == "html":
+            raise UsageError(f"{name} does not apply to --input-format html: a page has no place for a {field}")
         if value and args.input_format != "jsonl":
             raise UsageError(f"{name} with --document needs --input-format jsonl (a '{field}' field per record)")
 

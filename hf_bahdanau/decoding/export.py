@@ -93,18 +93,20 @@ def source_fingerprint(folder: str | os.PathLike) -> str:
     return digest.hexdigest()
 
 
-def check_exportable(folder: Path, target: str, rnn_reason: str) -> dict[str, Any]:
+def check_exportable(folder: Path, target: str, rnn_reason: str | None) -> dict[str, Any]:
     """The folder's config.json, or an InputError for a folder that cannot be exported to `target` (an RNN, for
-    `rnn_reason`)."""
+    `rnn_reason`; None: an RNN exports too)."""
     config_file = folder / "config.json"
     if not config_file.is_file():
         raise InputError(f"{folder} is not a saved model folder (no config.json)")
     config = read_json(config_file)
     model_type = config.get("model_type")
-    if model_type == "bahdanau":
+    if model_type == "bahdanau" and rnn_reason is not None:
         raise InputError(f"{folder} holds an RNN encoder-decoder (model type bahdanau): {rnn_reason}")
-    if model_type != "d2l_transformer":
-        raise InputError(f"{folder} holds a {model_type!r} model: only d2l_transformer models export to {target}")
+    families = ("d2l_transformer",) if rnn_reason is not None else ("bahdanau", "d2l_transformer")
+    if model_type not in families:
+        raise InputError(f"{folder} holds a {model_type!r} model: only {' and '.join(families)} models export to "
+                         f"{target}")  # fmt: skip
     check_tokenizer_file(folder)
     return config
 

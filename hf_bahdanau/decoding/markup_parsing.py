@@ -1,7 +1,7 @@
 """HTML read for `markup`: the standard library's `html.parser` events, each with its source, and the units a
 document is cut at: tags, runs of text, comments, and elements kept whole (`<script>`, `<code>`, `translate="no"`),
 each marked a boundary between segments or not. An inline element is moved with the text only where it holds no
-boundary; an end tag that closes no moved element stays where it is."""
+boundary; an end tag that closes no moved element stays where it is, and one that closes nothing is dropped."""
 
 from __future__ import annotations
 
@@ -145,8 +145,11 @@ def parse_units(found: list[_Token]) -> list[Unit]:
             unit.close = index[close] if close >= 0 else -1 - index[-1 - close]
         unit.boundary = unit.kind not in ("text", "comment") and (unit.tag not in INLINE or unit.kind == "other")
     closed = {unit.close for unit in units if unit.close is not None and unit.close >= 0}
-    for i, unit in enumerate(units):  # an end tag that closes no element moved with the text stays where it is
-        if unit.kind == "end" and i not in closed:
+    ends = {end for end in closer if end is not None and end >= 0}  # the tokens that close an element
+    for i, unit in enumerate(units):
+        if unit.kind == "end" and starts[i] not in ends:  # it closes nothing: dropped, as an HTML parser ignores it
+            unit.raw, unit.boundary = "", False
+        elif unit.kind == "end" and i not in closed:  # it closes an element that does not move: it stays
             unit.boundary = True
     nearest = len(units)  # the first boundary after the unit at hand
     for i in range(len(units) - 1, -1, -1):  # an element holding a boundary cannot move: it is one too

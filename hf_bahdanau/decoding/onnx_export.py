@@ -34,13 +34,12 @@ from typing import Any
 from torch import nn
 
 from hf_bahdanau.errors import InputError
-from hf_bahdanau.json_files import read_json
 
 from .export import (
     COPIED_FILES,
     check_export_output,
+    check_exportable,
     check_outside_model_folders,
-    check_tokenizer_file,
     load_exportable,
     local_folder,
     source_fingerprint,
@@ -126,15 +125,7 @@ def export_onnx(
     output = Path(output_dir)
     check_outside_model_folders(output)
     folder = local_folder(model_dir_or_repo_id)
-    if not (folder / "config.json").is_file():
-        raise InputError(f"{folder} is not a saved model folder (no config.json)")
-    model_config = read_json(folder / "config.json")
-    if model_config.get("model_type") not in ("bahdanau", "d2l_transformer"):
-        raise InputError(
-            f"{folder} holds a {model_config.get('model_type')!r} model: only this package's models (bahdanau, "
-            "d2l_transformer) export to ONNX"
-        )
-    check_tokenizer_file(folder)
+    model_config = check_exportable(folder, "ONNX", rnn_reason=None)
     check_export_output(output, folder, overwrite)
     fingerprint = source_fingerprint(folder)
     model, _ = load_exportable(folder)

@@ -79,6 +79,8 @@ class OnnxDecoderRows:
     and feeds its state outputs back (`decoding.json`'s `state`; keys and values of the source once made, as
     transformers.js keeps them), `reorder` moves the hypotheses' state to their beams, `keep` drops finished rows."""
 
+    attention: torch.Tensor | None = None  # the search's trace of each step's attention: ONNX Runtime keeps none
+
     def __init__(
         self, model: OnnxRuntimeModel, input_ids: torch.Tensor, attention_mask: torch.Tensor | None, repeats: int
     ) -> None:

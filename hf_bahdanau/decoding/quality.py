@@ -166,9 +166,8 @@ class QualityEstimator:
             except (KeyError, TypeError, ValueError) as error:
                 raise ValueError(f"{path} is not a whole quality estimator ({error!r}): run calibrate") from error
             linears = (estimator.words.model, estimator.sentences, estimator.bergamot.model)
-            if [linear.features for linear in linears] != [
-                list(WORD_FEATURES), [*SENTENCE_FEATURES, "mean_ok"], list(BERGAMOT_FEATURES)
-            ]:
+            names = [linear.features for linear in linears]
+            if names != [list(WORD_FEATURES), [*SENTENCE_FEATURES, "mean_ok"], list(BERGAMOT_FEATURES)]:
                 raise ValueError(f"{path} was fitted on other features than this package computes: run calibrate")
             if any(not len(lin.features) == len(lin.mean) == len(lin.scale) == len(lin.weights) for lin in linears):
                 raise ValueError(f"{path}: a model's weights do not match its features: run calibrate")

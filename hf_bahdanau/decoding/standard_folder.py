@@ -44,6 +44,10 @@ logger = logging.getLogger(__name__)
 
 FORMAT = "transformers"  # `export --format`
 TOKENIZER_SETTINGS = ("bos_token", "eos_token", "pad_token", "unk_token", "model_max_length")  # kept from ours
+# The tokenizer class, named in config.json: AutoTokenizer of transformers 5.0-5.2, given a class in
+# tokenizer_config.json, first compares it with the model type's tokenizer, Marian's being None without
+# sentencepiece, and fails; a class named only in config.json is loaded as it is, by every release.
+TOKENIZER_CLASS = "PreTrainedTokenizerFast"  # transformers 4 has it too; 5's TokenizersBackend
 
 
 def residual_order(d_model: int) -> torch.Tensor:
@@ -92,6 +96,7 @@ def standard_config(config: Any, generation: Any) -> Any:
         eos_token_id=config.eos_token_id,
         decoder_start_token_id=config.decoder_start_token_id,
         forced_eos_token_id=getattr(generation, "forced_eos_token_id", None),
+        tokenizer_class=TOKENIZER_CLASS,
     )
     if config.norm_first:  # Blenderbot's default bans repeating the source's 3-grams
         return BlenderbotConfig(**shared, encoder_no_repeat_ngram_size=0)
@@ -169,12 +174,13 @@ def to_standard_model(model: Any) -> Any:
 
 
 def save_tokenizer(folder: Path, staging: Path) -> None:
-    """Our `tokenizer.json` as it is, with a `tokenizer_config.json` that any transformers release reads
-    (`PreTrainedTokenizerFast`, padding on the right as the standard models count positions, no token type ids)."""
+    """Our `tokenizer.json` as it is, with a `tokenizer_config.json` that any transformers release reads (padding on
+    the right as the standard models count positions, no token type ids; the class is config.json's
+    `TOKENIZER_CLASS`)."""
     shutil.copy2(folder / "tokenizer.json", staging / "tokenizer.json")
     ours = read_json(folder / "tokenizer_config.json") if (folder / "tokenizer_config.json").is_file() else {}
     settings = {name: ours[name] for name in TOKENIZER_SETTINGS if name in ours}
-    settings.update(tokenizer_class="PreTrainedTokenizerFast", padding_side="right", clean_up_tokenization_spaces=False)
+    settings.update(padding_side="right", clean_up_tokenization_spaces=False)
     settings["model_input_names"] = ["input_ids", "attention_mask"]  # not transformers 4's token_type_ids
     text = json.dumps(settings, indent=2, sort_keys=True) + "\n"
     (staging / "tokenizer_config.json").write_text(text, encoding="utf-8")
