@@ -7,16 +7,16 @@
 The standard library's `html.parser` reads the document (a quoted attribute value may hold `<` or `>`; each tag,
 comment and run of text is the source between two of the parser's positions, so what is kept is kept byte for byte).
 Block elements, `<br>` and whatever cannot be moved (a declaration, an inline element holding a block) cut the text
-into segments and stay where they are; an end tag that closes nothing is dropped, as an HTML parser ignores it.
-In a segment the inline elements (`<b>`, `<a href>`, `<span>`, ...) are taken out, the plain text (character references read: `&amp;` -> `&`) is split into sentences
-(`documents.split_sentences`) and each sentence is translated whole; then each element goes back around the target
-words aligned to its source words (`markup_projection`), and the text is escaped again (`&`, `<`, `>`). An element
-with no words (`<img>`, `<b></b>`), a comment, and `<code>` or an inline element with `translate="no"` (or class
-`notranslate`) are kept whole at the aligned gap. `<script>`, `<style>`, `<pre>`, `<textarea>` and block elements
-with `translate="no"` are kept as they are, as boundaries. An inline element left unclosed is closed at the end of
-its segment. A translation without an alignment (None: an engine that gives none) puts the elements at the same
-relative positions. A segment's leading and trailing whitespace is kept; the sentences of a segment are joined by a
-space.
+into segments and stay where they are; an end tag that closes nothing is dropped, as an HTML parser ignores it. In a
+segment the inline elements (`<b>`, `<a href>`, `<span>`, ...) are taken out, the plain text (character references
+read: `&amp;` -> `&`) is split into sentences (`documents.split_sentences`) and each sentence is translated whole;
+then each element goes back around the target words aligned to its source words (`markup_projection`), and the text
+is escaped again (`&`, `<`, `>`). An element with no words (`<img>`, `<b></b>`), a comment, and `<code>` or an
+inline element with `translate="no"` (or class `notranslate`) are kept whole at the aligned gap. `<script>`,
+`<style>`, `<pre>`, `<textarea>` and block elements with `translate="no"` are kept as they are, as boundaries. An
+inline element left unclosed is closed at the end of its segment. A translation without an alignment (None: an
+engine that gives none) puts the elements at the same relative positions. A segment's leading and trailing
+whitespace is kept; the sentences of a segment are joined by a space.
 """
 
 from __future__ import annotations
