@@ -24,8 +24,7 @@ import sacrebleu
 
 from hf_bahdanau import register
 from hf_bahdanau.choices import ENGINES, QUANTIZATIONS
-from hf_bahdanau.data.corpora import load_parallel_corpus
-from hf_bahdanau.data.run_settings import read_data_settings
+from hf_bahdanau.data.corpora import folder_split
 from hf_bahdanau.decoding.cascade import TEACHER, Cascade
 from hf_bahdanau.decoding.translator import Translator
 
@@ -54,16 +53,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def split_pairs(folder: Path, split: str, max_samples: int | None) -> tuple[list[str], list[str]]:
-    """The sources and references of the model's corpus's `split`, read as training read it."""
-    settings = read_data_settings(folder)
-    src, tgt = settings["src_lang"], settings["tgt_lang"]
-    corpus = load_parallel_corpus(settings.get("data_path") or settings["data"], src, tgt,
-                                  test_split=settings["test_split"], normalize=settings.get("d2l_normalize", False),
-                                  splits=(split,), max_pairs=max_samples)[split]  # fmt: skip
-    return [row[src] for row in corpus["translation"]], [row[tgt] for row in corpus["translation"]]
-
-
 def timed(translate, sources: list[str], references: list[str], warm_up: int) -> tuple[dict, list]:
     """BLEU, chrF and sentences per second of `translate(sources)` (after a warm-up on `warm_up` sources), and its
     translations."""
@@ -81,7 +70,7 @@ def timed(translate, sources: list[str], references: list[str], warm_up: int) ->
 
 def measure(args: argparse.Namespace) -> dict:
     """The figures of the student, the teacher and the cascade at each threshold."""
-    sources, references = split_pairs(Path(args.student), args.split, args.max_samples)
+    sources, references = folder_split(Path(args.student), args.split, args.max_samples)
     student = Translator.from_folder(args.student, engine=args.student_engine, quantize=args.student_quantize,
                                      threads=args.threads, batch_size=args.batch_size)  # fmt: skip
     teacher = Translator.from_folder(args.teacher, engine=args.teacher_engine, threads=args.threads,

@@ -25,8 +25,7 @@ from typing import NamedTuple
 import sacrebleu
 
 from hf_bahdanau import register
-from hf_bahdanau.data.corpora import load_parallel_corpus
-from hf_bahdanau.data.run_settings import read_data_settings
+from hf_bahdanau.data.corpora import folder_split
 from hf_bahdanau.decoding.translator import Translator
 from hf_bahdanau.publishing.card import count_parameters
 
@@ -54,16 +53,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--threads", type=int, default=1, help="CPU threads (default 1).")
     parser.add_argument("--batch-size", type=int, default=32, help="Sentences a batch.")
     return parser.parse_args(argv)
-
-
-def split_pairs(teacher: Path, split: str, max_samples: int | None) -> tuple[list[str], list[str]]:
-    """The sources and references of the teacher's corpus's `split`, as the teacher was trained on it."""
-    settings = read_data_settings(teacher)
-    src, tgt = settings["src_lang"], settings["tgt_lang"]
-    corpus = load_parallel_corpus(settings.get("data_path") or settings["data"], src, tgt,
-                                  test_split=settings["test_split"], normalize=settings.get("d2l_normalize", False),
-                                  splits=(split,), max_pairs=max_samples)[split]  # fmt: skip
-    return [row[src] for row in corpus["translation"]], [row[tgt] for row in corpus["translation"]]
 
 
 def measure(folder: Path, engine: str, quantize: str | None, sources: list[str], references: list[str], args) -> Row:
@@ -143,7 +132,7 @@ def main(argv: list[str] | None = None) -> None:
     torch.set_num_threads(args.threads)
     teacher = Path(args.teacher)
     models = [("teacher", teacher)] + [(spec.split("=", 1)[0], Path(spec.split("=", 1)[1])) for spec in args.student]
-    sources, references = split_pairs(teacher, args.split, args.max_samples)
+    sources, references = folder_split(teacher, args.split, args.max_samples)
     rows = []
     for name, folder in models:
         for label, engine, quantize in engines_of(folder):

@@ -17,7 +17,6 @@ into `--output-dir`.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import logging
 import time
@@ -26,11 +25,11 @@ from pathlib import Path
 import sacrebleu
 
 from hf_bahdanau import register
+from hf_bahdanau.data.corpora import folder_split
 from hf_bahdanau.decoding.glossary import Glossary, Term, term_used
 from hf_bahdanau.decoding.translator import Translator
 
 logger = logging.getLogger("benchmark_glossary")
-SCRIPTS = Path(__file__).resolve().parent
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -44,14 +43,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--num-beams", type=int, default=5, help="Beams (default 5).")
     parser.add_argument("--batch-size", type=int, default=32, help="Sentences a batch.")
     return parser.parse_args(argv)
-
-
-def split_pairs(folder: Path, split: str, max_samples: int | None) -> tuple[list[str], list[str]]:
-    """The model's corpus's `split`, as it was trained (`benchmark_distillation.split_pairs`)."""
-    spec = importlib.util.spec_from_file_location("benchmark_distillation", SCRIPTS / "benchmark_distillation.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.split_pairs(folder, split, max_samples)
 
 
 def term_use(terms: list[list[Term]], outputs: list[str]) -> tuple[int, int]:
@@ -69,7 +60,7 @@ def subset_bleu(outputs: list[str], references: list[str], agreeing: list[bool],
 
 def measure(folder: Path, glossary: Glossary, args: argparse.Namespace) -> dict[str, dict[str, float]]:
     """Term use, BLEU, chrF and sentences per second of one model, without and with the glossary."""
-    sources, references = split_pairs(folder, args.split, args.max_samples)
+    sources, references = folder_split(folder, args.split, args.max_samples)
     translator = Translator.from_folder(folder, threads=args.threads, batch_size=args.batch_size)
     applying = [glossary.terms_for(source) for source in sources]  # the terms that apply to each source
     used, applied = term_use(applying, references)
@@ -156,7 +147,7 @@ def main(argv: list[str] | None = None) -> None:
     for given in args.model:
         name, _, folder = given.partition("=")
         results[name] = measure(Path(folder), glossary, args)
-    sentences = len(split_pairs(Path(args.model[0].partition("=")[2]), args.split, args.max_samples)[0])
+    sentences = len(folder_split(Path(args.model[0].partition("=")[2]), args.split, args.max_samples)[0])
     (output / "results.json").write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
     (output / "table.md").write_text(table(results, sentences, args), encoding="utf-8")
     plot(results, output / "glossary.png")

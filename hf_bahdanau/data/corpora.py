@@ -14,6 +14,7 @@ import datasets
 
 from hf_bahdanau.data.cleaning import clean_pairs
 from hf_bahdanau.data.readers import read_source
+from hf_bahdanau.data.run_settings import read_data_settings
 from hf_bahdanau.data.splitting import SPLITS, grouped_split
 from hf_bahdanau.errors import InputError
 
@@ -92,6 +93,19 @@ def load_parallel_corpus(
         raise InputError(f"no training pair left in {source} ({src_lang}-{tgt_lang}) after filtering")
     logger.info("%s %s-%s: %s", source, src_lang, tgt_lang, {name: len(ds) for name, ds in loaded.items()})
     return datasets.DatasetDict(loaded)
+
+
+def folder_split(
+    model_dir: str | os.PathLike[str], split: str, max_pairs: int | None = None
+) -> tuple[list[str], list[str]]:
+    """The sources and references of `split` of the corpus a model folder was trained on, read as training read it
+    (its recorded path, languages, test split and normalisation)."""
+    settings = read_data_settings(model_dir)
+    src, tgt = settings["src_lang"], settings["tgt_lang"]
+    corpus = load_parallel_corpus(settings.get("data_path") or settings["data"], src, tgt,
+                                  test_split=settings["test_split"], normalize=settings.get("d2l_normalize", False),
+                                  splits=(split,), max_pairs=max_pairs)[split]  # fmt: skip
+    return [row[src] for row in corpus["translation"]], [row[tgt] for row in corpus["translation"]]
 
 
 def _translation_format(pairs: datasets.Dataset, src_lang: str, tgt_lang: str) -> datasets.Dataset:
