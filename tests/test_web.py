@@ -5,6 +5,7 @@ static file server and nothing else; and the export's guards."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import shutil
 from pathlib import Path
 
@@ -104,6 +105,9 @@ def test_the_int8_page_carries_only_the_int8_graphs_and_searches_beams(model_fol
     page_folder = export_web(model_folder, model_folder.with_name("page-int8"))  # int8 by default
     graphs = sorted(path.name for path in (page_folder / "model" / "onnx").glob("*.onnx"))
     assert graphs and all(name.endswith("_quantized.onnx") for name in graphs)
+    tokenizer = page_folder / "model" / "tokenizer.json"  # the model's tokenizer, written without indentation
+    assert json.loads(tokenizer.read_text()) == json.loads((model_folder / "tokenizer.json").read_text())
+    assert tokenizer.stat().st_size < (model_folder / "tokenizer.json").stat().st_size / 2
     greedy, outside = browser_run(page_folder, SENTENCES[:2])
     beams, _ = browser_run(page_folder, SENTENCES[:2], num_beams=3)
     assert all(greedy) and all(beams) and outside == []
@@ -118,10 +122,14 @@ def test_the_int8_page_carries_only_the_int8_graphs_and_searches_beams(model_fol
     assert errors == [] and outside == []
 
 
-# transformers.js's own model class on the page's model; its `max_new_tokens`: the page's bound less the forced </s>
+# transformers.js's own model class on the page's model (transformers.js itself copied into the page, which needs only
+# its tokenizer); its `max_new_tokens`: the page's bound less the forced </s>
 TRANSFORMERS_JS = """async (text) => {
     await window.hfBahdanau.ready;
     const transformers = await import("./runtime/transformers.min.js");
+    Object.assign(transformers.env, {allowRemoteModels: false, allowLocalModels: true, useBrowserCache: false,
+                                     localModelPath: new URL("./", location.href).pathname});  // the page's files only
+    transformers.env.backends.onnx.wasm.wasmPaths = new URL("./runtime/", location.href).href;
     const tokenizer = await transformers.AutoTokenizer.from_pretrained("model");
     const model = await transformers.AutoModelForSeq2SeqLM.from_pretrained("model", {dtype: "fp32", device: "wasm"});
     const ids = tokenizer.encode(text);
@@ -146,8 +154,11 @@ def test_transformers_js_reads_a_transformers_page_model_and_translates_as_the_p
         pytest.skip(f"the browser test cannot run: {why}")
     model = tiny_translator("d2l_transformer", tokenizer, 3, norm_first=norm_first)
     page_folder = export_web(save_for_pipeline(model, tokenizer, tmp_path / "model"), tmp_path / "page", "float32")
-    for name in ("ort-wasm-simd-threaded.asyncify.mjs", "ort-wasm-simd-threaded.asyncify.wasm"):  # the WASM its
-        shutil.copy2(runtime_folder() / "onnxruntime-web" / "dist" / name, page_folder / "runtime" / name)  # ORT asks
+    dist = {"transformers.min.js": "@huggingface/transformers/dist",  # not in the page, which needs its tokenizer only
+            "ort-wasm-simd-threaded.asyncify.mjs": "onnxruntime-web/dist",  # the WASM transformers.js's ORT asks for
+            "ort-wasm-simd-threaded.asyncify.wasm": "onnxruntime-web/dist"}  # fmt: skip
+    for name, path in dist.items():
+        shutil.copy2(runtime_folder() / path / name, page_folder / "runtime" / name)
     browser = load_script("demo_screenshot")
     with WEB.served(page_folder) as (url, _), browser.page_of(url, []) as page:
         page.wait_for_function("() => window.hfBahdanau")

@@ -3,8 +3,9 @@ beyond a static file server and no network.
 
 The folder holds the page (`index.html`, `app.js`, `search.js`: the package data in `web/` beside this module),
 the model in `model/` (the ONNX encoder and decoder of `onnx_export` in the chosen quantization, `onnx/decoding.json`,
-the tokenizer and generation config, and `page.json`, what the page shows) and, in `runtime/`, transformers.js (the
-tokenizer) and ONNX Runtime Web (its JavaScript and WASM), copied from the npm packages installed by
+the tokenizer and generation config, and `page.json`, what the page shows and the graphs it loads) and, in
+`runtime/`, only what the page loads: tokenizers.js (transformers.js's tokenizer) and ONNX Runtime Web (its JavaScript
+and its one WASM build, SIMD, one thread), copied from the npm packages installed by
 `npm ci --ignore-scripts --prefix web` in the repository (`web/package.json`). Both families run the page's own
 greedy and beam search (`search.js`): transformers.js's `generate` has no beam search. A Transformer's `model/`
 keeps transformers.js's layout (the standard `config.json`, `onnx/encoder_model*.onnx`,
@@ -36,7 +37,7 @@ RUNTIME_ENV = "HF_BAHDANAU_WEB_RUNTIME"  # a node_modules folder holding the run
 DEFAULT_RUNTIME = Path(__file__).resolve().parents[2] / "web" / "node_modules"  # the repository's web/ folder
 INSTALL_STEP = "npm ci --ignore-scripts --prefix web"  # run in the repository
 RUNTIME_FILES = {  # the page's runtime/ file -> its path in node_modules
-    "transformers.min.js": "@huggingface/transformers/dist/transformers.min.js",
+    "tokenizers.min.mjs": "@huggingface/tokenizers/dist/tokenizers.min.mjs",
     "ort.wasm.bundle.min.mjs": "onnxruntime-web/dist/ort.wasm.bundle.min.mjs",
     "ort-wasm-simd-threaded.wasm": "onnxruntime-web/dist/ort-wasm-simd-threaded.wasm",
 }
@@ -52,14 +53,20 @@ def runtime_folder(runtime: str | os.PathLike | None = None) -> Path:
     if missing:
         raise InputError(
             f"the page's runtime is not in {folder} (no {missing[0]}): run `{INSTALL_STEP}` in the repository, or "
-            f"point --runtime (or {RUNTIME_ENV}) at a node_modules folder holding @huggingface/transformers"
+            f"point --runtime (or {RUNTIME_ENV}) at a node_modules folder holding onnxruntime-web and "
+            f"@huggingface/tokenizers"
         )
     return folder
 
 
+def graph_key(quantization: str) -> str:
+    """The key of `decoding.json`'s graph entries that names the graph file of `quantization`."""
+    return "int8_file" if quantization == "int8" else "file"
+
+
 def page_settings(folder: Path, description: dict[str, Any], quantization: str) -> dict[str, Any]:
-    """What `model/page.json` tells the page: the model's name, type and languages, the quantization of its graphs
-    and the beams it searches by default."""
+    """What `model/page.json` tells the page: the model's name, type and languages, the quantization of its graphs,
+    their paths in `model/` and the beams it searches by default."""
     config = read_json(folder / "config.json")
     return {
         "name": folder.name,
@@ -67,6 +74,7 @@ def page_settings(folder: Path, description: dict[str, Any], quantization: str) 
         "source_language": config.get("source_language") or "source",
         "target_language": config.get("target_language") or "target",
         "quantization": quantization,
+        "graphs": {part: f"onnx/{description[part][graph_key(quantization)]}" for part in ("encoder", "decoder")},
         "num_beams": min(max(int(description.get("num_beams") or 1), 1), MAX_PAGE_BEAMS),
     }
 
@@ -77,9 +85,12 @@ def _copy_model(onnx_folder: Path, model: Path, description: dict[str, Any], qua
     for name in MODEL_FILES:
         if (onnx_folder / name).is_file():
             shutil.copy2(onnx_folder / name, model / name)
-    key = "int8_file" if quantization == "int8" else "file"
+    if (model / "tokenizer.json").is_file():  # without its indentation: the same JSON in less than half the bytes
+        tokenizer = json.dumps(read_json(model / "tokenizer.json"), ensure_ascii=False, separators=(",", ":"))
+        (model / "tokenizer.json").write_text(tokenizer, encoding="utf-8")
     for graph in (description["encoder"], description["decoder"]):
-        shutil.copy2(onnx_folder / "onnx" / graph[key], model / "onnx" / graph[key])
+        name = graph[graph_key(quantization)]
+        shutil.copy2(onnx_folder / "onnx" / name, model / "onnx" / name)
     shutil.copy2(onnx_folder / "onnx" / "decoding.json", model / "onnx" / "decoding.json")
 
 

@@ -1,25 +1,24 @@
 // The translation page: `window.hfBahdanau.translate(text, {numBeams})` for other pages and the form of index.html.
-// Everything it loads lies beside it: the model in model/, transformers.js (the tokenizer) and ONNX Runtime Web in
-// runtime/; nothing comes from the network.
-import { AutoTokenizer, env } from "./runtime/transformers.min.js";
-import { loadModel, searchIds } from "./search.js";
-
-env.allowRemoteModels = false; // never the Hub: the files beside the page
-env.allowLocalModels = true;
-env.useBrowserCache = false; // the browser caches what the static server sends as it caches any file
-env.localModelPath = new URL("./", import.meta.url).pathname; // a path: transformers.js fetches no URL as local
-env.backends.onnx.wasm.wasmPaths = new URL("./runtime/", import.meta.url).href;
+// Everything it loads lies beside it: the model in model/, tokenizers.js (transformers.js's tokenizer) and ONNX Runtime
+// Web in runtime/; nothing comes from the network. Loading fetches everything at once; the steps it takes are on the
+// page's performance timeline (`performance.getEntriesByType("measure")`, names starting with "hfBahdanau").
+import { Tokenizer } from "./runtime/tokenizers.min.mjs";
+import { loadModel, measured, searchIds } from "./search.js";
 
 // Beside this file, wherever the page that imports it lies (another page can embed it).
-const folder = new URL("model", import.meta.url).href;
+const folder = new URL("model/", import.meta.url);
+const json = (name) => fetch(new URL(name, folder)).then((response) => response.json());
 
 async function load() {
-  const page = await (await fetch(`${folder}/page.json`)).json();
-  const [tokenizer, model] = await Promise.all([
-    AutoTokenizer.from_pretrained("model"), // under env.localModelPath
-    loadModel(folder, page.quantization),
-  ]);
-  return { page, tokenizer, model };
+  const page = json("page.json");
+  const tokenizer = measured("tokenizer", async () => {
+    const [tokenizerJson, tokenizerConfig] = await Promise.all([json("tokenizer.json"), json("tokenizer_config.json")]);
+    return new Tokenizer(tokenizerJson, tokenizerConfig);
+  });
+  const model = page.then(({ graphs }) => loadModel(folder, graphs));
+  const loaded = { page: await page, tokenizer: await tokenizer, model: await model };
+  performance.mark("hfBahdanau ready");
+  return loaded;
 }
 
 const loading = load();
@@ -28,7 +27,7 @@ const loading = load();
 async function translate(text, { numBeams = 1 } = {}) {
   const { tokenizer, model } = await loading;
   if (!text.trim()) return "";
-  const ids = await searchIds(model, tokenizer.encode(text), numBeams);
+  const ids = await searchIds(model, tokenizer.encode(text).ids, numBeams);
   return tokenizer.decode(ids, { skip_special_tokens: true });
 }
 

@@ -1,46 +1,78 @@
 // The model of the page: the encoder and decoder of an ONNX export (described by onnx/decoding.json) run by
 // ONNX Runtime Web, and the page's own greedy and beam search over them, as the package's Translator searches:
 // a translation has at most max(8, 3 * source tokens) tokens, </s> included (the last is </s>), and no more than the
-// position table; beam search is generate()'s (hf_bahdanau/decoding/beams.py), one source at a time.
+// position table; greedy takes each step's argmax of the logits, beam search is generate()'s
+// (hf_bahdanau/decoding/beams.py), one source at a time. The encoder runs once a source; the decoder runs once a
+// token on its cache (a Transformer's keys and values of the past, an RNN's state).
 import * as ort from "./runtime/ort.wasm.bundle.min.mjs";
 
 // the page's own copy of the WASM, never a CDN's (the bundle holds its JavaScript glue)
 ort.env.wasm.wasmPaths = { wasm: new URL("./runtime/ort-wasm-simd-threaded.wasm", import.meta.url).href };
 ort.env.wasm.numThreads = 1; // one WASM thread: a static server sends no cross-origin isolation headers
+ort.env.wasm.proxy = false; // the page's thread runs the WASM: a worker would copy every step's tensors across
+
+const SESSION_OPTIONS = {
+  executionProviders: ["wasm"],
+  graphOptimizationLevel: "all",
+  executionMode: "sequential",
+};
 
 const int64 = (rows) => new ort.Tensor("int64", BigInt64Array.from(rows.flat(), BigInt), [rows.length, rows[0].length]);
+const flags = { true: new ort.Tensor("bool", [true], [1]), false: new ort.Tensor("bool", [false], [1]) };
 
-// The rows `rows` of `tensor` (batch first): (len(rows), ...).
+// The rows `rows` of `tensor` (batch first): (len(rows), ...); `tensor` itself where that is all of it, in order.
 function takeRows(tensor, rows) {
+  if (rows.length === tensor.dims[0] && rows.every((row, i) => row === i)) return tensor;
   const size = tensor.size / tensor.dims[0];
   const data = new tensor.data.constructor(rows.length * size);
   rows.forEach((row, i) => data.set(tensor.data.subarray(row * size, (row + 1) * size), i * size));
   return new ort.Tensor(tensor.type, data, [rows.length, ...tensor.dims.slice(1)]);
 }
 
-// Each row's log-probabilities over the vocabulary at the last position of `logits` (rows, positions, vocab).
-function logSoftmaxRows(logits) {
-  const [rows, positions, vocab] = logits.dims;
-  return Array.from({ length: rows }, (_, row) => {
-    const start = (row * positions + positions - 1) * vocab;
-    const values = logits.data.subarray(start, start + vocab);
-    let max = -Infinity;
-    for (const value of values) max = Math.max(max, value);
-    let sum = 0;
-    for (const value of values) sum += Math.exp(value - max);
-    const shift = max + Math.log(sum);
-    return Float32Array.from(values, (value) => value - shift);
-  });
+// The logits of row `row` at the last position of `logits` (rows, positions, vocab): a view, no copy.
+function lastLogits(logits, row) {
+  const [, positions, vocab] = logits.dims;
+  const start = (row * positions + positions - 1) * vocab;
+  return logits.data.subarray(start, start + vocab);
 }
 
-export async function loadModel(folder, quantization) {
-  const description = await (await fetch(`${folder}/onnx/decoding.json`)).json();
-  const file = (graph) => `${folder}/onnx/${quantization === "int8" ? graph.int8_file : graph.file}`;
-  const options = { executionProviders: ["wasm"], graphOptimizationLevel: "all" };
-  const [encoder, decoder] = await Promise.all(
-    [description.encoder, description.decoder].map((graph) => ort.InferenceSession.create(file(graph), options)),
-  );
-  return { description, encoder, decoder };
+// The log-probabilities of `values` (a row of logits), in float32 as torch's log_softmax gives them.
+function logSoftmax(values) {
+  let max = -Infinity;
+  for (let i = 0; i < values.length; i++) if (values[i] > max) max = values[i];
+  let sum = 0;
+  for (let i = 0; i < values.length; i++) sum += Math.exp(values[i] - max);
+  const shift = max + Math.log(sum);
+  const found = new Float32Array(values.length);
+  for (let i = 0; i < values.length; i++) found[i] = values[i] - shift;
+  return found;
+}
+
+// Seconds of a step of the load, for the page's performance timeline (`performance.getEntriesByType("measure")`).
+export async function measured(name, work) {
+  const start = performance.now();
+  const result = await work();
+  performance.measure(`hfBahdanau ${name}`, { start, end: performance.now() });
+  return result;
+}
+
+// The bytes of `url`.
+const bytesOf = (url) => fetch(url).then((response) => {
+  if (!response.ok) throw new Error(`${url}: HTTP ${response.status}`);
+  return response.arrayBuffer();
+}).then((buffer) => new Uint8Array(buffer));
+
+// The model of the ONNX export in `folder` (a URL ending in /) whose graphs `graphs` names (page.json's).
+export async function loadModel(folder, graphs) {
+  const description = fetch(new URL("onnx/decoding.json", folder)).then((response) => response.json());
+  const decoderBytes = measured("decoder fetch", () => bytesOf(new URL(graphs.decoder, folder)));
+  // the encoder's session starts the runtime at once (fetches and compiles its WASM, then fetches the encoder)
+  // while the decoder's graph is on its way
+  const encoder = await measured("encoder session", () =>
+    ort.InferenceSession.create(new URL(graphs.encoder, folder).href, SESSION_OPTIONS));
+  const decoder = await measured("decoder session", async () =>
+    ort.InferenceSession.create(await decoderBytes, SESSION_OPTIONS));
+  return { description: await description, encoder, decoder };
 }
 
 // The decoder's feeds at the first step, `beams` rows: what it reads of the encoder's outputs (those of one source,
@@ -59,6 +91,16 @@ function firstFeeds(description, encoded, mask, beams) {
   return { fixed, state };
 }
 
+// The decoder outputs a step needs: the logits and the state it feeds back; the source's own (cross-attention keys
+// and values) only at the first step, after which they stay as they are.
+function fetchesOf(description) {
+  const later = Object.entries(description.state).filter(([, input]) => !description.per_source.includes(input));
+  return {
+    first: ["logits", ...Object.keys(description.state)],
+    later: ["logits", ...later.map(([output]) => output)],
+  };
+}
+
 // The token ids of the translation of `sourceIds` (</s> included), by beam search over `numBeams` beams (1: greedy).
 export async function searchIds(model, sourceIds, numBeams = 1) {
   const { description, encoder, decoder } = model;
@@ -66,6 +108,7 @@ export async function searchIds(model, sourceIds, numBeams = 1) {
   const lengthPenalty = description.length_penalty ?? 1.0;
   const limit = Math.max(8, 3 * sourceIds.length); // the most new tokens, </s> included
   const bound = Math.min(limit, description.max_position_embeddings ?? Infinity); // the decoder's position table
+  const fetches = fetchesOf(description);
   const mask = int64([sourceIds.map(() => 1)]);
   const encoded = await encoder.run({ input_ids: int64([sourceIds]), attention_mask: mask });
   let { fixed, state } = firstFeeds(description, encoded, mask, numBeams);
@@ -75,17 +118,23 @@ export async function searchIds(model, sourceIds, numBeams = 1) {
     const last = beams.map((beam) => [beam.ids.at(-1) ?? description.decoder_start_token_id]);
     const branch = description[step === 1 ? "first_step" : "later_steps"];
     const feeds = { ...fixed, ...state, input_ids: int64(last) };
-    if (branch) feeds.use_cache_branch = new ort.Tensor("bool", [branch.use_cache_branch], [1]);
-    const outputs = await decoder.run(feeds);
+    if (branch) feeds.use_cache_branch = flags[branch.use_cache_branch];
+    const outputs = await decoder.run(feeds, step === 1 ? fetches.first : fetches.later);
     const candidates = [];
-    logSoftmaxRows(outputs.logits).forEach((logProbs, beam) => {
-      if (beams[beam].score === -Infinity) return;
+    beams.forEach(({ score }, beam) => {
+      if (score === -Infinity) return;
       if (step === limit) { // the last token a translation may have: </s>, forced (it adds nothing to the score)
-        candidates.push({ beam, token: eos, score: beams[beam].score });
+        candidates.push({ beam, token: eos, score });
         return;
       }
-      for (const token of topK(logProbs, numBeams === 1 ? 1 : 2 * numBeams)) { // greedy: the most likely token
-        candidates.push({ beam, token, score: beams[beam].score + logProbs[token] });
+      const logits = lastLogits(outputs.logits, beam);
+      if (numBeams === 1) { // greedy: the most likely token (its score ranks nothing)
+        candidates.push({ beam, token: topK(logits, 1)[0], score });
+        return;
+      }
+      const logProbs = logSoftmax(logits);
+      for (const token of topK(logProbs, 2 * numBeams)) {
+        candidates.push({ beam, token, score: score + logProbs[token] });
       }
     });
     candidates.sort((a, b) => b.score - a.score);
