@@ -1,9 +1,18 @@
 """Translation in the browser, measured: each model's page (`hf-bahdanau export --format web`) served on 127.0.0.1 by
 a static file server, in headless Chromium (Debian's, driven by Playwright) on one WASM thread. Prints a markdown
-table: the payload (what the page loads: the model, the runtime), the time from page load to the first translation,
-and words per second (source words of test_2016_flickr, translated one sentence at a time).
+table: the payload (the model: its ONNX graphs, tokenizer and settings; the runtime: ONNX Runtime Web's JavaScript and
+WASM and tokenizers.js), what the first load is made of, the time from page load to the first translation, and words
+per second (source words of test_2016_flickr, translated one sentence at a time).
 
-    python3 scripts/benchmark_web.py --models runs/quick-de-en --sentences 200
+The first load, each a fresh browser with nothing cached, in seconds: `fetch`, from the first request for a file of
+the runtime or the model to the last byte of the last; `compile`, WebAssembly's compile and instantiation of the
+runtime's WASM (streamed: it overlaps the WASM's download); `sessions`, from the end of that compile to both ONNX
+Runtime sessions created (the runtime's start, reading the graphs, optimizing them); `ready`, from the page request to
+the model and tokenizer loaded; `first translation`, from the page request to the end of the first translation.
+The steps overlap (the model downloads while the WASM compiles), so they do not add up to `ready`. With `--loads N`
+each figure is the median of N loads.
+
+    python3 scripts/benchmark_web.py --models runs/quick-de-en --sentences 200 --loads 3
     python3 scripts/benchmark_web.py --models runs/quick-de-en-web --screenshot docs/images/web.png --overwrite
 
 A `--models` entry is a model folder (exported here into a temporary folder, int8 unless --quantization float32) or
@@ -17,6 +26,7 @@ import functools
 import gzip
 import json
 import logging
+import statistics
 import sys
 import tempfile
 import threading
@@ -86,11 +96,47 @@ def megabytes(sent: dict[str, int], prefix: str) -> float:
     return sum(size for path, size in sent.items() if path.startswith(prefix)) / 1e6
 
 
+WASM_TIMES = """(() => {  // the page's WebAssembly compiles and instantiations: [start, end] in ms since navigation
+    window.hfBenchmarkWasm = [];
+    for (const name of ["compile", "compileStreaming", "instantiate", "instantiateStreaming"]) {
+        const original = WebAssembly[name];
+        WebAssembly[name] = async function (...args) {
+            const start = performance.now();
+            try { return await original.apply(this, args); }
+            finally { window.hfBenchmarkWasm.push([start, performance.now()]); }
+        };
+    }
+})();"""
+
+TIMELINE = """() => ({  // in ms since navigation
+    files: performance.getEntriesByType("resource").map((entry) =>
+        [new URL(entry.name).pathname, entry.startTime, entry.responseEnd]),
+    steps: Object.fromEntries(performance.getEntriesByType("measure").filter((entry) =>
+        entry.name.startsWith("hfBahdanau ")).map((entry) => [entry.name.slice(11), entry.startTime + entry.duration])),
+    wasm: window.hfBenchmarkWasm,
+})"""
+
+
+def first_load(timeline: dict) -> dict[str, float]:
+    """The steps of the first load in seconds (`fetch`, `compile`, `sessions`: the module docstring's) of a page's
+    `TIMELINE`."""
+    files = [(start, end) for path, start, end in timeline["files"] if path.startswith(("/runtime/", "/model/"))]
+    compiled = max(end for _, end in timeline["wasm"])
+    return {
+        "fetch_s": (max(end for _, end in files) - min(start for start, _ in files)) / 1000,
+        "compile_s": (compiled - min(start for start, _ in timeline["wasm"])) / 1000,
+        "sessions_s": (timeline["steps"]["decoder session"] - compiled) / 1000,
+    }
+
+
 def measure(page_folder: Path, texts: list[str], num_beams: int, screenshot: Path | None) -> dict[str, float]:
-    """One page's figures: MB sent (the model, the runtime and the page), seconds from navigation to the first
-    translation, and words per second over `texts`."""
+    """One page's figures: MB sent (the model, the runtime), the steps of the first load and seconds from navigation
+    to the page ready and to the end of the first translation, and words per second over `texts`."""
     outside: list[str] = []
-    with served(page_folder) as (url, sent), page_of(url, outside, width=1000, height=300) as page:
+    with (
+        served(page_folder) as (url, sent),
+        page_of(url, outside, width=1000, height=300, init_script=WASM_TIMES) as page,
+    ):
         page.wait_for_function("() => window.hfBahdanau")
         first = page.evaluate(  # performance.now(): milliseconds since the page was asked for
             """async ([text, numBeams]) => {
@@ -101,6 +147,7 @@ def measure(page_folder: Path, texts: list[str], num_beams: int, screenshot: Pat
             }""",
             [texts[0], num_beams],
         )
+        timeline = page.evaluate(TIMELINE)
         start = time.perf_counter()
         translate_in_page(page, texts, num_beams)
         seconds = time.perf_counter() - start
@@ -114,7 +161,8 @@ def measure(page_folder: Path, texts: list[str], num_beams: int, screenshot: Pat
         raise SystemExit(f"the page asked for files elsewhere: {outside}")
     return {
         "model_mb": megabytes(sent, "/model/"),
-        "runtime_mb": sum(sent.values()) / 1e6 - megabytes(sent, "/model/"),
+        "runtime_mb": megabytes(sent, "/runtime/"),
+        **first_load(timeline),
         "ready_s": first[0],
         "first_s": first[1],
         "words_per_s": sum(len(text.split()) for text in texts) / seconds,
@@ -137,6 +185,7 @@ def main() -> None:
     parser.add_argument("--sentences", type=int, default=200, help="test_2016_flickr sentences translated")
     parser.add_argument("--num-beams", type=int, default=1)
     parser.add_argument("--data-dir", type=Path, default=HERE.parent.parent / "shared" / "data")
+    parser.add_argument("--loads", type=int, default=1, help="Fresh browsers a page is measured in: the median.")
     parser.add_argument("--screenshot", type=Path, help="A PNG of the first model's page with a translation.")
     parser.add_argument("--overwrite", action="store_true", help="Replace an existing --screenshot file.")
     args = parser.parse_args()
@@ -144,16 +193,21 @@ def main() -> None:
         parser.error(f"{args.screenshot} exists: pass --overwrite to replace it")
     logging.basicConfig(level=logging.WARNING)
     texts = test_sentences(args.data_dir, args.sentences)
-    print("| model | ONNX | model MB | runtime and page MB | ready (s) | first translation (s) | words/s |")
-    print("|---|---|---|---|---|---|---|")
+    print(
+        "| model | ONNX | model MB | runtime MB | fetch (s) | compile (s) | sessions (s) | ready (s) "
+        "| first translation (s) | words/s |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory(prefix="benchmark_web_") as scratch:
         for index, model in enumerate(args.models):
             folder = page_folder(model, Path(scratch), args.quantization)
             quantization = json.loads((folder / "model" / "page.json").read_text())["quantization"]
             shot = args.screenshot if index == 0 else None
-            found = measure(folder, texts, args.num_beams, shot)
+            loads = [measure(folder, texts, args.num_beams, shot if load == 0 else None) for load in range(args.loads)]
+            found = {key: statistics.median(load[key] for load in loads) for key in loads[0]}
             row = [Path(model).name, quantization, f"{found['model_mb']:.1f}", f"{found['runtime_mb']:.1f}",
-                   f"{found['ready_s']:.2f}", f"{found['first_s']:.2f}", f"{found['words_per_s']:.0f}"]  # fmt: skip
+                   *(f"{found[key]:.2f}" for key in ("fetch_s", "compile_s", "sessions_s", "ready_s", "first_s")),
+                   f"{found['words_per_s']:.0f}"]  # fmt: skip
             print(f"| {' | '.join(row)} |", flush=True)
 
 

@@ -47,9 +47,11 @@ def served(model: str) -> Iterator[str]:
 
 
 @contextmanager
-def page_of(url: str, outside: list[str], width: int = 1200, height: int = 1100) -> Iterator[Any]:
+def page_of(
+    url: str, outside: list[str], width: int = 1200, height: int = 1100, init_script: str | None = None
+) -> Iterator[Any]:
     """A Playwright page of headless Chromium opened at `url`; a request for anything but `url`'s server is refused
-    and appended to `outside`."""
+    and appended to `outside`. `init_script`: JavaScript run in the page before its own scripts."""
     from playwright.sync_api import sync_playwright
 
     def only_local(route: Any) -> None:
@@ -65,6 +67,8 @@ def page_of(url: str, outside: list[str], width: int = 1200, height: int = 1100)
             page = browser.new_page(viewport={"width": width, "height": height})
             page.set_default_timeout(TIMEOUT_MS)
             page.route("**/*", only_local)
+            if init_script:
+                page.add_init_script(init_script)
             page.goto(url)
             yield page
         finally:
