@@ -125,7 +125,7 @@ def first_load(timeline: dict) -> dict[str, float]:
     return {
         "fetch_s": (max(end for _, end in files) - min(start for start, _ in files)) / 1000,
         "compile_s": (compiled - min(start for start, _ in timeline["wasm"])) / 1000,
-        "sessions_s": (timeline["steps"]["decoder session"] - compiled) / 1000,
+        "sessions_s": (max(timeline["steps"][f"{part} session"] for part in ("encoder", "decoder")) - compiled) / 1000,
     }
 
 

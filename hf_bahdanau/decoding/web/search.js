@@ -48,7 +48,7 @@ function logSoftmax(values) {
   return found;
 }
 
-// Seconds of a step of the load, for the page's performance timeline (`performance.getEntriesByType("measure")`).
+// `work()`, its time on the page's performance timeline as "hfBahdanau name" (`performance.getEntriesByType("measure")`).
 export async function measured(name, work) {
   const start = performance.now();
   const result = await work();
@@ -56,22 +56,12 @@ export async function measured(name, work) {
   return result;
 }
 
-// The bytes of `url`.
-const bytesOf = (url) => fetch(url).then((response) => {
-  if (!response.ok) throw new Error(`${url}: HTTP ${response.status}`);
-  return response.arrayBuffer();
-}).then((buffer) => new Uint8Array(buffer));
-
-// The model of the ONNX export in `folder` (a URL ending in /) whose graphs `graphs` names (page.json's).
+// The model of the ONNX export in `folder` (a URL ending in /) whose graphs `graphs` names (page.json's). Both sessions
+// start at once: the first starts the runtime (fetches and compiles its WASM), then both graphs are fetched together.
 export async function loadModel(folder, graphs) {
   const description = fetch(new URL("onnx/decoding.json", folder)).then((response) => response.json());
-  const decoderBytes = measured("decoder fetch", () => bytesOf(new URL(graphs.decoder, folder)));
-  // the encoder's session starts the runtime at once (fetches and compiles its WASM, then fetches the encoder)
-  // while the decoder's graph is on its way
-  const encoder = await measured("encoder session", () =>
-    ort.InferenceSession.create(new URL(graphs.encoder, folder).href, SESSION_OPTIONS));
-  const decoder = await measured("decoder session", async () =>
-    ort.InferenceSession.create(await decoderBytes, SESSION_OPTIONS));
+  const [encoder, decoder] = await Promise.all(["encoder", "decoder"].map((part) =>
+    measured(`${part} session`, () => ort.InferenceSession.create(new URL(graphs[part], folder).href, SESSION_OPTIONS))));
   return { description: await description, encoder, decoder };
 }
 
