@@ -12,8 +12,8 @@ import pytest
 from helpers import tiny_translator
 
 from hf_bahdanau.cli import main
-from hf_bahdanau.decoding.markup import HtmlDocument
-from hf_bahdanau.decoding.markup_projection import Element, layout, project, relative_links
+from hf_bahdanau.decoding.markup.html import HtmlDocument
+from hf_bahdanau.decoding.markup.projection import Element, layout, project, relative_links
 from hf_bahdanau.decoding.translator import Translator
 from hf_bahdanau.models.pipelines import transformers_provides
 
