@@ -132,6 +132,27 @@ def test_the_merged_decoder_has_optimum_s_interface_and_branches(made, tokenizer
         feeds.update({f"past_key_values.{n}": outputs[f"present.{n}"] for n in kv if not cached or "decoder" in n})
 
 
+def test_the_merged_decoder_holds_each_weight_once(made):
+    """Both branches of the merged decoder read one copy of each weight and of the position table, float32 and int8."""
+    import onnx
+    from onnx import numpy_helper
+
+    def tensors(graph):
+        yield from graph.initializer
+        for node in graph.node:
+            for attribute in node.attribute:
+                if attribute.type == onnx.AttributeProto.TENSOR:
+                    yield attribute.t
+                elif attribute.type == onnx.AttributeProto.GRAPH:
+                    yield from tensors(attribute.g)
+
+    _, _, export = made("pre-norm")
+    for name in ("decoder_model_merged.onnx", "decoder_model_merged_quantized.onnx"):
+        arrays = [numpy_helper.to_array(tensor) for tensor in tensors(onnx.load(str(export / "onnx" / name)).graph)]
+        large = [array.tobytes() for array in arrays if array.nbytes >= 1024]
+        assert len(large) > 10 and len(set(large)) == len(large)
+
+
 @pytest.mark.parametrize("name", MODELS)
 @pytest.mark.parametrize("options", [dict(num_beams=1), dict(num_beams=5, n_best=2)], ids=["greedy", "beam-5"])
 def test_the_engine_searches_as_the_torch_engine(made, name, options):
