@@ -108,6 +108,9 @@ def test_the_int8_page_carries_only_the_int8_graphs_and_searches_beams(model_fol
     tokenizer = page_folder / "model" / "tokenizer.json"  # the model's tokenizer, written without indentation
     assert json.loads(tokenizer.read_text()) == json.loads((model_folder / "tokenizer.json").read_text())
     assert tokenizer.stat().st_size < (model_folder / "tokenizer.json").stat().st_size / 2
+    settings = json.loads((page_folder / "model" / "page.json").read_text())
+    if settings["model_type"] == "d2l_transformer":  # the position table both graphs hold, stored once beside them
+        assert (page_folder / "model" / settings["shared_weights"]).stat().st_size > 0
     greedy, outside = browser_run(page_folder, SENTENCES[:2])
     beams, _ = browser_run(page_folder, SENTENCES[:2], num_beams=3)
     assert all(greedy) and all(beams) and outside == []
@@ -122,16 +125,16 @@ def test_the_int8_page_carries_only_the_int8_graphs_and_searches_beams(model_fol
     assert errors == [] and outside == []
 
 
-# transformers.js's own model class on the page's model (transformers.js itself copied into the page, which needs only
-# its tokenizer); its `max_new_tokens`: the page's bound less the forced </s>
+# transformers.js's own model class on the ONNX export in the page's folder `standard/` (transformers.js itself copied
+# into the page, which needs only its tokenizer); its `max_new_tokens`: the page's bound less the forced </s>
 TRANSFORMERS_JS = """async (text) => {
     await window.hfBahdanau.ready;
     const transformers = await import("./runtime/transformers.min.js");
     Object.assign(transformers.env, {allowRemoteModels: false, allowLocalModels: true, useBrowserCache: false,
                                      localModelPath: new URL("./", location.href).pathname});  // the page's files only
     transformers.env.backends.onnx.wasm.wasmPaths = new URL("./runtime/", location.href).href;
-    const tokenizer = await transformers.AutoTokenizer.from_pretrained("model");
-    const model = await transformers.AutoModelForSeq2SeqLM.from_pretrained("model", {dtype: "fp32", device: "wasm"});
+    const tokenizer = await transformers.AutoTokenizer.from_pretrained("standard");
+    const model = await transformers.AutoModelForSeq2SeqLM.from_pretrained("standard", {dtype: "fp32", device: "wasm"});
     const ids = tokenizer.encode(text);
     const row = (values) => new transformers.Tensor("int64", BigInt64Array.from(values, BigInt), [1, values.length]);
     const found = await model.generate({input_ids: row(ids), attention_mask: row(ids.map(() => 1)),
@@ -146,14 +149,17 @@ TRANSFORMERS_JS = """async (text) => {
 
 @pytest.mark.slow
 @pytest.mark.parametrize("norm_first", [False, True], ids=["post-norm", "pre-norm"])
-def test_transformers_js_reads_a_transformers_page_model_and_translates_as_the_page(tokenizer, tmp_path, norm_first):
+def test_transformers_js_reads_the_onnx_export_and_translates_as_the_page(tokenizer, tmp_path, norm_first):
+    from hf_bahdanau.decoding.export.onnx import export_onnx
     from hf_bahdanau.decoding.export.web import export_web, runtime_folder
 
     why = requirements()
     if why:
         pytest.skip(f"the browser test cannot run: {why}")
     model = tiny_translator("d2l_transformer", tokenizer, 3, norm_first=norm_first)
-    page_folder = export_web(save_for_pipeline(model, tokenizer, tmp_path / "model"), tmp_path / "page", "float32")
+    folder = save_for_pipeline(model, tokenizer, tmp_path / "model")
+    page_folder = export_web(folder, tmp_path / "page", "float32")
+    export_onnx(folder, page_folder / "standard")
     dist = {"transformers.min.js": "@huggingface/transformers/dist",  # not in the page, which needs its tokenizer only
             "ort-wasm-simd-threaded.asyncify.mjs": "onnxruntime-web/dist",  # the WASM transformers.js's ORT asks for
             "ort-wasm-simd-threaded.asyncify.wasm": "onnxruntime-web/dist"}  # fmt: skip

@@ -77,6 +77,25 @@ def quantized(model: Any) -> Any:
         return onnx.load(str(target))
 
 
+def large_constants_as_initializers(graph: Any, least: int = 1024) -> Any:
+    """A copy of `graph` whose `Constant` nodes of at least `least` bytes (the position table) are initializers, as
+    ONNX Runtime makes every `Constant` as it loads a graph: the branches of an `If` read them as they read the
+    weights, not a copy each, and another graph can share them."""
+    from onnx import numpy_helper
+
+    copy = type(graph)()
+    copy.CopyFrom(graph)
+    large = [node for node in copy.node if node.op_type == "Constant" and node.attribute[0].name == "value"
+             and numpy_helper.to_array(node.attribute[0].t).nbytes >= least]  # fmt: skip
+    for node in large:
+        tensor = type(node.attribute[0].t)()
+        tensor.CopyFrom(node.attribute[0].t)
+        tensor.name = node.output[0]
+        copy.initializer.append(tensor)
+        copy.node.remove(node)
+    return copy
+
+
 def sample_source(vocab: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Source ids and a mask `(2, 5)` with padding (so that the traced graphs keep the mask's paths)."""
     input_ids = torch.randint(3, vocab, (2, 5), generator=torch.Generator().manual_seed(0))
@@ -85,4 +104,12 @@ def sample_source(vocab: int) -> tuple[torch.Tensor, torch.Tensor]:
     return input_ids, attention_mask
 
 
-__all__ = ["OPSET", "SOURCE_AXES", "EncoderOutput", "quantized", "sample_source", "traced"]
+__all__ = [
+    "OPSET",
+    "SOURCE_AXES",
+    "EncoderOutput",
+    "large_constants_as_initializers",
+    "quantized",
+    "sample_source",
+    "traced",
+]

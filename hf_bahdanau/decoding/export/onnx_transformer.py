@@ -18,7 +18,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from .onnx_tracing import SOURCE_AXES, EncoderOutput, quantized, sample_source, traced
+from .onnx_tracing import SOURCE_AXES, EncoderOutput, large_constants_as_initializers, quantized, sample_source, traced
 
 
 class _SelfAttentionPast:
@@ -145,7 +145,7 @@ def merged_decoder(step: Any, projection: Any, layers: int) -> Any:
 
     presents, pasts, cross = (_names("present", layers, "encoder"), _names("past_key_values", layers, "encoder"),
                               _names("cross", layers))  # fmt: skip
-    graph = _large_constants_as_initializers(step.graph)  # the position table: once, not once a branch
+    graph = large_constants_as_initializers(step.graph)  # the position table: once, not once a branch
     shapes = {value.name: _shape(value) for value in graph.input}
     inputs = [value for value in graph.input if value.name not in cross]
     if all(value.name != "encoder_hidden_states" for value in inputs):  # the step reads the keys and values only
@@ -183,21 +183,6 @@ def merged_decoder(step: Any, projection: Any, layers: int) -> Any:
     model.ir_version = step.ir_version
     onnx.checker.check_model(model)
     return model
-
-
-def _large_constants_as_initializers(graph: Any, least: int = 1024) -> Any:
-    """A copy of `graph` whose `Constant` nodes of at least `least` bytes are initializers (ONNX Runtime makes every
-    `Constant` one as it loads a graph): as the weights, they are read by both branches of an `If`, not copied."""
-    from onnx import numpy_helper
-
-    copy = type(graph)()
-    copy.CopyFrom(graph)
-    large = [node for node in copy.node if node.op_type == "Constant" and node.attribute[0].name == "value"
-             and numpy_helper.to_array(node.attribute[0].t).nbytes >= least]  # fmt: skip
-    for node in large:
-        copy.initializer.append(_renamed(node.attribute[0].t, node.output[0]))
-        copy.node.remove(node)
-    return copy
 
 
 def _renamed(tensor: Any, name: str) -> Any:

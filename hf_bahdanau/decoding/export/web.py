@@ -26,6 +26,7 @@ from hf_bahdanau.errors import InputError
 from hf_bahdanau.json_files import read_json
 
 from .folders import check_export_output, check_outside_model_folders, local_folder, source_fingerprint, write_export
+from .shared_weights import share_weights
 
 logger = logging.getLogger(__name__)
 
@@ -41,6 +42,7 @@ RUNTIME_FILES = {  # the page's runtime/ file -> its path in node_modules
     "ort.wasm.bundle.min.mjs": "onnxruntime-web/dist/ort.wasm.bundle.min.mjs",
     "ort-wasm-simd-threaded.wasm": "onnxruntime-web/dist/ort-wasm-simd-threaded.wasm",
 }
+SHARED_WEIGHTS = "shared_weights.onnx_data"  # in model/onnx/: the tensors both graphs hold, stored once
 MODEL_FILES = ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json")  # where present
 MAX_PAGE_BEAMS = 5  # the page's beam choices: 1 to 5
 
@@ -66,7 +68,8 @@ def graph_key(quantization: str) -> str:
 
 def page_settings(folder: Path, description: dict[str, Any], quantization: str) -> dict[str, Any]:
     """What `model/page.json` tells the page: the model's name, type and languages, the quantization of its graphs,
-    their paths in `model/` and the beams it searches by default."""
+    their paths in `model/` and the beams it searches by default (and, as the graphs are written, `shared_weights`:
+    the path of the tensors both graphs read, or None)."""
     config = read_json(folder / "config.json")
     return {
         "name": folder.name,
@@ -79,8 +82,9 @@ def page_settings(folder: Path, description: dict[str, Any], quantization: str) 
     }
 
 
-def _copy_model(onnx_folder: Path, model: Path, description: dict[str, Any], quantization: str) -> None:
-    """The files the page reads of an ONNX export into `model`: the graphs of `quantization` only."""
+def _copy_model(onnx_folder: Path, model: Path, description: dict[str, Any], quantization: str) -> str | None:
+    """The files the page reads of an ONNX export into `model`: the graphs of `quantization` only, what both hold
+    alike (a shared embedding, the position tables) once, in `SHARED_WEIGHTS`; its path in `model`, if any."""
     (model / "onnx").mkdir(parents=True)
     for name in MODEL_FILES:
         if (onnx_folder / name).is_file():
@@ -88,10 +92,11 @@ def _copy_model(onnx_folder: Path, model: Path, description: dict[str, Any], qua
     if (model / "tokenizer.json").is_file():  # without its indentation: the same JSON in less than half the bytes
         tokenizer = json.dumps(read_json(model / "tokenizer.json"), ensure_ascii=False, separators=(",", ":"))
         (model / "tokenizer.json").write_text(tokenizer, encoding="utf-8")
-    for graph in (description["encoder"], description["decoder"]):
-        name = graph[graph_key(quantization)]
-        shutil.copy2(onnx_folder / "onnx" / name, model / "onnx" / name)
+    graphs = [model / "onnx" / description[part][graph_key(quantization)] for part in ("encoder", "decoder")]
+    for graph in graphs:
+        shutil.copy2(onnx_folder / "onnx" / graph.name, graph)
     shutil.copy2(onnx_folder / "onnx" / "decoding.json", model / "onnx" / "decoding.json")
+    return f"onnx/{SHARED_WEIGHTS}" if share_weights(graphs, SHARED_WEIGHTS) else None
 
 
 def export_web(
@@ -129,8 +134,8 @@ def export_web(
             (staging / "runtime").mkdir()
             for name, path in RUNTIME_FILES.items():
                 shutil.copy2(modules / path, staging / "runtime" / name)
-            _copy_model(onnx_folder, staging / "model", description, quantization)
-            text = json.dumps(settings, indent=2, ensure_ascii=False) + "\n"
+            shared = _copy_model(onnx_folder, staging / "model", description, quantization)
+            text = json.dumps({**settings, "shared_weights": shared}, indent=2, ensure_ascii=False) + "\n"
             (staging / "model" / "page.json").write_text(text, encoding="utf-8")
 
         info = {"format": FORMAT, "family": description["family"], "quantization": quantization,

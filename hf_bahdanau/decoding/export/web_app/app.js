@@ -15,7 +15,7 @@ async function load() {
     const [tokenizerJson, tokenizerConfig] = await Promise.all([json("tokenizer.json"), json("tokenizer_config.json")]);
     return new Tokenizer(tokenizerJson, tokenizerConfig);
   });
-  const model = page.then(({ graphs }) => loadModel(folder, graphs));
+  const model = page.then((settings) => loadModel(folder, settings));
   const loaded = { page: await page, tokenizer: await tokenizer, model: await model };
   performance.mark("hfBahdanau ready");
   return loaded;

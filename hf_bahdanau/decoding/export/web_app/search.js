@@ -56,12 +56,21 @@ export async function measured(name, work) {
   return result;
 }
 
-// The model of the ONNX export in `folder` (a URL ending in /) whose graphs `graphs` names (page.json's). Both sessions
-// start at once: the first starts the runtime (fetches and compiles its WASM), then both graphs are fetched together.
-export async function loadModel(folder, graphs) {
+// The bytes of `url`.
+const bytesOf = (url) => fetch(url).then((response) => {
+  if (!response.ok) throw new Error(`${url}: HTTP ${response.status}`);
+  return response.arrayBuffer();
+}).then((buffer) => new Uint8Array(buffer));
+
+// The model of the ONNX export in `folder` (a URL ending in /) as page.json describes it: the paths of its `graphs`
+// and of the tensors they share (`shared_weights`, fetched once for both). Both sessions start at once: the first
+// starts the runtime (fetches and compiles its WASM), then both graphs are fetched together.
+export async function loadModel(folder, { graphs, shared_weights: shared }) {
   const description = fetch(new URL("onnx/decoding.json", folder)).then((response) => response.json());
+  const externalData = shared && bytesOf(new URL(shared, folder)).then((data) => [{ path: shared.split("/").pop(), data }]);
   const [encoder, decoder] = await Promise.all(["encoder", "decoder"].map((part) =>
-    measured(`${part} session`, () => ort.InferenceSession.create(new URL(graphs[part], folder).href, SESSION_OPTIONS))));
+    measured(`${part} session`, async () => ort.InferenceSession.create(new URL(graphs[part], folder).href,
+      { ...SESSION_OPTIONS, ...(shared && { externalData: await externalData }) }))));
   return { description: await description, encoder, decoder };
 }
 
