@@ -56,7 +56,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--runtime",
         metavar="NODE_MODULES",
-        help="--format web: the node_modules folder holding @huggingface/transformers and onnxruntime-web (default: "
+        help="--format web: the node_modules folder holding @huggingface/tokenizers and onnxruntime-web (default: "
         "$HF_BAHDANAU_WEB_RUNTIME, else the repository's web/node_modules).",
     )
     parser.add_argument(
