@@ -11,11 +11,14 @@ const json = (name) => fetch(new URL(name, folder)).then((response) => response.
 
 async function load() {
   const page = json("page.json");
+  let started;
+  const sessionsStarted = new Promise((resolve) => { started = resolve; });
+  const model = page.then((settings) => loadModel(folder, settings, started));
   const tokenizer = measured("tokenizer", async () => {
     const [tokenizerJson, tokenizerConfig] = await Promise.all([json("tokenizer.json"), json("tokenizer_config.json")]);
+    await Promise.race([sessionsStarted, model]); // made while the runtime's WASM downloads and compiles
     return new Tokenizer(tokenizerJson, tokenizerConfig);
   });
-  const model = page.then((settings) => loadModel(folder, settings));
   const loaded = { page: await page, tokenizer: await tokenizer, model: await model };
   performance.mark("hfBahdanau ready");
   return loaded;

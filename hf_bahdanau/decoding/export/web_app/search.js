@@ -64,13 +64,16 @@ const bytesOf = (url) => fetch(url).then((response) => {
 
 // The model of the ONNX export in `folder` (a URL ending in /) as page.json describes it: the paths of its `graphs`
 // and of the tensors they share (`shared_weights`, fetched once for both). Both sessions start at once: the first
-// starts the runtime (fetches and compiles its WASM), then both graphs are fetched together.
-export async function loadModel(folder, { graphs, shared_weights: shared }) {
+// starts the runtime (fetches and compiles its WASM), then both graphs are fetched together. `started()` is called
+// once they have: the page's other work (the tokenizer) can run while the WASM downloads and compiles.
+export async function loadModel(folder, { graphs, shared_weights: shared }, started = () => {}) {
   const description = fetch(new URL("onnx/decoding.json", folder)).then((response) => response.json());
-  const externalData = shared && bytesOf(new URL(shared, folder)).then((data) => [{ path: shared.split("/").pop(), data }]);
-  const [encoder, decoder] = await Promise.all(["encoder", "decoder"].map((part) =>
-    measured(`${part} session`, async () => ort.InferenceSession.create(new URL(graphs[part], folder).href,
-      { ...SESSION_OPTIONS, ...(shared && { externalData: await externalData }) }))));
+  const options = { ...SESSION_OPTIONS };
+  if (shared) options.externalData = [{ path: shared.split("/").pop(), data: await bytesOf(new URL(shared, folder)) }];
+  const sessions = Promise.all(["encoder", "decoder"].map((part) =>
+    measured(`${part} session`, () => ort.InferenceSession.create(new URL(graphs[part], folder).href, options))));
+  started();
+  const [encoder, decoder] = await sessions;
   return { description: await description, encoder, decoder };
 }
 
