@@ -48,7 +48,8 @@ function logSoftmax(values) {
   return found;
 }
 
-// `work()`, its time on the page's performance timeline as "hfBahdanau name" (`performance.getEntriesByType("measure")`).
+// `work()`, its time on the page's performance timeline as "hfBahdanau <name>"
+// (`performance.getEntriesByType("measure")`).
 export async function measured(name, work) {
   const start = performance.now();
   const result = await work();
