@@ -1,15 +1,15 @@
 """Translation in the browser (`hf-bahdanau export --format web`): a static folder that translates with no server
 beyond a static file server and no network.
 
-The folder holds the page (`index.html`, `app.js`, `search.js`: the package data in `web/` beside this module),
-the model in `model/` (the ONNX encoder and decoder of `onnx_export` in the chosen quantization, `onnx/decoding.json`,
-the tokenizer and generation config, and `page.json`, what the page shows and the graphs it loads) and, in
-`runtime/`, only what the page loads: tokenizers.js (transformers.js's tokenizer) and ONNX Runtime Web (its JavaScript
-and its one WASM build, SIMD, one thread), copied from the npm packages installed by
-`npm ci --ignore-scripts --prefix web` in the repository (`web/package.json`). Both families run the page's own
-greedy and beam search (`search.js`): transformers.js's `generate` has no beam search. A Transformer's `model/`
-keeps transformers.js's layout (the standard `config.json`, `onnx/encoder_model*.onnx`,
-`onnx/decoder_model_merged*.onnx`), so its `pipeline("translation", "model")` loads it too.
+The folder holds the page (`index.html`, `app.js`, `search.js`: the package data in `web_app/` beside this module),
+the model in `model/` (the ONNX encoder and decoder of `export --format onnx` in the chosen quantization, what both
+hold alike stored once in `onnx/shared_weights.onnx_data`, `onnx/decoding.json`, the tokenizer without indentation,
+the generation config, and `page.json`: what the page shows and the files it loads) and, in `runtime/`, only what
+the page loads: tokenizers.js (transformers.js's tokenizer) and ONNX Runtime Web (its JavaScript and its one WASM
+build, SIMD, one thread), copied from the npm packages installed by `npm ci --ignore-scripts --prefix web` in the
+repository (`web/package.json`). Both families run the page's own greedy and beam search (`search.js`):
+transformers.js's `generate` has no beam search. transformers.js reads the ONNX export itself (`export --format
+onnx`), whose graphs these are.
 """
 
 from __future__ import annotations
