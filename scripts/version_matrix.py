@@ -18,9 +18,10 @@ code, against the outputs of the d2l Transformer they were exported from (logits
 
 `--models` adds a column per trained d2l Transformer folder: its standard folder (`export --format transformers`)
 and the outputs of its d2l model on the first `--sentences` test_2016_flickr sources (all 1,000 by default; the
-model's source language) in batches of 50, greedy and beam 5 with the folder's generation settings; each release
-loads the standard folder without remote code, translates the same batches with the same settings and counts the
-sentences whose token ids differ ("ok" only when none does; the logits of the first 5 sentences within 1e-4).
+model's source language) in padded batches of 50 of like length, greedy and beam 5 with the folder's generation
+settings; each release loads the standard folder without remote code, translates the same batches with the same
+settings and counts the sentences whose token ids differ ("ok" only when none does; the logits of the first 5
+sentences within 1e-4).
 """
 
 from __future__ import annotations
@@ -221,8 +222,9 @@ def generation_settings(generation: object) -> dict:
 
 def make_model_case(model_dir: Path, case: Path, texts: list[str]) -> None:
     """With this package: the standard folder of the trained `model_dir` in `case/export`, and what its d2l model
-    gives on `texts` in `case/reference.json` (the batches, the generation settings, the input ids, greedy and
-    beam-5 ids) and `case/reference.logits.pt` (the logits of the first `LOGIT_SENTENCES` beam outputs)."""
+    gives on `texts` in `case/reference.json` (the batches, `BATCH` sentences of like length each; the generation
+    settings; the input ids, greedy and beam-5 ids) and `case/reference.logits.pt` (the logits of the first
+    `LOGIT_SENTENCES` beam outputs)."""
     import torch
 
     sys.path.insert(0, str(REPO))
@@ -236,7 +238,9 @@ def make_model_case(model_dir: Path, case: Path, texts: list[str]) -> None:
     except InputError as error:
         raise SystemExit(f"{model_dir}: {error}") from None
     model, tokenizer = load_exportable(model_dir)
-    batches = [list(range(start, min(start + BATCH, len(texts)))) for start in range(0, len(texts), BATCH)]
+    lengths = [len(ids) for ids in tokenizer(texts)["input_ids"]]
+    order = sorted(range(len(texts)), key=lambda index: lengths[index])  # less padding, fewer steps past an end
+    batches = [order[start : start + BATCH] for start in range(0, len(texts), BATCH)]
     settings = generation_settings(model.generation_config)
     found = probe_module.translate(model, tokenizer, texts, batches, settings)
     first = min(LOGIT_SENTENCES, len(texts))

@@ -47,12 +47,17 @@ def test_the_sources_are_the_test_split_in_the_models_source_language(matrix, tr
     assert matrix.source_sentences(trained, tmp_path, 3) == SOURCES[:3]
 
 
-def test_an_exact_standard_folder_translates_every_sentence_as_its_model(matrix, probe, trained, tmp_path, monkeypatch):
+def test_an_exact_standard_folder_translates_every_sentence_as_its_model(
+    matrix, probe, trained, tokenizer, tmp_path, monkeypatch
+):
     monkeypatch.setattr(matrix, "BATCH", 4)  # three batches, the last one short
     case = tmp_path / "case"
     matrix.make_model_case(trained, case, SOURCES)
     reference = json.loads((case / "reference.json").read_text())
-    assert reference["batches"] == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10]]
+    order = [index for batch in reference["batches"] for index in batch]
+    assert [len(batch) for batch in reference["batches"]] == [4, 4, 3] and sorted(order) == list(range(len(SOURCES)))
+    lengths = [len(tokenizer(SOURCES[index])["input_ids"]) for index in order]
+    assert lengths == sorted(lengths) and lengths[0] < lengths[-1]  # batched by source length
     assert reference["generation"]["max_new_tokens"] == 10
     assert len({tuple(ids) for ids in reference["beam 5"]}) > len(SOURCES) // 2  # the sentences translate differently
 
