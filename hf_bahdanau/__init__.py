@@ -25,8 +25,8 @@ _EXPORTS = {
     "data.cleaning": ("normalize_d2l",),
     "data.corpora": ("load_parallel_corpus",),
     "data.tokenized": ("tokenize_corpus",),
-    "decoding.ctranslate2": ("CTranslate2Translator",),
-    "decoding.export": ("export_ctranslate2",),
+    "decoding.engines.ctranslate2": ("CTranslate2Translator",),
+    "decoding.export.ctranslate2": ("export_ctranslate2",),
     "kernel_regression": ("AveragePooling", "NonParametricPooling", "NWKernelRegression"),
     "metrics": ("bleu", "load_metric", "make_compute_metrics"),
     "models.modeling_bahdanau": ("BahdanauForConditionalGeneration", "BahdanauModel", "BahdanauPreTrainedModel"),
@@ -54,7 +54,7 @@ def __getattr__(name: str) -> Any:
 def register() -> None:
     """Register both model types with `AutoConfig` / `AutoModelForSeq2SeqLM`, and the translation pipeline, whose
     glossary, prefix, avoid and quality options the package's `Translator` serves."""
-    from hf_bahdanau.decoding.quality import QualityEstimator
+    from hf_bahdanau.decoding.quality.estimator import QualityEstimator
     from hf_bahdanau.decoding.translator import Translator
     from hf_bahdanau.models.pipelines import TranslationPipeline, register_pipeline
     from hf_bahdanau.registry import register_auto_classes

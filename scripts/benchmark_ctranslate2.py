@@ -6,7 +6,7 @@ MarianMT model of the same size, the same random source tokens (batch 64, 20 tok
 functions of a group called in turn and the best of `--decode-repeats` rounds kept. Measured, greedy and beam 5:
 
 - ours in torch: `generate()` fp32, and after `quantize_for_cpu` (our `--quantize int8`);
-- ours in CTranslate2 (`hf_bahdanau.decoding.converter.D2LTransformerConverter`), fp32 and int8;
+- ours in CTranslate2 (`hf_bahdanau.decoding.export.ctranslate2_converter.D2LTransformerConverter`), fp32 and int8;
 - MarianMT in CTranslate2, converted by CTranslate2's own `TransformersConverter` (its Marian loader drops the last
   vocabulary row, which Marian keeps for padding: 1 row in 8,000), fp32 and int8.
 
@@ -48,7 +48,7 @@ from ctranslate2.converters import TransformersConverter
 from tokenizers import Tokenizer, models
 from transformers import GenerationConfig, PreTrainedTokenizerFast
 
-from hf_bahdanau.decoding.converter import D2LTransformerConverter
+from hf_bahdanau.decoding.export.ctranslate2_converter import D2LTransformerConverter
 
 logger = logging.getLogger("benchmark_ctranslate2")
 
@@ -293,8 +293,8 @@ def explain_differences(
 
 def exactness(args: argparse.Namespace) -> str:
     """The exactness table of `args.exactness` (a trained model folder) on its test split."""
-    from hf_bahdanau.decoding.ctranslate2 import CTranslate2Translator
-    from hf_bahdanau.decoding.export import export_ctranslate2
+    from hf_bahdanau.decoding.engines.ctranslate2 import CTranslate2Translator
+    from hf_bahdanau.decoding.export.ctranslate2 import export_ctranslate2
     from hf_bahdanau.decoding.loading import load_translation_model
     from hf_bahdanau.metrics import load_metric
     from hf_bahdanau.models.pipelines import TranslationPipeline

@@ -47,9 +47,9 @@ import numpy as np
 import sacrebleu
 
 from hf_bahdanau.decoding.alignment import grow_diag_final_and
-from hf_bahdanau.decoding.markup import ALIGNMENT, HtmlDocument
-from hf_bahdanau.decoding.markup_parsing import tokens
-from hf_bahdanau.decoding.markup_projection import parse_links
+from hf_bahdanau.decoding.markup.html import ALIGNMENT, HtmlDocument
+from hf_bahdanau.decoding.markup.parsing import tokens
+from hf_bahdanau.decoding.markup.projection import parse_links
 from hf_bahdanau.decoding.translator import Translator
 
 logger = logging.getLogger("benchmark_markup")

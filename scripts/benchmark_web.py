@@ -123,7 +123,7 @@ def measure(page_folder: Path, texts: list[str], num_beams: int, screenshot: Pat
 
 def page_folder(model: str, scratch: Path, quantization: str) -> Path:
     """`model` if it is a web export, else its web export made in `scratch`."""
-    from hf_bahdanau.decoding.web_export import export_web, is_web_folder
+    from hf_bahdanau.decoding.export.web import export_web, is_web_folder
 
     if is_web_folder(model):
         return Path(model)

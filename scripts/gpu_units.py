@@ -217,8 +217,8 @@ def generate_run(output: Path, trained: Sequence[str]) -> dict[str, Any]:
 
 def ctranslate2_run(output: Path, trained: Sequence[str]) -> dict[str, Any]:
     """CTranslate2 on CUDA (fp16 and int8 weights, fp16 activations), greedy and beam 5, on the same model."""
-    from hf_bahdanau.decoding.ctranslate2 import CTranslate2Translator
-    from hf_bahdanau.decoding.export import cached_export, require_ctranslate2
+    from hf_bahdanau.decoding.engines.ctranslate2 import CTranslate2Translator
+    from hf_bahdanau.decoding.export.ctranslate2 import cached_export, require_ctranslate2
 
     require_ctranslate2()
     model_dir = trained_model(output, trained)

@@ -141,7 +141,7 @@ def make_folders(work: Path, texts: list[str]) -> None:
 
     from hf_bahdanau import get_model_type
     from hf_bahdanau.data.tokenization import train_tokenizer
-    from hf_bahdanau.decoding.standard_folder import export_transformers
+    from hf_bahdanau.decoding.export.standard_folder import export_transformers
     from hf_bahdanau.models.pipelines import TASK, save_for_pipeline
 
     tokenizer = train_tokenizer(texts, 200, min_freq=1)

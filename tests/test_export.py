@@ -16,9 +16,9 @@ from hf_bahdanau import cli
 from hf_bahdanau.cli import main
 from hf_bahdanau.data import corpora as data
 from hf_bahdanau.data.tokenization import train_tokenizer
-from hf_bahdanau.decoding import export
-from hf_bahdanau.decoding.ctranslate2 import CTranslate2Translator
-from hf_bahdanau.decoding.export import EXPORT_INFO, export_ctranslate2
+from hf_bahdanau.decoding.engines.ctranslate2 import CTranslate2Translator
+from hf_bahdanau.decoding.export import ctranslate2 as export
+from hf_bahdanau.decoding.export.ctranslate2 import EXPORT_INFO, export_ctranslate2
 from hf_bahdanau.decoding.loading import load_translation_model
 from hf_bahdanau.models.pipelines import save_for_pipeline
 from hf_bahdanau.registry import get_model_type

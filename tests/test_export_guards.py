@@ -12,7 +12,7 @@ import pytest
 from helpers import error_of, folder_bytes, tiny_translator
 
 from hf_bahdanau.cli import main
-from hf_bahdanau.decoding.export import EXPORT_INFO, cached_export, export_ctranslate2
+from hf_bahdanau.decoding.export.ctranslate2 import EXPORT_INFO, cached_export, export_ctranslate2
 from hf_bahdanau.registry import check_saved_model_type
 
 pytest.importorskip("ctranslate2")
@@ -102,7 +102,7 @@ def test_a_missing_tokenizer_json_is_named(model_copy, tmp_path):
 
 
 def test_an_export_given_as_a_model_names_the_engine_option(model_copy, tmp_path):
-    from hf_bahdanau.decoding.standard_folder import export_transformers
+    from hf_bahdanau.decoding.export.standard_folder import export_transformers
 
     export = export_ctranslate2(model_copy, tmp_path / "ct2")
     with pytest.raises(ValueError, match="is a CTranslate2 export: translate with it through --engine ctranslate2"):

@@ -14,8 +14,8 @@ from helpers import tiny_translator
 
 from hf_bahdanau.cli import main
 from hf_bahdanau.decoding.alignment import pharaoh, source_pharaoh
-from hf_bahdanau.decoding.markup import ALIGNMENT, HtmlDocument
-from hf_bahdanau.decoding.markup_projection import Element, layout, project, relative_links
+from hf_bahdanau.decoding.markup.html import ALIGNMENT, HtmlDocument
+from hf_bahdanau.decoding.markup.projection import Element, layout, project, relative_links
 from hf_bahdanau.decoding.translator import Translator
 from hf_bahdanau.models.pipelines import transformers_provides
 

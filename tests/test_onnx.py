@@ -21,8 +21,8 @@ from hf_bahdanau.models.pipelines import save_for_pipeline
 ort = pytest.importorskip("onnxruntime", reason="ONNX Runtime is not installed: pip install hf_bahdanau[onnx]")
 pytest.importorskip("onnx", reason="onnx is not installed: pip install hf_bahdanau[onnx]")
 
-from hf_bahdanau.decoding.onnx_export import export_onnx  # noqa: E402
-from hf_bahdanau.decoding.onnxruntime import OnnxRuntimeModel  # noqa: E402
+from hf_bahdanau.decoding.engines.onnxruntime import OnnxRuntimeModel  # noqa: E402
+from hf_bahdanau.decoding.export.onnx import export_onnx  # noqa: E402
 
 MODELS = {
     "pre-norm": ("d2l_transformer", dict(norm_first=True)),

@@ -93,7 +93,7 @@ def web_ready():
     """Skips, saying why, where a web export cannot be made (no ONNX packages, no npm runtime)."""
     import importlib.util
 
-    from hf_bahdanau.decoding.web_export import runtime_folder
+    from hf_bahdanau.decoding.export.web import runtime_folder
     from hf_bahdanau.errors import InputError
 
     if importlib.util.find_spec("onnx") is None or importlib.util.find_spec("onnxruntime") is None:

@@ -14,7 +14,7 @@ import pytest
 from helpers import TINY, folder_bytes, logged_errors
 
 from hf_bahdanau.cli import main
-from hf_bahdanau.decoding.quality import ESTIMATOR_FILE
+from hf_bahdanau.decoding.quality.estimator import ESTIMATOR_FILE
 from hf_bahdanau.publishing import recorded_command, upload
 from hf_bahdanau.publishing.card import CARD_MARKER, make_card
 

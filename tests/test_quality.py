@@ -17,8 +17,8 @@ from helpers import TINY_CORPUS, make_model
 from hf_bahdanau.cli import main
 from hf_bahdanau.decoding.batching import padded
 from hf_bahdanau.decoding.calibration import calibrate, fit_estimator, labelled_samples
-from hf_bahdanau.decoding.quality import ESTIMATOR_FILE, QualityEstimator, require_estimator, word_labels
-from hf_bahdanau.decoding.quality_features import WORD_FEATURES, torch_evidence, word_features, word_groups
+from hf_bahdanau.decoding.quality.estimator import ESTIMATOR_FILE, QualityEstimator, require_estimator, word_labels
+from hf_bahdanau.decoding.quality.features import WORD_FEATURES, torch_evidence, word_features, word_groups
 from hf_bahdanau.decoding.search import search
 from hf_bahdanau.decoding.translator import Translator
 from hf_bahdanau.errors import InputError

@@ -11,7 +11,7 @@ from test_cascade import calibrated_folder, middle_threshold
 from test_quality import SOURCES, tiny_folder
 
 from hf_bahdanau.decoding.cascade import TEACHER, Cascade
-from hf_bahdanau.decoding.quality import joined_estimate
+from hf_bahdanau.decoding.quality.estimator import joined_estimate
 from hf_bahdanau.decoding.translator import Translator
 from hf_bahdanau.errors import InputError
 

@@ -15,7 +15,7 @@ import torch
 import transformers
 from helpers import TINY_CORPUS, error_of, make_model
 
-from hf_bahdanau.decoding.standard_folder import export_transformers, residual_order
+from hf_bahdanau.decoding.export.standard_folder import export_transformers, residual_order
 from hf_bahdanau.models.attention import PositionalEncoding
 from hf_bahdanau.models.pipelines import save_for_pipeline
 

@@ -85,8 +85,8 @@ def test_translating_with_ctranslate2_imports_neither_torch_nor_the_models(folde
     """An export, and a model folder with its export cached: the translation that CTranslate2 gives with
     transformers' tokenizer, without importing torch, transformers' modeling code or the shipped pipeline."""
     pytest.importorskip("ctranslate2")
-    from hf_bahdanau.decoding.ctranslate2 import CTranslate2Translator
-    from hf_bahdanau.decoding.export import cached_export, export_ctranslate2
+    from hf_bahdanau.decoding.engines.ctranslate2 import CTranslate2Translator
+    from hf_bahdanau.decoding.export.ctranslate2 import cached_export, export_ctranslate2
     from hf_bahdanau.decoding.translator import Translator
 
     export = export_ctranslate2(folder, tmp_path / "ct2")

@@ -28,7 +28,7 @@ VARIANTS = {  # name -> (model type, config settings)
 
 def requirements() -> str | None:
     """Why the browser test cannot run here, or None."""
-    from hf_bahdanau.decoding.web_export import runtime_folder
+    from hf_bahdanau.decoding.export.web import runtime_folder
 
     browser = load_script("demo_screenshot")
     if importlib.util.find_spec("playwright") is None:
@@ -58,7 +58,7 @@ def model_folder(request, tokenizer, tmp_path_factory):
 def onnxruntime_translations(folder: Path) -> dict[int, list[str]]:
     """The onnxruntime engine's translations of SENTENCES by the float32 ONNX export of `folder`, greedy and with 3
     beams."""
-    from hf_bahdanau.decoding.onnx_export import export_onnx
+    from hf_bahdanau.decoding.export.onnx import export_onnx
 
     translator = Translator.from_folder(export_onnx(folder, folder.with_name("onnx")), engine="onnxruntime")
     return {beams: [found.text for found in translator.translate(SENTENCES, num_beams=beams)] for beams in (1, 3)}
@@ -75,7 +75,7 @@ def browser_run(page_folder: Path, texts: list[str], num_beams: int = 1) -> tupl
 
 @pytest.mark.slow
 def test_the_page_translates_as_the_onnxruntime_engine_with_nothing_from_the_network(model_folder):
-    from hf_bahdanau.decoding.web_export import export_web
+    from hf_bahdanau.decoding.export.web import export_web
 
     expected = onnxruntime_translations(model_folder)
     page_folder = export_web(model_folder, model_folder.with_name("page"), "float32")  # int8: kernels differ
@@ -99,7 +99,7 @@ def test_the_page_translates_as_the_onnxruntime_engine_with_nothing_from_the_net
 
 @pytest.mark.slow
 def test_the_int8_page_carries_only_the_int8_graphs_and_searches_beams(model_folder):
-    from hf_bahdanau.decoding.web_export import export_web
+    from hf_bahdanau.decoding.export.web import export_web
 
     page_folder = export_web(model_folder, model_folder.with_name("page-int8"))  # int8 by default
     graphs = sorted(path.name for path in (page_folder / "model" / "onnx").glob("*.onnx"))
@@ -139,7 +139,7 @@ TRANSFORMERS_JS = """async (text) => {
 @pytest.mark.slow
 @pytest.mark.parametrize("norm_first", [False, True], ids=["post-norm", "pre-norm"])
 def test_transformers_js_reads_a_transformers_page_model_and_translates_as_the_page(tokenizer, tmp_path, norm_first):
-    from hf_bahdanau.decoding.web_export import export_web, runtime_folder
+    from hf_bahdanau.decoding.export.web import export_web, runtime_folder
 
     why = requirements()
     if why:
@@ -158,7 +158,7 @@ def test_transformers_js_reads_a_transformers_page_model_and_translates_as_the_p
 
 
 def test_a_web_export_says_what_to_install_when_the_runtime_is_missing(tmp_path, caplog, monkeypatch):
-    from hf_bahdanau.decoding.web_export import INSTALL_STEP, RUNTIME_ENV
+    from hf_bahdanau.decoding.export.web import INSTALL_STEP, RUNTIME_ENV
 
     monkeypatch.setenv(RUNTIME_ENV, str(tmp_path / "node_modules"))
     argv = ["export", "--format", "web", "--model", str(tmp_path / "model"), "--output", str(tmp_path / "page")]

@@ -76,20 +76,20 @@ def run(args: argparse.Namespace) -> None:
     if args.format != "web" and args.runtime is not None:
         raise InputError(f"--runtime applies to --format web: --format {args.format} writes no page")
     if args.format == "transformers":
-        from hf_bahdanau.decoding.standard_folder import export_transformers
+        from hf_bahdanau.decoding.export.standard_folder import export_transformers
 
         output = export_transformers(args.model, args.output, overwrite=args.overwrite)
     elif args.format == "onnx":
-        from hf_bahdanau.decoding.onnx_export import export_onnx
+        from hf_bahdanau.decoding.export.onnx import export_onnx
 
         output = export_onnx(args.model, args.output, overwrite=args.overwrite)
     elif args.format == "web":
-        from hf_bahdanau.decoding.web_export import export_web
+        from hf_bahdanau.decoding.export.web import export_web
 
         quantization = args.quantization or "int8"
         output = export_web(args.model, args.output, quantization, runtime=args.runtime, overwrite=args.overwrite)
     else:
-        from hf_bahdanau.decoding.export import check_ctranslate2, export_ctranslate2
+        from hf_bahdanau.decoding.export.ctranslate2 import check_ctranslate2, export_ctranslate2
 
         check_ctranslate2()
         quantization = args.quantization or "float32"

@@ -77,7 +77,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> None:
     """Publish the model (`--model`), its demo Space (`--space`), or both; or another form of the model."""
-    from hf_bahdanau.decoding.web_export import is_web_folder
+    from hf_bahdanau.decoding.export.web import is_web_folder
 
     if not args.model and not args.space:
         raise UsageError("publish needs --model (or --space for the demo Space of a model already published)")
@@ -125,7 +125,7 @@ def _publish_space(args: argparse.Namespace) -> None:
 
 def _publish_model(args: argparse.Namespace) -> None:
     """`publish --model`: the model, its card and files; a dry run shows them."""
-    from hf_bahdanau.decoding.export import check_ctranslate2
+    from hf_bahdanau.decoding.export.ctranslate2 import check_ctranslate2
     from hf_bahdanau.publishing.upload import publish
 
     if args.with_ctranslate2:

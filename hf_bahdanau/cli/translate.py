@@ -263,7 +263,7 @@ def _translate_documents(translator: Translator | Cascade, args: argparse.Namesp
         split_document,
         text_lines,
     )
-    from hf_bahdanau.decoding.quality import joined_estimate
+    from hf_bahdanau.decoding.quality.estimator import joined_estimate
 
     source = args.document if args.document and args.document != "-" else "stdin"
     if source == "stdin":

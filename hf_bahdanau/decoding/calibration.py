@@ -19,10 +19,19 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .quality import Linear, QualityEstimate, QualityEstimator, WordModel, mcc, pearson, sentence_chrf, word_labels
-from .quality_features import BERGAMOT_FEATURES, SENTENCE_FEATURES, WORD_FEATURES, Evidence
-from .quality_features import sentence_features as sentence_rows
-from .quality_features import word_features as word_rows
+from .quality.estimator import (
+    Linear,
+    QualityEstimate,
+    QualityEstimator,
+    WordModel,
+    mcc,
+    pearson,
+    sentence_chrf,
+    word_labels,
+)
+from .quality.features import BERGAMOT_FEATURES, SENTENCE_FEATURES, WORD_FEATURES, Evidence
+from .quality.features import sentence_features as sentence_rows
+from .quality.features import word_features as word_rows
 
 if TYPE_CHECKING:
     from .translator import Translation, Translator

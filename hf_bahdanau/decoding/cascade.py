@@ -24,11 +24,11 @@ from typing import TYPE_CHECKING, Any
 
 from hf_bahdanau.errors import InputError
 
-from .quality import ESTIMATOR_FILE, require_estimator
+from .quality.estimator import ESTIMATOR_FILE, require_estimator
 from .translator import Translation
 
 if TYPE_CHECKING:
-    from .quality import QualityEstimate, QualityEstimator
+    from .quality.estimator import QualityEstimate, QualityEstimator
     from .translator import Translator
 
 SEARCH_OPTIONS = ("num_beams", "max_new_tokens", "length_penalty", "do_sample")  # the student's alone

@@ -34,8 +34,8 @@ from hf_bahdanau.models.source_length import source_limit
 from .batching import in_input_order, padded
 from .glossary import Glossary, Term
 from .lexical import LexicalOptions
-from .quality import QualityEstimate, QualityEstimator, require_estimator
-from .quality_features import Evidence, evidence_of, traced_evidence
+from .quality.estimator import QualityEstimate, QualityEstimator, require_estimator
+from .quality.features import Evidence, evidence_of, traced_evidence
 from .settings import SearchSettings
 from .sources import length_bound, source_ids, warn_long_sources
 
@@ -142,8 +142,8 @@ class Translator:
         options.setdefault("trained_source_length", trained_source_length(path))
         options.setdefault("quality_estimator", QualityEstimator.from_folder(path))
         if engine == "ctranslate2":
-            from .ctranslate2 import CTranslate2Translator
-            from .export import check_ctranslate2
+            from .engines.ctranslate2 import CTranslate2Translator
+            from .export.ctranslate2 import check_ctranslate2
 
             check_ctranslate2()
             if torch_fallback and os.path.isfile(os.path.join(path, "config.json")):
@@ -157,7 +157,7 @@ class Translator:
 
             torch.set_num_threads(threads)
         if engine == "onnxruntime":
-            from .onnxruntime import OnnxRuntimeModel
+            from .engines.onnxruntime import OnnxRuntimeModel
 
             with as_input_error(ValueError, OSError):  # the export's JSON, tokenizer and graphs
                 return cls(OnnxRuntimeModel(path, quantize, threads), engine=engine, **options)
@@ -194,7 +194,7 @@ class Translator:
     def translate_html(self, texts: Sequence[str], language: str | None = None, **options: Any) -> list[str]:
         """Each HTML text translated a sentence at a time, its inline tags put back on the aligned words
         (`markup.translate_html`; `language`: the sentence splitter's, default the model's source language)."""
-        from .markup import translate_html
+        from .markup.html import translate_html
 
         return translate_html(self, texts, language, **options)
 

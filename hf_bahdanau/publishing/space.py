@@ -174,7 +174,7 @@ def publish_web_space(
     """Upload the web export `model_or_page` (or, given a model folder or Hub repo, its int8 web export, made in a
     temporary folder) as the static Space `space_id`, with a `README.md` (`static_readme`); a `dry_run` only says
     what it would upload. `runtime`: as `export_web`'s. Errors as `upload.publish`'s."""
-    from hf_bahdanau.decoding.web_export import export_web, is_web_folder
+    from hf_bahdanau.decoding.export.web import export_web, is_web_folder
 
     check_repo_id(space_id)
     with tempfile.TemporaryDirectory(prefix="hf_bahdanau_space_") as scratch:

@@ -22,7 +22,7 @@ from transformers import TrainingArguments
 from transformers.dynamic_module_utils import get_relative_imports
 
 from hf_bahdanau.choices import DEFAULT_LICENSE
-from hf_bahdanau.decoding.quality import ESTIMATOR_FILE
+from hf_bahdanau.decoding.quality.estimator import ESTIMATOR_FILE
 from hf_bahdanau.errors import InputError, UnreachableError
 from hf_bahdanau.json_files import read_json
 
@@ -183,7 +183,7 @@ def publish(
     path = folder / CARD_FILE
     exported = []
     if with_ctranslate2:
-        from hf_bahdanau.decoding.export import published_export
+        from hf_bahdanau.decoding.export.ctranslate2 import published_export
 
         exported = published_export(folder, dry_run=dry_run)
     card = make_card(folder, repo_id, license, ctranslate2=with_ctranslate2)
@@ -225,7 +225,7 @@ def publish_standard(
     `publish`'s, and an InputError for a model no standard architecture holds."""
     import tempfile
 
-    from hf_bahdanau.decoding.standard_folder import export_transformers
+    from hf_bahdanau.decoding.export.standard_folder import export_transformers
 
     check_repo_id(repo_id)
     folder = check_model_folder(folder)

@@ -30,8 +30,8 @@ from starlette.exceptions import HTTPException
 
 from hf_bahdanau.decoding.documents import grouped, join_document, split_document
 from hf_bahdanau.decoding.glossary import Glossary
-from hf_bahdanau.decoding.markup import HtmlDocument
-from hf_bahdanau.decoding.quality import joined_estimate
+from hf_bahdanau.decoding.markup.html import HtmlDocument
+from hf_bahdanau.decoding.quality.estimator import joined_estimate
 from hf_bahdanau.errors import InputError
 
 from .batching import Lanes

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
     from hf_bahdanau.decoding.attention_maps import AttentionMaps
     from hf_bahdanau.decoding.glossary import Glossary
-    from hf_bahdanau.decoding.quality import QualityEstimate
+    from hf_bahdanau.decoding.quality.estimator import QualityEstimate
     from hf_bahdanau.decoding.translator import Hypothesis, Translation, Translator
 
 logger = logging.getLogger(__name__)

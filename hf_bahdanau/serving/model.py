@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from hf_bahdanau.decoding.cascade import Cascade
     from hf_bahdanau.decoding.glossary import Glossary
-    from hf_bahdanau.decoding.quality import QualityEstimate
+    from hf_bahdanau.decoding.quality.estimator import QualityEstimate
     from hf_bahdanau.decoding.translator import Translator
 
-from hf_bahdanau.decoding.markup import ALIGNMENT
+from hf_bahdanau.decoding.markup.html import ALIGNMENT
 from hf_bahdanau.errors import InputError
 
 logger = logging.getLogger(__name__)

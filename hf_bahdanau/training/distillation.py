@@ -63,7 +63,7 @@ def default_engine(teacher: str | Path) -> str:
 def teacher_fingerprint(teacher: str | Path) -> str:
     """A hash of what decides the teacher's translations: its config, weights and tokenizer (the fingerprint of its
     CTranslate2 export) and its generation config; not its card, scores, hypotheses or exports."""
-    from hf_bahdanau.decoding.export import source_fingerprint
+    from hf_bahdanau.decoding.export.folders import source_fingerprint
 
     generation = Path(teacher) / "generation_config.json"
     settings = generation.read_bytes() if generation.is_file() else b""

@@ -28,9 +28,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .documents import check_language, grouped, split_sentences
-from .markup_parsing import parse_units, tokens
-from .markup_projection import Element, layout, parse_links, project, relative_links
+from hf_bahdanau.decoding.documents import check_language, grouped, split_sentences
+
+from .parsing import parse_units, tokens
+from .projection import Element, layout, parse_links, project, relative_links
 
 WORD = re.compile(r"\S+")
 ALIGNMENT = "source"  # the Translator's alignments that tags are put back by (`alignment.source_pharaoh`)

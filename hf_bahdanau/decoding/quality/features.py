@@ -111,9 +111,8 @@ def torch_evidence(
     teacher-forced pass of the torch `model` over the batch (the sources padded as the search pads them)."""
     import torch
 
+    from hf_bahdanau.decoding.batching import padded
     from hf_bahdanau.models.pipelines import pad_id
-
-    from .batching import padded
 
     device, start = model.device, model.config.decoder_start_token_id
     input_ids, attention_mask = padded(sources, pad_id(tokenizer), tokenizer.padding_side)  # (batch, src_len)

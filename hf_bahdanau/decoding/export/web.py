@@ -24,16 +24,16 @@ from typing import Any
 from hf_bahdanau.errors import InputError
 from hf_bahdanau.json_files import read_json
 
-from .export import check_export_output, check_outside_model_folders, local_folder, source_fingerprint, write_export
+from .folders import check_export_output, check_outside_model_folders, local_folder, source_fingerprint, write_export
 
 logger = logging.getLogger(__name__)
 
 FORMAT = "web"  # `export --format`
 QUANTIZATIONS = ("int8", "float32")  # of the page's ONNX graphs; int8 first: the default
 PAGE_FILES = ("index.html", "app.js", "search.js")  # package data beside this module, in web/
-PAGE_DIR = Path(__file__).with_name("web")
+PAGE_DIR = Path(__file__).with_name("web_app")
 RUNTIME_ENV = "HF_BAHDANAU_WEB_RUNTIME"  # a node_modules folder holding the runtime's packages
-DEFAULT_RUNTIME = Path(__file__).resolve().parents[2] / "web" / "node_modules"  # the repository's web/ folder
+DEFAULT_RUNTIME = Path(__file__).resolve().parents[3] / "web" / "node_modules"  # the repository's web/ folder
 INSTALL_STEP = "npm ci --ignore-scripts --prefix web"  # run in the repository
 RUNTIME_FILES = {  # the page's runtime/ file -> its path in node_modules
     "transformers.min.js": "@huggingface/transformers/dist/transformers.min.js",
@@ -96,7 +96,7 @@ def export_web(
     runtime's files (`runtime_folder`). `output_dir` is a new or empty folder outside any model folder, or (with
     `overwrite`) an earlier export; it is written beside it and moved into place at the end.
     """
-    from .onnx_export import DESCRIPTION, SUBFOLDER, export_onnx, require_onnx
+    from .onnx import DESCRIPTION, SUBFOLDER, export_onnx, require_onnx
 
     if quantization not in QUANTIZATIONS:
         raise InputError(f"--quantization of a web export is one of {', '.join(QUANTIZATIONS)}, got {quantization!r}")

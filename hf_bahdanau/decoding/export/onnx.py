@@ -35,7 +35,7 @@ from torch import nn
 
 from hf_bahdanau.errors import InputError
 
-from .export import (
+from .folders import (
     COPIED_FILES,
     check_export_output,
     check_exportable,

@@ -29,9 +29,9 @@ import numpy as np
 from hf_bahdanau.errors import InputError, as_input_error
 from hf_bahdanau.json_files import read_json
 
-from .quality_features import BERGAMOT_FEATURES, SENTENCE_FEATURES, WORD_FEATURES, Evidence
-from .quality_features import sentence_features as sentence_rows
-from .quality_features import word_features as word_rows
+from .features import BERGAMOT_FEATURES, SENTENCE_FEATURES, WORD_FEATURES, Evidence
+from .features import sentence_features as sentence_rows
+from .features import word_features as word_rows
 
 ESTIMATOR_FILE = "quality_estimator.json"
 T = TypeVar("T")

@@ -16,14 +16,14 @@ from pathlib import Path
 from typing import Any
 
 from hf_bahdanau.choices import EXPORT_INFO
+from hf_bahdanau.decoding.export.ctranslate2 import cached_export, is_ctranslate2_folder, require_ctranslate2
+from hf_bahdanau.decoding.export.folders import check_tokenizer_file
+from hf_bahdanau.decoding.folder_data import Settings, read_tokenizer
+from hf_bahdanau.decoding.quality.features import Evidence, word_groups
+from hf_bahdanau.decoding.sources import source_ids
 from hf_bahdanau.errors import InputError
 from hf_bahdanau.json_files import read_json
 from hf_bahdanau.models.source_length import source_limit
-
-from .export import cached_export, check_tokenizer_file, is_ctranslate2_folder, require_ctranslate2
-from .folder_data import Settings, read_tokenizer
-from .quality_features import Evidence, word_groups
-from .sources import source_ids
 
 # generate() option -> translate_batch() option
 _OPTIONS = {

@@ -18,11 +18,10 @@ import numpy as np
 import torch
 
 from hf_bahdanau.choices import EXPORT_INFO
+from hf_bahdanau.decoding.export.onnx import DESCRIPTION, INSTALL_HINT, SUBFOLDER, is_onnx_folder
+from hf_bahdanau.decoding.folder_data import Settings, read_tokenizer
 from hf_bahdanau.errors import InputError
 from hf_bahdanau.json_files import read_json
-
-from .folder_data import Settings, read_tokenizer
-from .onnx_export import DESCRIPTION, INSTALL_HINT, SUBFOLDER, is_onnx_folder
 
 FLAGS = ("use_cache_branch",)  # decoder inputs of the whole batch (shape (1,)), not of each row
 

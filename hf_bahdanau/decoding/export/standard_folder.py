@@ -30,7 +30,7 @@ from torch import nn
 from hf_bahdanau.errors import InputError
 from hf_bahdanau.json_files import read_json
 
-from .export import (
+from .folders import (
     check_export_output,
     check_exportable,
     check_outside_model_folders,
