@@ -13,7 +13,7 @@ import torch
 from helpers import tiny_translator
 
 from hf_bahdanau.cli import main
-from hf_bahdanau.decoding.alignment import pharaoh, source_pharaoh
+from hf_bahdanau.decoding.alignment import merge_words, pharaoh, source_pharaoh
 from hf_bahdanau.decoding.markup.html import ALIGNMENT, HtmlDocument
 from hf_bahdanau.decoding.markup.projection import Element, layout, project, relative_links
 from hf_bahdanau.decoding.translator import Translator
@@ -225,6 +225,17 @@ def test_each_source_word_goes_to_the_target_word_that_attends_to_it_most():
     assert document.rebuild([("A dog runs", source_pharaoh(attention))]) == "A <b>dog</b> runs"
     assert document.rebuild([("A dog runs", pharaoh(attention))]) == "A <b>dog runs</b>"
     assert source_pharaoh(torch.zeros(2, 0)) == ""
+
+
+def test_a_target_word_attends_to_a_source_word_as_much_as_its_piece_that_attends_most():
+    attention = torch.tensor([[0.8, 0.1, 0.1], [0.5, 0.1, 0.4], [0.1, 0.8, 0.1], [0.0, 0.5, 0.5]])  # (▁A ▁do g ▁runs,
+    targets, sources = [0, 1, 1, 2], [0, 1, 2]  # Ein Hund rennt)
+    most = merge_words(attention, targets, sources, pool="max")
+    assert torch.allclose(most, torch.tensor([[0.8, 0.1, 0.1], [0.5, 0.8, 0.4], [0.0, 0.5, 0.5]]))
+    mean = merge_words(attention, targets, sources)  # `dog`: (0.3, 0.45, 0.25), below `runs` (0.5) for `Hund`
+    assert (source_pharaoh(most), source_pharaoh(mean)) == ("0-0 1-1 2-2", "0-0 1-2 2-2")
+    document = HtmlDocument.parse("Ein <b>Hund</b> rennt", "de")
+    assert document.rebuild([("A dog runs", source_pharaoh(most))]) == "A <b>dog</b> runs"
 
 
 def test_the_rnn_translates_html_with_source_alignments_too(tokenizer):
