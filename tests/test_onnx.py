@@ -274,3 +274,22 @@ def test_a_server_on_the_engine_refuses_a_glossary_in_one_line_and_translates_th
                               "server runs onnxruntime"}  # fmt: skip
     expected = Translator.from_folder(folder).translate(TEXTS[:1], num_beams=2)[0].text
     assert answered.status_code == 200 and answered.json()["translatedText"] == expected
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model_type", ["d2l_transformer", "bahdanau"])
+def test_the_engines_benchmark_puts_every_engine_of_a_trained_model_side_by_side(
+    trained_folder, model_type, tmp_path, run_script, capsys
+):
+    model = trained_folder(model_type, tmp_path / "model")
+    run_script("benchmark_engines", "--model", str(model), "--max-samples", "12", "--rounds", "1")
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| ") and "---" not in line]
+    rows = {line.split("|")[1].strip(): [cell.strip() for cell in line.split("|")[2:-1]] for line in lines[1:]}
+    engines = ["torch fp32", "torch int8", "ONNX Runtime fp32", "ONNX Runtime int8"]
+    if model_type == "d2l_transformer":  # CTranslate2 has no RNN decoder
+        engines[2:2] = ["CTranslate2 fp32", "CTranslate2 int8"]
+    assert list(rows) == engines
+    for exact in [name for name in engines if name.endswith("fp32")]:
+        speed, ratio, same, bleu, change = rows[exact]
+        assert same == "100.0%" and change == "+0.00" and bleu == rows["torch fp32"][3]
+    assert all(float(row[0]) > 0 and row[1].endswith("x") for row in rows.values())
