@@ -3,7 +3,7 @@ injected around source words, translated four ways, each scored for well-formedn
 text without the tags.
 
 - **sentence** (the package: `decoding.markup`): each sentence translated whole, the tags put back on the words its
-  attention aligns to their source words (`markup.ALIGNMENT`);
+  attention aligns to their source words (`markup.html.ALIGNMENT`);
 - **one_way**: the same, by `translate --alignments`' links (the last layer, each target word to one source word);
 - **naive**: the same translation, the tags at the same relative positions (no alignment);
 - **piecewise**: the text between tags translated piece by piece, the tags kept between the pieces.
