@@ -1,30 +1,31 @@
-"""Markup kept where it belongs: test_2016_flickr (de->en) with inline tags injected around source words, translated
-four ways, each scored for well-formedness, tag placement F1 and BLEU of its text without the tags.
+"""Markup kept where it belongs: a Multi30k split (de->en, test_2016_flickr unless `--split`) with inline tags
+injected around source words, translated four ways, each scored for well-formedness, tag placement F1 and BLEU of its
+text without the tags.
 
 - **sentence** (the package: `decoding.markup`): each sentence translated whole, the tags put back on the words its
-  attention aligns to their source words;
+  attention aligns to their source words (`markup.html.ALIGNMENT`);
 - **one_way**: the same, by `translate --alignments`' links (the last layer, each target word to one source word);
 - **naive**: the same translation, the tags at the same relative positions (no alignment);
-- **piecewise**: the text between tags translated piece by piece, the tags kept between the pieces (what `serve`
-  did before `decoding.markup`).
+- **piecewise**: the text between tags translated piece by piece, the tags kept between the pieces.
 
 Tags (a fixed seed): one or two spans of 1-3 words a sentence, each one of `<b>`, `<i>`, `<a href>`, `<span
 class>` (at times one nested in another), and at times an empty `<img>` between two words.
 
-Where a tag belongs is found by a word aligner independent of the model: IBM Model 1 with fast_align's diagonal
-prior (Dyer et al. 2013), in numpy here, trained both ways on Multi30k's training pairs and the test pairs (5 EM
-iterations, words lowercased with their edge punctuation stripped), its two Viterbi alignments symmetrised by
-grow-diag-final-and (`alignment.grow_diag_final_and`). A span's reference on an output is the run of that output's
-words the aligner links to its source words (on each method's own output, so that a method is not scored on how well
-it translates); an empty
-element's is the gap before the output words of the next aligned source word. Tag F1: per tag, the F1 of the output
-words inside it against its reference words (an empty element: 1 at its reference gap, else 0), averaged over the
-tags that have a reference (a span whose source words the aligner links to nothing has none). Well-formed: the
-output has the input's start tags, each element closed and properly nested. BLEU: sacreBLEU of the output's text
-(tags taken out) against the references, beside that of the tag-free sources translated alone.
+Where a tag belongs is found by a word aligner independent of the model, eflomal (`pip install eflomal`; Östling and
+Tiedemann 2016: a Bayesian HMM with fertility, sampled; model 3, 3 samplers, its default iterations and NULL prior),
+run once on Multi30k's training pairs, the split's (source, reference) pairs and every (source, output) pair scored,
+words lowercased with their edge punctuation stripped, its two directions symmetrised by grow-diag-final-and
+(`alignment.grow_diag_final_and`). eflomal seeds its sampler from /dev/urandom, so the reference moves a little from
+run to run. A span's reference on an output is the run of that output's words the aligner links to its source words
+(on each method's own output, so that a method is not scored on how well it translates); an empty element's is the
+gap before the output words of the next aligned source word. Tag F1: per tag, the F1 of the output words inside it
+against its reference words (an empty element: 1 at its reference gap, else 0), averaged over the tags that have a
+reference (a span whose source words the aligner links to nothing has none). Well-formed: the output has the input's
+start tags, each element closed and properly nested. BLEU: sacreBLEU of the output's text (tags taken out) against
+the references, beside that of the tag-free sources translated alone.
 
-    OMP_NUM_THREADS=2 python scripts/benchmark_markup.py --model runs/quick-de-en --data ../shared/data/multi30k \\
-        --output-dir outputs/markup-benchmark
+    OMP_NUM_THREADS=1 python scripts/benchmark_markup.py --model runs/quick-de-en --data ../shared/data/multi30k \\
+        --output-dir outputs/markup-benchmark [--split val]
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ import json
 import logging
 import random
 import re
+import tempfile
 import time
 from collections import Counter
 from html.parser import HTMLParser
@@ -47,6 +49,7 @@ import sacrebleu
 from hf_bahdanau.decoding.alignment import grow_diag_final_and
 from hf_bahdanau.decoding.markup.html import ALIGNMENT, HtmlDocument
 from hf_bahdanau.decoding.markup.parsing import tokens
+from hf_bahdanau.decoding.markup.projection import parse_links
 from hf_bahdanau.decoding.translator import Translator
 
 logger = logging.getLogger("benchmark_markup")
@@ -60,7 +63,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--model", required=True, help="The model folder (de->en).")
     parser.add_argument("--data", required=True, help="Multi30k's folder: train.{de,en}[.gz], test_2016_flickr...")
     parser.add_argument("--output-dir", required=True, help="Where table.md and results.json go.")
-    parser.add_argument("--split", default="test_2016_flickr", help="The split to tag and translate.")
+    parser.add_argument("--split", default="test_2016_flickr", help="The split to tag and translate (`val`: to choose "
+                        "a method on).")  # fmt: skip
     parser.add_argument("--max-samples", type=int, help="Only the first N sentences (a quick check).")
     parser.add_argument("--seed", type=int, default=1, help="The tags' seed (default 1).")
     parser.add_argument("--batch-size", type=int, default=32, help="Sentences a batch.")
@@ -78,7 +82,7 @@ def read_lines(folder: Path, split: str, language: str) -> list[str]:
         return [line.rstrip("\n") for line in lines]
 
 
-# ---- the word aligner ---------------------------------------------------------------------------------------
+# ---- the reference word aligner ----------------------------------------------------------------------------
 
 
 def _key(word: str) -> str:
@@ -86,83 +90,27 @@ def _key(word: str) -> str:
     return stripped or word
 
 
-class Aligner:
-    """IBM Model 1 with fast_align's diagonal prior, one direction: `p(target word | source word)` with a NULL source
-    word (id 0); `train` runs EM over the cells (target word x source words and NULL) of all pairs at once."""
-
-    def __init__(self, tension: float = 4.0, null: float = 0.08) -> None:
-        self.tension, self.null = tension, null
-        self.source_ids: dict[str, int] = {}
-        self.target_ids: dict[str, int] = {}
-        self.table: dict[int, float] = {}  # source id << 32 | target id -> probability
-
-    def _prior(self, n: int, m: int) -> np.ndarray:
-        """`(m, 1 + n)`: NULL's share, then each source word's by its distance from the diagonal."""
-        scores = np.exp(-self.tension * np.abs((np.arange(m)[:, None] + 1) / m - (np.arange(n)[None, :] + 1) / n))
-        scores = (1 - self.null) * scores / scores.sum(1, keepdims=True)
-        return np.concatenate([np.full((m, 1), self.null), scores], 1)
-
-    def _ids(self, source: list[str], target: list[str], grow: bool) -> tuple[np.ndarray, np.ndarray]:
-        def ids(words: list[str], vocabulary: dict[str, int]) -> list[int]:
-            if grow:
-                return [vocabulary.setdefault(word, len(vocabulary) + 1) for word in words]
-            return [vocabulary.get(word, -1) for word in words]
-
-        return np.array([0, *ids(source, self.source_ids)]), np.array(ids(target, self.target_ids))
-
-    def train(self, pairs: list[tuple[list[str], list[str]]], iterations: int = 5) -> None:
-        keys, priors, rows = [], [], []
-        row = 0
-        for source, target in pairs:
-            if not source or not target:
-                continue
-            source_ids, target_ids = self._ids(source, target, grow=True)
-            keys.append(((source_ids[None, :] << 32) | target_ids[:, None]).ravel())  # (m * (1 + n),)
-            priors.append(self._prior(len(source), len(target)).ravel())
-            rows.append(np.repeat(np.arange(row, row + len(target)), len(source) + 1))
-            row += len(target)
-        unique, cells = np.unique(np.concatenate(keys), return_inverse=True)
-        _, sources = np.unique(unique >> 32, return_inverse=True)
-        prior, rows = np.concatenate(priors), np.concatenate(rows)
-        table = np.ones(len(unique))
-        for _ in range(iterations):
-            weights = table[cells] * prior
-            posterior = weights / np.bincount(rows, weights)[rows]
-            counts = np.bincount(cells, posterior, minlength=len(unique))
-            table = counts / np.bincount(sources, counts)[sources]
-        self.table = dict(zip(unique.tolist(), table.tolist(), strict=True))
-
-    def viterbi(self, source: list[str], target: list[str]) -> set[tuple[int, int]]:
-        """`(source word, target word)` links: each target word's most probable source word (none: NULL)."""
-        if not source or not target:
-            return set()
-        source_ids, target_ids = self._ids(source, target, grow=False)
-        prior = self._prior(len(source), len(target))
-        links = set()
-        for i, target_id in enumerate(target_ids.tolist()):
-            scores = [
-                prior[i, j] * self.table.get((s << 32) | target_id, 1e-9) for j, s in enumerate(source_ids.tolist())
-            ]
-            best = int(np.argmax(scores))
-            if best > 0:
-                links.add((best - 1, i))
-        return links
-
-
-class WordAligner:
-    """Both directions of `Aligner`, symmetrised."""
-
-    def __init__(self, pairs: list[tuple[str, str]]) -> None:
-        keyed = [([_key(w) for w in s.split()], [_key(w) for w in t.split()]) for s, t in pairs]
-        self.forward, self.backward = Aligner(), Aligner()
-        self.forward.train(keyed)
-        self.backward.train([(t, s) for s, t in keyed])
-
-    def align(self, source: str, target: str) -> set[tuple[int, int]]:
-        s, t = [_key(w) for w in source.split()], [_key(w) for w in target.split()]
-        forward = self.forward.viterbi(s, t)
-        backward = {(i, j) for j, i in self.backward.viterbi(t, s)}
-        return grow_diag_final_and(forward, backward)
+def reference_links(training: list[tuple[str, str]], pairs: list[tuple[str, str]]) -> list[set[tuple[int, int]]]:
+    """`(source word, target word)` links of each of `pairs` by eflomal (its HMM with fertility, 3 samplers), run on
+    `training` and `pairs` together, words with their edge punctuation stripped; its two directions symmetrised by
+    grow-diag-final-and."""
+    try:
+        import eflomal
+    except ImportError:
+        raise SystemExit("the reference word aligner is eflomal: pip install eflomal") from None
+    corpus = training + pairs
+    sources = [" ".join(_key(w) for w in s.split()) or "." for s, _ in corpus]  # eflomal needs a word a side
+    targets = [" ".join(_key(w) for w in t.split()) or "." for _, t in corpus]
+    with tempfile.TemporaryDirectory() as folder:
+        paths = Path(folder, "forward"), Path(folder, "backward")
+        eflomal.Aligner(model=3, n_samplers=3).align(
+            sources, targets, links_filename_fwd=str(paths[0]), links_filename_rev=str(paths[1])
+        )
+        forward, backward = (path.read_text(encoding="utf-8").splitlines()[len(training) :] for path in paths)
+    return [
+        grow_diag_final_and(set(parse_links(one)), set(parse_links(other))) if s.split() and t.split() else set()
+        for (s, t), one, other in zip(pairs, forward, backward, strict=True)
+    ]
 
 
 # ---- tags in, tags out --------------------------------------------------------------------------------------
@@ -296,17 +244,17 @@ def piecewise(translator: Translator, pages: list[str], options: dict) -> list[s
     return out
 
 
-def score(pages: list[str], injected: list[tuple[str, list[dict]]], sources: list[str], references: list[str],
-          outputs: list[str], aligner: WordAligner) -> dict:  # fmt: skip
-    """Well-formed share (%), mean tag F1 (and the tags scored) and BLEU without the tags of `outputs`."""
+def score(pages: list[str], injected: list[tuple[str, list[dict]]], references: list[str], outputs: list[str],
+          links: list[set[tuple[int, int]]]) -> dict:  # fmt: skip
+    """Well-formed share (%), mean tag F1 (and the tags scored) and BLEU without the tags of `outputs`, each output's
+    tags against where `links` (source word, output word) put them."""
     well_formed, scores, texts = 0, [], []
-    for page, (_, tags), source, out in zip(pages, injected, sources, outputs, strict=True):
+    for page, (_, tags), out, linked in zip(pages, injected, outputs, links, strict=True):
         parsed = read_output(out)
         well_formed += parsed.nested and not parsed.stack and parsed.starts == read_output(page).starts
         texts.append(" ".join(parsed.text.split()))
-        links = aligner.align(source, parsed.text)
         for tag in tags:
-            reference = reference_span(tag, links)
+            reference = reference_span(tag, linked)
             if reference is not None and tag["id"] in parsed.spans and parsed.spans[tag["id"]][1] >= 0:
                 scores.append(tag_f1(word_span(parsed.text, *parsed.spans[tag["id"]]), reference))
             elif reference is not None:
@@ -316,6 +264,16 @@ def score(pages: list[str], injected: list[tuple[str, list[dict]]], sources: lis
             "bleu": bleu}  # fmt: skip
 
 
+def references_for(outputs: dict[str, list[str]], sources: list[str], training: list[tuple[str, str]]) -> dict:
+    """Each method's reference links: eflomal on `training` and every distinct (source, output text) pair at once."""
+    texts = {method: [read_output(out).text for out in found] for method, found in outputs.items()}
+    pairs = list(dict.fromkeys((s, t) for found in texts.values() for s, t in zip(sources, found, strict=True)))
+    started = time.perf_counter()
+    linked = dict(zip(pairs, reference_links(training, pairs), strict=True))
+    logger.info("eflomal aligned %d pairs in %.0f s", len(training) + len(pairs), time.perf_counter() - started)
+    return {method: [linked[s, t] for s, t in zip(sources, found, strict=True)] for method, found in texts.items()}
+
+
 def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
@@ -323,10 +281,6 @@ def main(argv: list[str] | None = None) -> dict:
     sources, references = read_lines(data, args.split, "de"), read_lines(data, args.split, "en")
     if args.max_samples:
         sources, references = sources[: args.max_samples], references[: args.max_samples]
-    started = time.perf_counter()
-    training = list(zip(read_lines(data, "train", "de"), read_lines(data, "train", "en"), strict=True))
-    aligner = WordAligner(training + list(zip(sources, references, strict=True)))
-    logger.info("aligner trained on %d pairs in %.0f s", len(training) + len(sources), time.perf_counter() - started)
     rng = random.Random(args.seed)
     injected = [inject(source, rng, k) for k, source in enumerate(sources)]
     pages = [page for page, _ in injected]
@@ -351,8 +305,10 @@ def main(argv: list[str] | None = None) -> dict:
     results = {"sentences": len(sources), "tags": sum(len(tags) for _, tags in injected), "seed": args.seed,
                "tag_free_bleu": sacrebleu.corpus_bleu(tag_free, [references]).score,
                "seconds_to_translate": round(seconds, 1)}  # fmt: skip
+    training = list(zip(read_lines(data, "train", "de"), read_lines(data, "train", "en"), strict=True))
+    links = references_for(outputs, sources, training + list(zip(sources, references, strict=True)))
     for method in METHODS:
-        results[method] = score(pages, injected, sources, references, outputs[method], aligner)
+        results[method] = score(pages, injected, references, outputs[method], links[method])
     output.mkdir(parents=True, exist_ok=True)
     (output / "results.json").write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
     (output / "table.md").write_text(table(results), encoding="utf-8")
@@ -367,7 +323,7 @@ def main(argv: list[str] | None = None) -> dict:
 
 def table(results: dict) -> str:
     rows = ["| method | well-formed | tag F1 | BLEU (tags out) | BLEU - tag-free |", "|---|---:|---:|---:|---:|"]
-    names = {"sentence": "by sentence, symmetric alignments (the package)",
+    names = {"sentence": "by sentence, source-side alignments (the package)",
              "one_way": "by sentence, last layer's one-way alignments (`--alignments`)",
              "naive": "by sentence, relative positions (naive)",
              "piecewise": "piece by piece between tags"}  # fmt: skip

@@ -13,12 +13,22 @@ cannot be imported and checks: `AutoModelForSeq2SeqLM`, `AutoModel` and `AutoTok
 folders of `hf-bahdanau export --format transformers` (MarianMT, Blenderbot) go through the same checks with no remote
 code, against the outputs of the d2l Transformer they were exported from (logits within 1e-4). It prints a table
 (release x variant) and writes it, with the details, to `--cache`/results.json.
+
+    python3 scripts/version_matrix.py --models runs/quick-de-en --sentences 100
+
+`--models` adds a column per trained d2l Transformer folder: its standard folder (`export --format transformers`)
+and the outputs of its d2l model on the first `--sentences` test_2016_flickr sources (all 1,000 by default; the
+model's source language) in padded batches of 50 of like length, greedy and beam 5 with the folder's generation
+settings; each release loads the standard folder without remote code, translates the same batches with the same
+settings and counts the sentences whose token ids differ ("ok" only when none does; the logits of the first 5
+sentences within 1e-4).
 """
 
 from __future__ import annotations
 
 import argparse
 import gzip
+import importlib.util
 import json
 import os
 import re
@@ -29,6 +39,7 @@ import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from types import ModuleType
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -118,6 +129,12 @@ STANDARD = ("MarianMT", "Blenderbot", "Blenderbot tied")  # saved as standard fo
 WIDTH = {"bahdanau": {"embedding_size": 32, "hidden_size": 32}, "d2l_transformer": {"d_model": 32, "ffn_dim": 64}}
 SENTENCES = 50
 MAX_NEW_TOKENS = 20
+TEST_SPLIT = "test_2016_flickr"  # the split a trained model's standard folder translates
+BATCH = 50  # sentences a generate() call, on both sides of a trained model's check
+LOGIT_SENTENCES = 5  # the first sentences whose logits are compared
+# A trained folder's search settings, passed to generate() explicitly on both sides (no release default between them)
+SEARCH_SETTINGS = ("max_new_tokens", "max_length", "min_new_tokens", "min_length", "length_penalty", "early_stopping",
+                   "no_repeat_ngram_size", "repetition_penalty")  # fmt: skip
 
 
 def sentences(data_dir: Path) -> list[str]:
@@ -168,6 +185,83 @@ def make_folders(work: Path, texts: list[str]) -> None:
     (work / "sentences.json").write_text(json.dumps(texts, ensure_ascii=False))
 
 
+def read_probe() -> ModuleType:
+    """`version_matrix_probe.py` as a module: its `translate` and `logits_of` make a trained model's reference."""
+    spec = importlib.util.spec_from_file_location("version_matrix_probe", PROBE)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def source_sentences(model_dir: Path, data_dir: Path, count: int | None = None) -> list[str]:
+    """The first `count` (default: all) test_2016_flickr sources of Multi30k under `data_dir`, in the model folder's
+    source language (its config's `source_language`, else the `src_lang` its training run recorded)."""
+    if not (model_dir / "config.json").is_file():
+        raise SystemExit(f"{model_dir} is no model folder: it has no config.json")
+    config = json.loads((model_dir / "config.json").read_text())
+    run_file = model_dir / "translation_data.json"
+    language = config.get("source_language") or (json.loads(run_file.read_text()) if run_file.is_file() else {}).get(
+        "src_lang"
+    )
+    if not language:
+        raise SystemExit(f"{model_dir} names no source language (config.json's source_language)")
+    path = data_dir / "multi30k" / f"{TEST_SPLIT}.{language}.gz"
+    if not path.is_file():
+        raise SystemExit(f"{path} not found: --data-dir must hold multi30k/{path.name}")
+    with gzip.open(path, "rt", encoding="utf-8") as lines:
+        return [line.strip() for line in lines][:count]
+
+
+def generation_settings(generation: object) -> dict:
+    """The search settings (`SEARCH_SETTINGS`) a generation config sets: max length etc."""
+    settings = {name: getattr(generation, name, None) for name in SEARCH_SETTINGS}
+    if settings["max_new_tokens"] is not None:
+        settings.pop("max_length")  # max_new_tokens wins; both given, generate() warns
+    return {name: value for name, value in settings.items() if value is not None}
+
+
+def make_model_case(model_dir: Path, case: Path, texts: list[str]) -> None:
+    """With this package: the standard folder of the trained `model_dir` in `case/export`, and what its d2l model
+    gives on `texts` in `case/reference.json` (the batches, `BATCH` sentences of like length each; the generation
+    settings; the input ids, greedy and beam-5 ids) and `case/reference.logits.pt` (the logits of the first
+    `LOGIT_SENTENCES` beam outputs)."""
+    import torch
+
+    sys.path.insert(0, str(REPO))
+    from hf_bahdanau.decoding.export.folders import load_exportable
+    from hf_bahdanau.decoding.export.standard_folder import export_transformers
+    from hf_bahdanau.errors import InputError
+
+    probe_module = read_probe()
+    try:
+        export_transformers(model_dir, case / "export")
+    except InputError as error:
+        raise SystemExit(f"{model_dir}: {error}") from None
+    model, tokenizer = load_exportable(model_dir)
+    lengths = [len(ids) for ids in tokenizer(texts)["input_ids"]]
+    order = sorted(range(len(texts)), key=lambda index: lengths[index])  # less padding, fewer steps past an end
+    batches = [order[start : start + BATCH] for start in range(0, len(texts), BATCH)]
+    settings = generation_settings(model.generation_config)
+    found = probe_module.translate(model, tokenizer, texts, batches, settings)
+    first = min(LOGIT_SENTENCES, len(texts))
+    torch.save(probe_module.logits_of(model, tokenizer, texts[:first], found["beam 5"][:first]),
+               case / "reference.logits.pt")  # fmt: skip
+    reference = {"sentences": texts, "batches": batches, "generation": settings, "logit_sentences": first, **found}
+    (case / "reference.json").write_text(json.dumps(reference, ensure_ascii=False))
+
+
+def model_columns(models: list[Path]) -> dict[str, Path]:
+    """The table's column of each trained model folder: its folder's name (numbered where two share one)."""
+    columns: dict[str, Path] = {}
+    for model in models:
+        name = model.resolve().name
+        column, number = name, 2
+        while column in columns:
+            column, number = f"{name} ({number})", number + 1
+        columns[column] = model
+    return columns
+
+
 def probe(venv: Path, work: Path, release: str) -> dict:
     """Run `version_matrix_probe.py` in the release's venv from an empty folder (no `hf_bahdanau` to import);
     returns its report `{variant: {check: "ok" | error}}` or `{"error": ...}`."""
@@ -181,7 +275,7 @@ def probe(venv: Path, work: Path, release: str) -> dict:
             env=env,
             text=True,
             capture_output=True,
-            timeout=900,
+            timeout=900 + 3600 * len(list((work / "models").glob("*"))),
         )
         if report.is_file():
             return json.loads(report.read_text())
@@ -198,20 +292,41 @@ def cell(checks: dict) -> str:
     return "ok" + (f" ({'; '.join(skipped)})" if skipped else "")
 
 
-def passed(report: dict) -> bool:
-    return "error" not in report and all(cell(checks).startswith("ok") for checks in report.values())
+def model_cell(entry: dict) -> str:
+    """The cell of a trained model's standard folder: "ok (0 of N differ ...)" when every check passed (no sentence
+    differs), else the failures; then the probe's time."""
+    text = cell(entry["checks"])
+    if text.startswith("ok"):
+        text = f"ok: 0 of {entry['sentences']} differ, greedy and beam 5; logits within {entry['logits']:.1e}"
+    return f"{text} ({entry['seconds']:.0f} s)" if "seconds" in entry else text
 
 
-def table(results: dict[str, dict]) -> str:
-    """Markdown table: one row per release, one column per variant ("ok" = every check passed)."""
-    lines = ["| transformers | " + " | ".join(VARIANTS) + " |", "|---" * (len(VARIANTS) + 1) + "|"]
+def cells(report: dict, models: list[str]) -> list[str]:
+    """One release's cells: the tiny variants', then each trained model's."""
+    return [cell(report.get(name, {"run": "not run"})) for name in VARIANTS] + [
+        model_cell(report.get(name, {"checks": {"run": "not run"}})) for name in models
+    ]
+
+
+def passed(report: dict, models: list[str]) -> bool:
+    return "error" not in report and all(text.startswith("ok") for text in cells(report, models))
+
+
+def table(results: dict[str, dict], models: list[str]) -> str:
+    """Markdown table: one row per release, one column per variant and per trained model ("ok" = every check
+    passed)."""
+    columns = [*VARIANTS, *models]
+    lines = ["| transformers | " + " | ".join(columns) + " |", "|---" * (len(columns) + 1) + "|"]
     for release, report in results.items():
-        if "error" in report:
-            row = [report["error"][:300]] + [""] * (len(VARIANTS) - 1)
-        else:
-            row = [cell(report.get(name, {"run": "not run"})) for name in VARIANTS]
+        row = [report["error"][:300]] + [""] * (len(columns) - 1) if "error" in report else cells(report, models)
         lines.append(f"| {release} | " + " | ".join(row) + " |")
     return "\n".join(lines)
+
+
+def positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"a whole number of sentences, at least 1, not {text!r}")
+    return int(text)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -223,7 +338,23 @@ def main(argv: list[str] | None = None) -> int:
         "--data-dir", type=Path, default=Path(os.environ.get("HF_BAHDANAU_DATA_DIR", REPO.parent / "shared" / "data"))
     )
     parser.add_argument("--jobs", type=int, default=2, help="releases probed at once")
+    parser.add_argument(
+        "--models",
+        nargs="+",
+        type=Path,
+        default=[],
+        metavar="FOLDER",
+        help="trained d2l_transformer model folders whose standard folders are checked too",
+    )
+    parser.add_argument(
+        "--sentences",
+        type=positive,
+        metavar="N",
+        help=f"the first N {TEST_SPLIT} sources a trained model translates (default: all)",
+    )
     args = parser.parse_args(argv)
+    models = {column: (model, source_sentences(model, args.data_dir, args.sentences))
+              for column, model in model_columns(args.models).items()}  # fmt: skip
     releases = args.releases or available_releases()
     args.cache.mkdir(parents=True, exist_ok=True)
     start = time.time()
@@ -232,28 +363,40 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{len(venvs)} venvs ready ({time.time() - start:.0f} s)", flush=True)
     work = Path(tempfile.mkdtemp(prefix="folders-", dir=args.cache))
     try:
-        results = probe_all(work, venvs, args, start)
+        results = probe_all(work, venvs, sentences(args.data_dir), models, args.jobs, start)
     finally:
         shutil.rmtree(work)
     (args.cache / "results.json").write_text(json.dumps(results, indent=1))
-    print(table(results))
+    print(table(results, list(models)))
+    print(f"{time.time() - start:.0f} s in all")
     # transformers 4 passes when it refuses at load with one line naming the release needed.
-    return 0 if all(passed(report) for report in results.values()) else 1
+    return 0 if all(passed(report, list(models)) for report in results.values()) else 1
 
 
-def probe_all(work: Path, venvs: dict[str, Path], args: argparse.Namespace, start: float) -> dict[str, dict]:
-    """Save the folders into `work`, then probe every release's venv (`args.jobs` at once)."""
-    make_folders(work, sentences(args.data_dir))
+def probe_all(
+    work: Path,
+    venvs: dict[str, Path],
+    texts: list[str],
+    models: dict[str, tuple[Path, list[str]]],
+    jobs: int,
+    start: float,
+) -> dict[str, dict]:
+    """Save the folders into `work`: the tiny ones (with `texts`), and the case of each trained model (column: its
+    folder and the sentences it translates) in `work/models`; then probe every release's venv (`jobs` at once)."""
+    make_folders(work, texts)
     print(f"folders saved ({time.time() - start:.0f} s)", flush=True)
+    for column, (model, sources) in models.items():
+        make_model_case(model, work / "models" / column, sources)
+        print(f"{column}: standard folder and references of {len(sources)} sentences ({time.time() - start:.0f} s)",
+              flush=True)  # fmt: skip
 
     def one(release: str) -> tuple[str, dict]:
         report = probe(venvs[release], work, release)
-        print(
-            f"transformers {release}: {'ok' if passed(report) else 'FAILED'} ({time.time() - start:.0f} s)", flush=True
-        )
+        state = "ok" if passed(report, list(models)) else "FAILED"
+        print(f"transformers {release}: {state} ({time.time() - start:.0f} s)", flush=True)
         return release, report
 
-    with ThreadPoolExecutor(args.jobs) as pool:
+    with ThreadPoolExecutor(jobs) as pool:
         return dict(pool.map(one, venvs))
 
 

@@ -10,6 +10,9 @@ transformers 4 the one check is that loading refuses with one line naming the tr
 The standard folders (MarianMT, Blenderbot: `hf-bahdanau export --format transformers`) take every check with
 `trust_remote_code=False`, on transformers 4 too, their logits within 1e-4 of the d2l model they came from, their
 pipeline given the beams of their generation config (transformers 4's pipeline defaults to 4 beams over it).
+The standard folder of each trained model in WORK/models (`--models`) is loaded the same way, without remote code,
+and translates the test sentences greedy and with beam 5 in the reference's batches and generation settings
+(`translate`, which made the reference too); the report counts the sentences whose ids differ.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import importlib.util
 import json
 import sys
 import tempfile
+import time
 import traceback
 from pathlib import Path
 
@@ -40,6 +44,7 @@ VARIANT_NAMES = {  # folder name -> the table's column
 }
 STANDARD = ("MarianMT", "Blenderbot", "Blenderbot_tied")  # standard folders: no remote code
 NO_TRANSLATION_TASK = "n/a: transformers 5 has no translation pipeline"  # not a failure (version_matrix.cell)
+SEARCHES = {"greedy": 1, "beam 5": 5}  # the searches a trained model's outputs are compared on: name -> beams
 
 
 def one_line(error: BaseException) -> str:
@@ -137,6 +142,88 @@ def probe(folder: Path, texts: list[str], remote: bool = True) -> dict[str, str]
     return checks
 
 
+def without_padding(ids: torch.Tensor, pad: int) -> list[int]:
+    """One output's token ids `(length,)` without the padding after its end."""
+    ids = ids.tolist()
+    while ids and ids[-1] == pad:
+        ids.pop()
+    return ids
+
+
+def encode(tokenizer, texts: list[str]) -> dict[str, torch.Tensor]:
+    """`texts` as one padded batch: `input_ids` and `attention_mask` `(batch, src_len)`."""
+    batch = tokenizer(texts, padding=True, return_tensors="pt")
+    return {"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"]}
+
+
+@torch.no_grad()
+def translate(model, tokenizer, texts: list[str], batches: list[list[int]], settings: dict) -> dict[str, list]:
+    """The input ids of `texts` and each search's output ids (`SEARCHES`), one `generate()` a batch of `batches`
+    (lists of indices into `texts`) with the generation `settings`; padding taken off every sentence's ids. Both
+    sides of a trained model's check run this: the package's d2l model for the reference, the standard folder in
+    each release."""
+    pad = model.config.pad_token_id
+    found: dict[str, list] = {name: [None] * len(texts) for name in ("input_ids", *SEARCHES)}
+    for batch in batches:
+        inputs = encode(tokenizer, [texts[index] for index in batch])
+        outputs = {
+            name: model.generate(**inputs, num_beams=beams, do_sample=False, **settings)  # (batch, tgt_len)
+            for name, beams in SEARCHES.items()
+        }
+        for row, index in enumerate(batch):
+            found["input_ids"][index] = inputs["input_ids"][row][inputs["attention_mask"][row].bool()].tolist()
+            for name, ids in outputs.items():
+                found[name][index] = without_padding(ids[row], pad)
+    return found
+
+
+@torch.no_grad()
+def logits_of(model, tokenizer, texts: list[str], targets: list[list[int]]) -> torch.Tensor:
+    """The logits `(batch, tgt_len, vocab)` of `targets` (decoder input ids, padded here) given `texts`."""
+    pad = model.config.pad_token_id
+    length = max(len(ids) for ids in targets)
+    decoder_input_ids = torch.tensor([ids + [pad] * (length - len(ids)) for ids in targets])
+    return model(**encode(tokenizer, texts), decoder_input_ids=decoder_input_ids).logits
+
+
+def probe_trained(case: Path) -> dict:
+    """A trained model's standard folder (`case/export`, no remote code) against the outputs of its d2l model
+    (`case/reference.json`, `case/reference.logits.pt`): the same input ids, greedy and beam 5 in the same batches
+    with the same generation settings, counting the sentences whose output ids differ; the logits of the first
+    sentences' beam outputs. Returns `{"checks": {check: "ok" | error}, "sentences", "differing", "logits",
+    "seconds"}`."""
+    start = time.time()
+    reference = json.loads((case / "reference.json").read_text())
+    texts = reference["sentences"]
+    try:
+        model = AutoModelForSeq2SeqLM.from_pretrained(case / "export", trust_remote_code=False).eval()
+        tokenizer = AutoTokenizer.from_pretrained(case / "export", trust_remote_code=False)
+        found = translate(model, tokenizer, texts, reference["batches"], reference["generation"])
+        first = reference["logit_sentences"]
+        logits = logits_of(model, tokenizer, texts[:first], reference["beam 5"][:first])
+    except Exception as error:  # noqa: BLE001 - the table's one line
+        traceback.print_exc()
+        return {"checks": {"run": one_line(error)}, "seconds": time.time() - start}
+    differing = {
+        name: [index for index, (ids, expected) in enumerate(zip(found[name], reference[name], strict=True))
+               if ids != expected]
+        for name in ("input_ids", *SEARCHES)
+    }  # fmt: skip
+    checks = {"load": "ok"}
+    for name, rows in differing.items():
+        what = "input ids (AutoTokenizer)" if name == "input_ids" else name
+        checks[what] = "ok" if not rows else f"{len(rows)} of {len(texts)} sentences differ (the first: {rows[0]})"
+    gap = (logits - torch.load(case / "reference.logits.pt")).abs().max().item()
+    checks["logits"] = "ok" if gap <= STANDARD_TOLERANCE else f"logits differ by {gap:.2e}"
+    return {
+        "checks": checks,
+        "sentences": len(texts),
+        "differing": {name: len(rows) for name, rows in differing.items()},
+        "logits": gap,
+        "seconds": time.time() - start,
+    }
+
+
 def probe_v4(folder: Path) -> dict[str, str]:
     """transformers 4: loading must refuse with one line that names the transformers release needed."""
     try:
@@ -163,6 +250,8 @@ def main() -> None:
             results[column] = probe(folder, texts, remote=False)
         else:
             results[column] = probe_v4(folder) if major < 5 else probe(folder, texts)
+    for case in sorted(path for path in (work / "models").glob("*") if path.is_dir()):  # one column a trained model
+        results[case.name] = probe_trained(case)
     report.write_text(json.dumps(results, indent=1))
 
 

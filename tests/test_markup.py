@@ -9,10 +9,12 @@ from collections import Counter
 from html.parser import HTMLParser
 
 import pytest
+import torch
 from helpers import tiny_translator
 
 from hf_bahdanau.cli import main
-from hf_bahdanau.decoding.markup.html import HtmlDocument
+from hf_bahdanau.decoding.alignment import merge_words, pharaoh, source_pharaoh
+from hf_bahdanau.decoding.markup.html import ALIGNMENT, HtmlDocument
 from hf_bahdanau.decoding.markup.projection import Element, layout, project, relative_links
 from hf_bahdanau.decoding.translator import Translator
 from hf_bahdanau.models.pipelines import transformers_provides
@@ -215,13 +217,34 @@ def test_the_translator_translates_html_by_whole_sentences(model, tokenizer):
     assert found[1] == whole[3]  # plain text: its plain translation
 
 
-def test_the_rnn_translates_html_with_symmetric_alignments_too(tokenizer):
+def test_each_source_word_goes_to_the_target_word_that_attends_to_it_most():
+    attention = torch.tensor([[0.7, 0.3, 0.0], [0.2, 0.7, 0.1], [0.1, 0.5, 0.4]])  # (A dog runs, Ein Hund rennt)
+    assert source_pharaoh(attention) == "0-0 1-1 2-2"  # the columns' argmaxes: 0.7, 0.7 and 0.4
+    assert pharaoh(attention) == "0-0 1-1 1-2"  # the rows': `runs` attends to `Hund` most
+    document = HtmlDocument.parse("Ein <b>Hund</b> rennt", "de")
+    assert document.rebuild([("A dog runs", source_pharaoh(attention))]) == "A <b>dog</b> runs"
+    assert document.rebuild([("A dog runs", pharaoh(attention))]) == "A <b>dog runs</b>"
+    assert source_pharaoh(torch.zeros(2, 0)) == ""
+
+
+def test_a_target_word_attends_to_a_source_word_as_much_as_its_piece_that_attends_most():
+    attention = torch.tensor([[0.8, 0.1, 0.1], [0.5, 0.1, 0.4], [0.1, 0.8, 0.1], [0.0, 0.5, 0.5]])  # (▁A ▁do g ▁runs,
+    targets, sources = [0, 1, 1, 2], [0, 1, 2]  # Ein Hund rennt)
+    most = merge_words(attention, targets, sources, pool="max")
+    assert torch.allclose(most, torch.tensor([[0.8, 0.1, 0.1], [0.5, 0.8, 0.4], [0.0, 0.5, 0.5]]))
+    mean = merge_words(attention, targets, sources)  # `dog`: (0.3, 0.45, 0.25), below `runs` (0.5) for `Hund`
+    assert (source_pharaoh(most), source_pharaoh(mean)) == ("0-0 1-1 2-2", "0-0 1-2 2-2")
+    document = HtmlDocument.parse("Ein <b>Hund</b> rennt", "de")
+    assert document.rebuild([("A dog runs", source_pharaoh(most))]) == "A <b>dog</b> runs"
+
+
+def test_the_rnn_translates_html_with_source_alignments_too(tokenizer):
     rnn = tiny_translator("bahdanau", tokenizer, 1, max_new_tokens=8, source_language="de", target_language="en")
     translator = Translator(rnn, tokenizer)
-    found = translator.translate(HtmlDocument.parse(PAGE, "de").sentences, alignments="symmetric")
-    for translation, count in zip(found, (5, 5, 2), strict=True):  # links within the words of both sides
+    found = translator.translate(HtmlDocument.parse(PAGE, "de").sentences, alignments=ALIGNMENT)
+    for translation, count in zip(found, (5, 5, 2), strict=True):  # each source word once, to a target word
         pairs = [tuple(map(int, pair.split("-"))) for pair in translation.alignment.split()]
-        assert pairs and all(s < count and t < len(translation.text.split()) for s, t in pairs)
+        assert [s for s, _ in pairs] == list(range(count)) and all(t < len(translation.text.split()) for _, t in pairs)
     assert elements(translator.translate_html([PAGE])[0]) == (elements(PAGE)[0], True)
 
 
@@ -299,9 +322,10 @@ def test_the_server_translates_format_html_as_the_translator_does(folder, model,
     assert text_answer["translatedText"][1] == translator.translate(["Ein Mann"])[0].text
 
 
-def test_the_benchmark_scores_the_three_ways_on_a_tiny_model(model, tokenizer, tmp_path):
+def test_the_benchmark_scores_the_four_ways_on_a_tiny_model(model, tokenizer, tmp_path):
     import json
 
+    pytest.importorskip("eflomal")  # the reference word aligner
     from conftest import load_script
 
     from hf_bahdanau.models.pipelines import save_for_pipeline
@@ -321,4 +345,4 @@ def test_the_benchmark_scores_the_three_ways_on_a_tiny_model(model, tokenizer, t
     assert found["sentence"]["bleu"] == pytest.approx(found["tag_free_bleu"])  # the same words: tags take none away
     assert all(0 <= found[method]["tag_f1"] <= 1 for method in ("sentence", "one_way", "naive", "piecewise"))
     table = (output / "table.md").read_text(encoding="utf-8")
-    assert "| by sentence, symmetric alignments (the package) | 100.0% |" in table
+    assert "| by sentence, source-side alignments (the package) | 100.0% |" in table

@@ -185,8 +185,8 @@ class Translator:
 
         Options: `num_beams` (default: the model's; 1 is greedy), `n_best` (hypotheses a source, at most the beams;
         samples with `do_sample`), `max_new_tokens` (default: each source's length bound), `length_penalty`
-        (default: the model's), `do_sample`, `alignments` (Pharaoh pairs on each hypothesis; `"symmetric"`: both
-        ways, every layer, `alignment.symmetric_pharaoh`), `glossary` (a
+        (default: the model's), `do_sample`, `alignments` (Pharaoh pairs on each hypothesis; `"source"`: each
+        source word to one target word, every layer, `alignment.source_pharaoh`), `glossary` (a
         `Glossary` or a mapping source term -> target term), `prefix` (one string, or one per text), `avoid`
         (words or phrases), `quality` (each translation's `quality` estimate), `progress` (a bar)."""
         return [translation for ready in self.translate_stream(texts, **options) for translation in ready]
@@ -329,7 +329,7 @@ class Translator:
         if alignments:
             aligned = pharaoh_alignments(self.model, self.tokenizer, input_ids.repeat_interleave(n, 0),
                                          attention_mask.repeat_interleave(n, 0), found.sequences, lengths,
-                                         symmetric=alignments == "symmetric")  # fmt: skip
+                                         by_source=alignments == "source")  # fmt: skip
         generated = found.sequences[:, 1:].cpu()
         for k, i in enumerate(kept):
             hypotheses = []

@@ -1,7 +1,7 @@
 """HTML translated a sentence at a time, its inline elements put back on the words they were aligned to.
 
     document = HtmlDocument.parse('<p>Ein <b>großer</b> Hund.</p>', "de")
-    found = translator.translate(document.sentences, alignments="symmetric")
+    found = translator.translate(document.sentences, alignments="source")
     document.rebuild([(t.text, t.alignment) for t in found])   # '<p>A <b>big</b> dog.</p>'
 
 The standard library's `html.parser` reads the document (a quoted attribute value may hold `<` or `>`; each tag,
@@ -34,7 +34,7 @@ from .parsing import parse_units, tokens
 from .projection import Element, layout, parse_links, project, relative_links
 
 WORD = re.compile(r"\S+")
-ALIGNMENT = "symmetric"  # the Translator's alignments that tags are put back by (`alignment.symmetric_pharaoh`)
+ALIGNMENT = "source"  # the Translator's alignments that tags are put back by (`alignment.source_pharaoh`)
 
 
 @dataclass
