@@ -15,7 +15,7 @@ Where a tag belongs is found by a word aligner independent of the model, eflomal
 Tiedemann 2016: a Bayesian HMM with fertility, sampled; model 3, 3 samplers, its default iterations and NULL prior),
 run once on Multi30k's training pairs, the split's (source, reference) pairs and every (source, output) pair scored,
 words lowercased with their edge punctuation stripped, its two directions symmetrised by grow-diag-final-and
-(`alignment.grow_diag_final_and`). eflomal seeds its sampler from /dev/urandom, so the reference moves a little from
+(`grow_diag_final_and` here). eflomal seeds its sampler from /dev/urandom, so the reference moves a little from
 run to run. A span's reference on an output is the run of that output's words the aligner links to its source words
 (on each method's own output, so that a method is not scored on how well it translates); an empty element's is the
 gap before the output words of the next aligned source word. Tag F1: per tag, the F1 of the output words inside it
@@ -46,7 +46,6 @@ from pathlib import Path
 import numpy as np
 import sacrebleu
 
-from hf_bahdanau.decoding.alignment import grow_diag_final_and
 from hf_bahdanau.decoding.markup.html import ALIGNMENT, HtmlDocument
 from hf_bahdanau.decoding.markup.parsing import tokens
 from hf_bahdanau.decoding.markup.projection import parse_links
@@ -56,6 +55,31 @@ logger = logging.getLogger("benchmark_markup")
 TAGS = [("b", "<b>"), ("i", "<i>"), ("a", '<a href="https://example.org/{k}">'), ("span", '<span class="note">')]
 VOID = {"img", "br", "hr", "wbr", "input", "meta", "link"}
 METHODS = ("sentence", "one_way", "naive", "piecewise")
+
+
+def grow_diag_final_and(forward: set[tuple[int, int]], backward: set[tuple[int, int]]) -> set[tuple[int, int]]:
+    """Koehn's symmetrisation of two one-way alignments (`(source, target)` links each): their intersection, grown
+    by the neighbouring links of the union that align a word not yet aligned, then the union's links between two
+    words neither of which is aligned."""
+    union, links = forward | backward, forward & backward
+    sources, targets = {s for s, _ in links}, {t for _, t in links}
+    grew = True
+    while grew:
+        grew = False
+        for i, j in sorted(links):
+            for cell in ((i - 1, j), (i, j - 1), (i + 1, j), (i, j + 1), (i - 1, j - 1), (i - 1, j + 1),
+                         (i + 1, j - 1), (i + 1, j + 1)):  # fmt: skip
+                if cell in union and cell not in links and (cell[0] not in sources or cell[1] not in targets):
+                    links.add(cell)
+                    sources.add(cell[0])
+                    targets.add(cell[1])
+                    grew = True
+    for cell in sorted(forward) + sorted(backward):
+        if cell[0] not in sources and cell[1] not in targets:
+            links.add(cell)
+            sources.add(cell[0])
+            targets.add(cell[1])
+    return links
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

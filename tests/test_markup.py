@@ -346,3 +346,14 @@ def test_the_benchmark_scores_the_four_ways_on_a_tiny_model(model, tokenizer, tm
     assert all(0 <= found[method]["tag_f1"] <= 1 for method in ("sentence", "one_way", "naive", "piecewise"))
     table = (output / "table.md").read_text(encoding="utf-8")
     assert "| by sentence, source-side alignments (the package) | 100.0% |" in table
+
+
+def test_the_benchmark_symmetrises_its_reference_by_grow_diag_final_and():
+    from conftest import load_script
+
+    grow_diag_final_and = load_script("benchmark_markup").grow_diag_final_and
+    # intersection (0,0),(1,1); (2,1) and then (2,2) grow from (1,1), each aligning a word not yet aligned
+    assert grow_diag_final_and({(0, 0), (1, 1), (2, 1)}, {(0, 0), (1, 1), (2, 2)}) == {(0, 0), (1, 1), (2, 1), (2, 2)}
+    # no link neighbours (0,0): final-and adds forward's (3,3), then backward's (1,2) and (2,1), whose words are
+    # unaligned, but not (3,2): source word 3 is aligned by then
+    assert grow_diag_final_and({(0, 0), (3, 3)}, {(0, 0), (2, 1), (1, 2), (3, 2)}) == {(0, 0), (1, 2), (2, 1), (3, 3)}

@@ -77,31 +77,6 @@ def pharaoh(word_attention: torch.Tensor) -> str:
     return " ".join(f"{source}-{target}" for source, target in sorted((s, t) for t, s in enumerate(best)))
 
 
-def grow_diag_final_and(forward: set[tuple[int, int]], backward: set[tuple[int, int]]) -> set[tuple[int, int]]:
-    """Koehn's symmetrisation of two one-way alignments (`(source, target)` links each): their intersection, grown
-    by the neighbouring links of the union that align a word not yet aligned, then the union's links between two
-    words neither of which is aligned."""
-    union, links = forward | backward, forward & backward
-    sources, targets = {s for s, _ in links}, {t for _, t in links}
-    grew = True
-    while grew:
-        grew = False
-        for i, j in sorted(links):
-            for cell in ((i - 1, j), (i, j - 1), (i + 1, j), (i, j + 1), (i - 1, j - 1), (i - 1, j + 1),
-                         (i + 1, j - 1), (i + 1, j + 1)):  # fmt: skip
-                if cell in union and cell not in links and (cell[0] not in sources or cell[1] not in targets):
-                    links.add(cell)
-                    sources.add(cell[0])
-                    targets.add(cell[1])
-                    grew = True
-    for cell in sorted(forward) + sorted(backward):
-        if cell[0] not in sources and cell[1] not in targets:
-            links.add(cell)
-            sources.add(cell[0])
-            targets.add(cell[1])
-    return links
-
-
 def source_pharaoh(word_attention: torch.Tensor) -> str:
     """Pharaoh pairs linking each source word to the target word that attends to it most; word_attention: `(target
     words, source words)`."""
@@ -146,7 +121,6 @@ def alignments(
 __all__ = [
     "WORD_START",
     "alignments",
-    "grow_diag_final_and",
     "marks_words",
     "merge_words",
     "pharaoh",
