@@ -17,8 +17,16 @@ from helpers import TINY_CORPUS, make_model
 from hf_bahdanau.cli import main
 from hf_bahdanau.decoding.batching import padded
 from hf_bahdanau.decoding.calibration import calibrate, fit_estimator, labelled_samples
+from hf_bahdanau.decoding.folder_data import read_tokenizer
 from hf_bahdanau.decoding.quality.estimator import ESTIMATOR_FILE, QualityEstimator, require_estimator, word_labels
-from hf_bahdanau.decoding.quality.features import WORD_FEATURES, torch_evidence, word_features, word_groups
+from hf_bahdanau.decoding.quality.features import (
+    WORD_FEATURES,
+    Evidence,
+    prefix_texts,
+    torch_evidence,
+    word_features,
+    word_groups,
+)
 from hf_bahdanau.decoding.search import search
 from hf_bahdanau.decoding.translator import Translator
 from hf_bahdanau.errors import InputError
@@ -131,6 +139,14 @@ def test_words_are_the_decoded_text_s_whitespace_words(tokenizer):
         assert tokenizer.decode([ids[i] for i in group]).strip() == text
 
 
+def test_prefix_texts_are_what_decode_gives_for_each_prefix(tokenizer, tmp_path):
+    ids = tokenizer("Zwei Hunde spielen im Schnee.", add_special_tokens=True)["input_ids"]
+    expected = [tokenizer.decode(ids[: position + 1], skip_special_tokens=True) for position in range(len(ids))]
+    assert prefix_texts(tokenizer, ids) == expected
+    tokenizer.save_pretrained(tmp_path)  # the CTranslate2 engine's tokenizer, read as data
+    assert prefix_texts(read_tokenizer(tmp_path), ids) == expected
+
+
 def test_a_word_is_ok_where_it_is_in_a_longest_common_subsequence_with_the_reference():
     assert word_labels("A dog runs fast .".split(), "A dog is running fast.") == [True, True, False, True, False]
     assert word_labels(["Two", "men,"], "two men") == [True, True]  # case and punctuation at the ends aside
@@ -166,6 +182,37 @@ def test_ctranslate2_s_search_attention_is_its_teacher_forced_attention(folder):
         assert len(hypothesis.attention) == len(hypothesis.ids)
         for searched, row in zip(hypothesis.attention, evidence.attention, strict=True):
             assert searched == pytest.approx(row, abs=1e-4)
+
+
+def test_ctranslate2_s_greedy_search_keeps_the_teacher_forced_log_probabilities(folder):
+    pytest.importorskip("ctranslate2")
+    engine = Translator.from_folder(folder, engine="ctranslate2").model
+    found = [row[0] for row in engine.hypotheses(SOURCES[:8], attention=True, num_beams=1)]
+    sources = [engine.tokenizer.convert_tokens_to_ids(engine.source_tokens(text)) for text in SOURCES[:8]]
+    forced = engine.evidence(sources, [hypothesis.ids for hypothesis in found])
+    for hypothesis, evidence in zip(found, forced, strict=True):
+        assert hypothesis.log_probs == pytest.approx(evidence.log_probs, abs=1e-4)
+        searched = engine.search_evidence(hypothesis)
+        assert (searched.words, searched.word_texts) == (evidence.words, evidence.word_texts)
+    # a beam search's scores, or a search held to a prefix, are not each token's log-probability: none kept
+    beams = engine.hypotheses(SOURCES[:2], attention=True, num_beams=2)
+    prefixes = [engine.tokenizer.convert_ids_to_tokens(hypothesis.ids[:1]) for hypothesis in found[:2]]
+    prefixed = engine.hypotheses(SOURCES[:2], attention=True, num_beams=1, prefixes=prefixes)
+    assert all(row[0].log_probs is None and engine.search_evidence(row[0]) is None for row in beams + prefixed)
+
+
+def test_estimates_of_a_batch_are_each_translation_s_own(calibrated):
+    translator = Translator.from_folder(calibrated)
+    texts = SOURCES[:6]
+    evidence = [*translator.evidence(texts, translator.translate(texts)), Evidence([-0.5], [[1.0]], [], [])]
+    lengths = [len(row) for row in translator.source_ids(texts)] + [3]
+    together = translator.quality_estimator.estimates(evidence, lengths)
+    for found, each, length in zip(together, evidence, lengths, strict=True):
+        alone = translator.quality_estimator.estimate(each, length)
+        assert found.score == pytest.approx(alone.score, abs=1e-9)
+        assert found.bergamot.score == pytest.approx(alone.bergamot.score, abs=1e-9)
+        assert [(word.word, word.ok) for word in found.words] == [(word.word, word.ok) for word in alone.words]
+    assert together[-1].score == 0.0 and together[-1].words == []  # nothing translated: nothing vouched for
 
 
 def test_the_estimator_file_round_trips(calibrated):
@@ -237,9 +284,11 @@ def test_scores_are_in_range_deterministic_and_one_per_word(calibrated, engine):
         assert all(0.0 <= word.probability <= 1.0 for word in quality.words)
 
 
-def test_torch_and_ctranslate2_estimate_alike(calibrated):
+@pytest.mark.parametrize("num_beams", [1, 2])
+def test_torch_and_ctranslate2_estimate_alike(calibrated, num_beams):
     pytest.importorskip("ctranslate2")
-    found = {engine: Translator.from_folder(calibrated, engine=engine).translate(SOURCES[:10], quality=True)
+    found = {engine: Translator.from_folder(calibrated, engine=engine).translate(SOURCES[:10], quality=True,
+                                                                                  num_beams=num_beams)
              for engine in ("torch", "ctranslate2")}  # fmt: skip
     for ours, theirs in zip(found["torch"], found["ctranslate2"], strict=True):
         if ours.hypotheses[0].ids == theirs.hypotheses[0].ids:

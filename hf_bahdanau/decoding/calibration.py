@@ -129,7 +129,7 @@ def calibrate(
 
 def figures(estimator: QualityEstimator, samples: Sequence[Sample]) -> dict[str, float]:
     """How well the estimator follows `samples`' quality (`scored`)."""
-    estimates = [estimator.estimate(sample.evidence, sample.source_tokens) for sample in samples]
+    estimates = estimator.estimates([each.evidence for each in samples], [each.source_tokens for each in samples])
     return scored(estimates, [sample.chrf for sample in samples], [sample.labels for sample in samples])
 
 

@@ -43,6 +43,7 @@ if TYPE_CHECKING:  # torch and transformers' models are the torch engine's: impo
     from transformers import PreTrainedTokenizerBase
 
     from .attention_maps import AttentionMaps
+    from .engines.ctranslate2 import ScoredHypothesis
     from .folder_data import FolderTokenizer
 
 logger = logging.getLogger(__name__)
@@ -245,9 +246,11 @@ class Translator:
 
         def translate(indices: list[int]) -> list[Translation]:
             sources = [rows[i] for i in indices]
-            if self.engine == "ctranslate2":  # and each best one's attention (CTranslate2) or evidence from the search
-                (found, attention), searched = self._translate_ctranslate2(
-                    texts, indices, settings, max_new_tokens, bounds, lexical, quality), None  # fmt: skip
+            if self.engine == "ctranslate2":  # and each best one's attention, and evidence where its search gave it
+                found, best = self._translate_ctranslate2(texts, rows, indices, settings, max_new_tokens, bounds,
+                                                          lexical, quality)  # fmt: skip
+                attention = [hypothesis.attention for hypothesis in best]
+                searched = [self.model.search_evidence(hypothesis) for hypothesis in best] if quality else None
             else:
                 attention, (found, searched) = None, self._translate_ids(sources, settings, max_new_tokens, alignments,
                     [bounds[i] for i in indices], lexical, texts, indices, quality)  # fmt: skip
@@ -351,16 +354,19 @@ class Translator:
     def _translate_ctranslate2(
         self,
         texts: list[str],
+        rows: list[list[int]],
         indices: list[int],
         settings: SearchSettings,
         max_new_tokens: int | None,
         bounds: list[int],
         lexical: LexicalOptions | None,
         attention: bool = False,
-    ) -> tuple[list[Translation], list[list[list[float]] | None]]:
-        """Translate one batch (`texts[indices]`) with CTranslate2, each source bounded as the torch engine bounds
-        it (its last token is a forced `</s>`, which CTranslate2 leaves out): one call per bound. A prefix and
-        phrases to avoid become CTranslate2's target prefix and suppressed sequences; `attention`: each best one's."""
+    ) -> tuple[list[Translation], list[ScoredHypothesis]]:
+        """Translate one batch (`texts[indices]`, their token ids `rows[indices]`) with CTranslate2, each source
+        bounded as the torch engine bounds it (its last token is a forced `</s>`, which CTranslate2 leaves out): one
+        call per bound. A prefix and phrases to avoid become CTranslate2's target prefix and suppressed sequences.
+        Also gives each best hypothesis as CTranslate2 found it (with `attention`: its attention, and a greedy
+        search's log-probabilities)."""
         limits = {i: max_new_tokens or bounds[i] - 1 for i in indices}
         options = {"num_beams": settings.num_beams, "length_penalty": settings.length_penalty,
                    "early_stopping": settings.early_stopping, "num_return_sequences": settings.num_return_sequences,
@@ -371,11 +377,12 @@ class Translator:
         for bound in sorted(set(limits.values())):
             group = [i for i in indices if limits[i] == bound]
             prefixes = None if lexical is None else [lexical.tokens(lexical.prefix_ids(i)) for i in group]
-            rows = self.model.hypotheses([texts[i] for i in group], batch_size=len(group), max_new_tokens=bound,
-                                         prefixes=prefixes, attention=attention, **options)  # fmt: skip
-            found.update(zip(group, rows, strict=True))
+            made = self.model.hypotheses([texts[i] for i in group], batch_size=len(group), max_new_tokens=bound,
+                                         prefixes=prefixes, attention=attention, source_ids=[rows[i] for i in group],
+                                         **options)  # fmt: skip
+            found.update(zip(group, made, strict=True))
         translations = [Translation([Hypothesis(h.text, h.score, None, h.ids) for h in found[i]]) for i in indices]
-        return translations, [found[i][0].attention for i in indices]
+        return translations, [found[i][0] for i in indices]
 
     def evidence(self, texts: Sequence[str], translations: Sequence[Translation]) -> list[Evidence | None]:
         """The evidence of each translation's best hypothesis from a teacher-forced pass (None for an empty one)."""

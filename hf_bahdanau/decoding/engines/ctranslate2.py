@@ -40,12 +40,13 @@ class ScoredHypothesis:
     """One translation of a source by CTranslate2: its text, score (the mean token log-probability, `</s>` included;
     None for a blank source), token ids (`</s>` included where the translation ended) and, when asked for, the
     search's attention `(tokens, source tokens)` of each of them (the last layer's first head; None where not asked
-    for, or where `</s>` was added after the search)."""
+    for, or where `</s>` was added after the search) and, from a plain greedy search, each token's `log_probs`."""
 
     text: str
     score: float | None
     ids: list[int] = field(default_factory=list)
     attention: list[list[float]] | None = None
+    log_probs: list[float] | None = None
 
 
 class CTranslate2Translator:
@@ -135,11 +136,14 @@ class CTranslate2Translator:
         suppress: list[list[str]] | None = None,
         end_at_limit: bool = False,
         attention: bool = False,
+        source_ids: Sequence[list[int]] | None = None,
         **options: Any,
     ) -> list[list[ScoredHypothesis]]:
         """The `num_return_sequences` best translations of each text, best first, scored (`__call__`'s options).
         `end_at_limit`: a translation stopped by `max_new_tokens` gets `</s>` after it, scored with it (the torch
-        engine's length bound, whose last token is a forced `</s>`). `attention`: each keeps the search's attention."""
+        engine's length bound, whose last token is a forced `</s>`). `attention`: each keeps the search's attention
+        and, from a plain greedy search (`plain_greedy`), its tokens' log-probabilities. `source_ids`: the texts'
+        token ids where already made (`source_tokens`' ids)."""
         texts = list(texts)
         if not all(isinstance(text, str) for text in texts):
             raise TypeError("CTranslate2Translator takes a string or a list of strings")
@@ -148,18 +152,26 @@ class CTranslate2Translator:
         end_at_limit = end_at_limit and settings["max_decoding_length"] < self.config.max_position_embeddings
         if suppress:
             settings["suppress_sequences"] = suppress
-        sources = [self.source_tokens(text) for text in texts]
+        if source_ids is None:
+            sources = [self.source_tokens(text) for text in texts]
+        else:
+            sources = [self.tokenizer.convert_ids_to_tokens(list(ids)) if ids else [] for ids in source_ids]
         kept = [tokens for tokens in sources if tokens]
         if prefixes is not None:
             given = zip(prefixes, sources, strict=True)
             settings["target_prefix"] = [prefix or None for prefix, tokens in given if tokens]
         taken = dict(max_batch_size=batch_size, max_input_length=0, return_scores=True, return_end_token=True,
                      return_attention=attention)  # fmt: skip
+        steps: list[Any] = []  # each generated token's step (GenerationStepResult), in no particular order
+        if attention and plain_greedy(settings):
+            taken["callback"] = steps.append
         results = iter(self.translator.translate_batch(kept, **taken, **settings) if kept else [])
         firsts = iter(self._first_attention(kept, batch_size) if attention and settings.get("beam_size", 1) > 1 else [])
+        traced = iter(_step_log_probs(steps, len(kept)) if steps else [])
         blank = [ScoredHypothesis("", None)] * settings.get("num_hypotheses", 1)
         return [
-            self._scored(tokens, next(results), settings, end_at_limit, prefix or [], next(firsts, None))
+            self._scored(tokens, next(results), settings, end_at_limit, prefix or [], next(firsts, None),
+                         next(traced, None))
             if tokens else blank
             for tokens, prefix in zip(sources, prefixes or [None] * len(texts), strict=True)
         ]  # fmt: skip
@@ -173,12 +185,13 @@ class CTranslate2Translator:
 
     def _scored(
         self, source: list[str], result: Any, settings: dict[str, Any], end_at_limit: bool, prefix: list[str],
-        first: list[float] | None = None,
+        first: list[float] | None = None, log_probs: list[float] | None = None,
     ) -> list[ScoredHypothesis]:  # fmt: skip
         """The hypotheses of one CTranslate2 `result` for `source`, scored as the torch engine scores them.
         CTranslate2's score is the sum of the log-probabilities after the `prefix` over the length to the power
         `length_penalty`; the prefix's log-probabilities come from `score_batch`, and so does the whole score of a
-        hypothesis stopped by its bound without `</s>` (`end_at_limit`: torch forces `</s>` there)."""
+        hypothesis stopped by its bound without `</s>` (`end_at_limit`: torch forces `</s>` there). `log_probs`:
+        the greedy search's, of each token of the one hypothesis."""
         eos, penalty = self.tokenizer.eos_token, settings.get("length_penalty", 1.0)
         hypotheses = [list(tokens) for tokens in result.hypotheses]
         before = sum(self._log_probs([source], [prefix])[0][: len(prefix)]) if prefix else 0.0
@@ -193,10 +206,12 @@ class CTranslate2Translator:
         for rows in attentions:
             if rows and first is not None:  # `first`: the first step's attention, where the search's is wrong
                 rows[0] = first
-        found = zip(hypotheses, sums, attentions, strict=True)
+        traced = [log_probs if log_probs is not None and len(log_probs) == len(tokens) and i not in cut else None
+                  for i, tokens in enumerate(hypotheses)]  # fmt: skip
+        found = zip(hypotheses, sums, attentions, traced, strict=True)
         return [
-            ScoredHypothesis(self.decode(tokens), total / max(len(tokens), 1), self.ids(tokens), rows)
-            for tokens, total, rows in found
+            ScoredHypothesis(self.decode(tokens), total / max(len(tokens), 1), self.ids(tokens), rows, steps)
+            for tokens, total, rows, steps in found
         ]
 
     def ids(self, tokens: list[str]) -> list[int]:
@@ -206,6 +221,14 @@ class CTranslate2Translator:
         """The log-probability of each token of each target, and of the `</s>` after it, given its source."""
         scored = self.translator.score_batch(sources, targets, max_input_length=0) if targets else []
         return [result.log_probs for result in scored]
+
+    def search_evidence(self, hypothesis: ScoredHypothesis) -> Evidence | None:
+        """The evidence of `hypothesis` from its search, where that kept its tokens' log-probabilities and attention
+        (`hypotheses(..., attention=True)`, a plain greedy search); else None (`evidence` scores it again)."""
+        if hypothesis.log_probs is None or hypothesis.attention is None:
+            return None
+        words, texts = word_groups(self.tokenizer, hypothesis.ids)
+        return Evidence(hypothesis.log_probs, hypothesis.attention, words, texts)
 
     def evidence(
         self,
@@ -241,4 +264,22 @@ class CTranslate2Translator:
         return self.tokenizer.decode(self.ids(tokens), skip_special_tokens=True)
 
 
-__all__ = ["CTranslate2Translator", "ScoredHypothesis"]
+def plain_greedy(settings: dict[str, Any]) -> bool:
+    """Whether `translate_batch` `settings` ask for a greedy search whose step log-probabilities are the model's
+    own: no prefix, no suppressed sequences, no repetition penalties, no least length."""
+    return (
+        settings.get("beam_size", 1) == 1 and not any(settings.get("target_prefix") or [])
+        and not settings.get("suppress_sequences") and settings.get("repetition_penalty", 1.0) == 1.0
+        and not settings.get("no_repeat_ngram_size") and not settings.get("min_decoding_length")
+    )  # fmt: skip
+
+
+def _step_log_probs(steps: list[Any], count: int) -> list[list[float]]:
+    """Each of `count` sources' token log-probabilities in order, from a greedy search's `steps`."""
+    found: list[list[float]] = [[] for _ in range(count)]
+    for step in sorted(steps, key=lambda step: (step.batch_id, step.step)):
+        found[step.batch_id].append(step.log_prob)
+    return found
+
+
+__all__ = ["CTranslate2Translator", "ScoredHypothesis", "plain_greedy"]

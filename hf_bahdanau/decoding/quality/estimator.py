@@ -129,23 +129,36 @@ class QualityEstimator:
     def estimate(self, evidence: Evidence, source_tokens: int) -> QualityEstimate:
         """The estimate of one translation from its `evidence` (`source_tokens`: its source's length, `</s>`
         included)."""
-        if not evidence.words:  # nothing translated: nothing to vouch for
-            return QualityEstimate(0.0, [], QualityEstimate(0.0))
-        words = np.array(word_rows(evidence))  # (words, WORD_FEATURES)
-        ok = self.words.model(words)  # (words,)
-        baseline = self.bergamot.model(words[:, : len(BERGAMOT_FEATURES)])  # (words,)
-        sentence = np.array([[*sentence_rows(evidence, source_tokens), float(ok.mean())]])
-        score = float(np.clip(self.sentences(sentence)[0], 0.0, 1.0))
-        bergamot = QualityEstimate(float(baseline.mean()), _flags(evidence.word_texts, baseline, self.bergamot))
-        return QualityEstimate(score, _flags(evidence.word_texts, ok, self.words), bergamot)
+        return self.estimates([evidence], [source_tokens])[0]
+
+    def estimates(self, evidence: Sequence[Evidence], source_tokens: Sequence[int]) -> list[QualityEstimate]:
+        """`estimate` of each translation, all their words through each word model at once."""
+        rows = [word_rows(found) for found in evidence]
+        words = np.array([row for each in rows for row in each]).reshape(-1, len(WORD_FEATURES))  # (all words, _)
+        ends = np.cumsum([len(each) for each in rows])[:-1]
+        ok = np.split(self.words.model(words), ends)  # each translation's (words,)
+        baseline = np.split(self.bergamot.model(words[:, : len(BERGAMOT_FEATURES)]), ends)
+        spoken = [k for k, found in enumerate(evidence) if found.words]  # nothing translated: nothing to vouch for
+        sentences = np.array([[*sentence_rows(evidence[k], source_tokens[k]), float(ok[k].mean())] for k in spoken])
+        scores = np.clip(self.sentences(sentences), 0.0, 1.0).tolist() if spoken else []
+        found = [QualityEstimate(0.0, [], QualityEstimate(0.0)) for _ in evidence]
+        for k, score in zip(spoken, scores, strict=True):
+            texts = evidence[k].word_texts
+            bergamot = QualityEstimate(float(baseline[k].mean()), _flags(texts, baseline[k], self.bergamot))
+            found[k] = QualityEstimate(score, _flags(texts, ok[k], self.words), bergamot)
+        return found
 
     def attach(
         self, translations: list[T], evidence: Sequence[Evidence | None], source_tokens: Sequence[int]
     ) -> list[T]:
         """`translations` (the Translator's) each with the estimate of its best hypothesis as `quality`, from its
         `evidence` (None: left as it is) and its source's length."""
-        return [translation if found is None else replace(translation, quality=self.estimate(found, length))
-                for translation, found, length in zip(translations, evidence, source_tokens, strict=True)]  # fmt: skip
+        given = [k for k, found in enumerate(evidence) if found is not None]
+        made = self.estimates([evidence[k] for k in given], [source_tokens[k] for k in given])
+        found = list(translations)
+        for k, estimate in zip(given, made, strict=True):
+            found[k] = replace(found[k], quality=estimate)
+        return found
 
     def save(self, folder: str | os.PathLike) -> Path:
         """Write `quality_estimator.json` into `folder`; returns its path."""

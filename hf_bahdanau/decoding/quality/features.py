@@ -3,10 +3,10 @@ log-probability and its cross-attention over the source.
 
 `Evidence` holds them for one translation (the best hypothesis): the torch engine takes them from its search (which
 computes them: `search(..., trace=True)`), or for a given translation from a teacher-forced pass (`torch_evidence`);
-CTranslate2 takes the log-probabilities from `score_batch` and the attention from its search
-(`CTranslate2Translator.evidence`). Each is the same as the teacher-forced pass gives (the tests hold them to it), so
-the features cannot depend on how the search ran. Words are the whitespace-separated words of the decoded translation
-(`word_groups`);
+CTranslate2 takes the attention from its search and the log-probabilities from its greedy search's steps, or after a
+beam search from `score_batch` (`CTranslate2Translator.search_evidence`, `CTranslate2Translator.evidence`). Each is
+the same as the teacher-forced pass gives (the tests hold them to it), so the features cannot depend on how the search
+ran. Words are the whitespace-separated words of the decoded translation (`word_groups`);
 `word_features` and `sentence_features` turn the evidence into rows of numbers, named by `WORD_FEATURES` and
 `SENTENCE_FEATURES`; Bergamot's four word features are the first four of `WORD_FEATURES`.
 """
@@ -44,13 +44,12 @@ def word_groups(tokenizer: Any, ids: Sequence[int]) -> tuple[list[list[int]], li
     positions of the tokens that make it: a token belongs to the word its decoded prefix ends in; a token that adds
     only whitespace (SentencePiece's bare "▁") belongs to the next word; one that adds nothing at the end (`</s>`)
     to none."""
-    text = tokenizer.decode(list(ids), skip_special_tokens=True)
-    texts = text.split()
+    prefixes = prefix_texts(tokenizer, ids)
+    texts = prefixes[-1].split() if prefixes else []
     groups: list[list[int]] = [[] for _ in texts]
     waiting: list[int] = []  # tokens that join the next word
     before = ""
-    for position in range(len(ids)):
-        prefix = tokenizer.decode(list(ids[: position + 1]), skip_special_tokens=True)
+    for position, prefix in enumerate(prefixes):
         added = prefix != before and not prefix[len(before) :].isspace()
         before = prefix
         count = len(prefix.split())
@@ -64,6 +63,16 @@ def word_groups(tokenizer: Any, ids: Sequence[int]) -> tuple[list[list[int]], li
         if not group:
             groups[word] = list(groups[word - 1][-1:]) if word else []
     return groups, texts
+
+
+def prefix_texts(tokenizer: Any, ids: Sequence[int]) -> list[str]:
+    """`tokenizer.decode` of each prefix of `ids`, special tokens skipped: in one call of the tokenizers library's
+    decoder (`backend_tokenizer`) where `decode` adds nothing to it (no clean-up of spaces)."""
+    prefixes = [list(ids[: position + 1]) for position in range(len(ids))]
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None or getattr(tokenizer, "clean_up_tokenization_spaces", False):
+        return [tokenizer.decode(prefix, skip_special_tokens=True) for prefix in prefixes]
+    return backend.decode_batch(prefixes, skip_special_tokens=True)
 
 
 def _entropy(row: Sequence[float]) -> float:
@@ -168,5 +177,5 @@ def evidence_of(
 
 __all__ = [
     "BERGAMOT_FEATURES", "SENTENCE_FEATURES", "WORD_FEATURES", "Evidence", "evidence_of", "sentence_features",
-    "torch_evidence", "traced_evidence", "word_features", "word_groups",
+    "prefix_texts", "torch_evidence", "traced_evidence", "word_features", "word_groups",
 ]  # fmt: skip
