@@ -4,8 +4,10 @@ thread, of the student alone, the teacher alone and the cascade as its threshold
 The student translates with its quality estimates (the cascade needs them) and the teacher re-translates, a batch at
 a time, every sentence estimated below Q; Q = 0 keeps every student translation, Q = 1 sends all to the teacher.
 Each side is loaded once and warmed up on one batch; each run translates the whole split, timed on the wall clock.
-Writes a Markdown table (`table.md`), the figures (`results.json`) and a plot of BLEU against sentences per second
-(`--plot`, default `OUTPUT/cascade.png`).
+Beside each cascade, the BLEU a perfect estimate of the student's quality would reach re-translating as many
+sentences (those whose sentence chrF against the reference is lowest): what no estimator can beat by choosing
+sentences the way the cascade chooses. Writes a Markdown table (`table.md`), the figures (`results.json`) and a plot
+of BLEU against sentences per second (`--plot`, default `OUTPUT/cascade.png`).
 
     OMP_NUM_THREADS=1 HF_BAHDANAU_DATA_DIR=../shared/data python scripts/benchmark_cascade.py \\
         --student runs/student --student-engine ctranslate2 --student-quantize int8 --student-beams 1 \\
@@ -68,6 +70,21 @@ def timed(translate, sources: list[str], references: list[str], warm_up: int) ->
     }, found
 
 
+def weakest(translations: list[str], references: list[str], count: int) -> set[int]:
+    """The indices of the `count` translations whose sentence chrF against their reference is lowest."""
+    chrf = [sacrebleu.sentence_chrf(text, [reference]).score for text, reference in zip(translations, references,
+                                                                                       strict=True)]  # fmt: skip
+    return set(sorted(range(len(translations)), key=chrf.__getitem__)[:count])
+
+
+def perfect_estimate_bleu(student: list[str], teacher: list[str], references: list[str], share: float) -> float:
+    """BLEU of the student's translations with the `share` of them that a perfect estimate ranks lowest (`weakest`)
+    replaced by the teacher's."""
+    chosen = weakest(student, references, round(share * len(student)))
+    outputs = [teacher[i] if i in chosen else text for i, text in enumerate(student)]
+    return sacrebleu.corpus_bleu(outputs, [references]).score
+
+
 def measure(args: argparse.Namespace) -> dict:
     """The figures of the student, the teacher and the cascade at each threshold."""
     sources, references = folder_split(Path(args.student), args.split, args.max_samples)
@@ -76,20 +93,23 @@ def measure(args: argparse.Namespace) -> dict:
     teacher = Translator.from_folder(args.teacher, engine=args.teacher_engine, threads=args.threads,
                                      batch_size=args.batch_size)  # fmt: skip
     results: dict = {"sentences": len(sources)}
-    results["student"], _ = timed(lambda texts: student.translate(texts, num_beams=args.student_beams), sources,
-                                  references, args.batch_size)  # fmt: skip
+    results["student"], alone = timed(lambda texts: student.translate(texts, num_beams=args.student_beams), sources,
+                                      references, args.batch_size)  # fmt: skip
     results["student, with estimates"], estimated = timed(
         lambda texts: student.translate(texts, num_beams=args.student_beams, quality=True), sources, references,
         args.batch_size,
     )  # fmt: skip
-    results["teacher"], _ = timed(lambda texts: teacher.translate(texts, num_beams=args.teacher_beams), sources,
-                                  references, args.batch_size)  # fmt: skip
+    results["teacher"], taught = timed(lambda texts: teacher.translate(texts, num_beams=args.teacher_beams), sources,
+                                       references, args.batch_size)  # fmt: skip
+    outputs = {"student": [t.text for t in alone], "teacher": [t.text for t in taught]}
     results["cascade"] = {}
     for threshold in args.thresholds:
         cascade = Cascade(student, teacher, threshold, teacher_options={"num_beams": args.teacher_beams})
         row, found = timed(lambda texts, c=cascade: c.translate(texts, num_beams=args.student_beams), sources,
                            references, args.batch_size)  # fmt: skip
         row["retranslated"] = sum(translation.made_by == TEACHER for translation in found) / len(found)
+        row["perfect_estimate_bleu"] = perfect_estimate_bleu(outputs["student"], outputs["teacher"], references,
+                                                             row["retranslated"])  # fmt: skip
         results["cascade"][f"{threshold:g}"] = row
         logger.info("Q %g: %s", threshold, json.dumps(row))
     scores = sorted(t.quality.score for t in estimated if t.quality is not None)
@@ -106,16 +126,18 @@ def table(results: dict, args: argparse.Namespace) -> str:
         f"{args.teacher_beams}. The student's estimates' quartiles: "
         f"{', '.join(f'{q:.2f}' for q in results['estimate_quartiles'])}.",
         "",
-        "| translation | Q | re-translated | BLEU | chrF | sentences/s | BLEU vs teacher | speed vs teacher |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| translation | Q | re-translated | BLEU | chrF | sentences/s | BLEU vs teacher | speed vs teacher "
+        "| BLEU vs teacher, a perfect estimate |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     rows = [(name, "", None, results[name]) for name in ("student", "student, with estimates", "teacher")]
     rows += [("cascade", q, row["retranslated"], row) for q, row in results["cascade"].items()]
     for name, q, share, row in rows:
         retranslated = "" if share is None else f"{100 * share:.0f}%"
+        perfect = f"{row['perfect_estimate_bleu'] - teacher['bleu']:+.2f}" if "perfect_estimate_bleu" in row else ""
         lines.append(f"| {name} | {q} | {retranslated} | {row['bleu']:.2f} | {row['chrf']:.2f} | "
                      f"{row['per_second']:.1f} | {row['bleu'] - teacher['bleu']:+.2f} | "
-                     f"{row['per_second'] / teacher['per_second']:.2f}x |")  # fmt: skip
+                     f"{row['per_second'] / teacher['per_second']:.2f}x | {perfect} |")  # fmt: skip
     return "\n".join(lines) + "\n"
 
 
@@ -129,8 +151,10 @@ def plot(results: dict, path: Path) -> None:
 
     figure, axis = plt.subplots(figsize=(6, 4))
     cascade = results["cascade"]
-    axis.plot([row["per_second"] for row in cascade.values()], [row["bleu"] for row in cascade.values()], "o-",
-              label="cascade")  # fmt: skip
+    speeds = [row["per_second"] for row in cascade.values()]
+    axis.plot(speeds, [row["bleu"] for row in cascade.values()], "o-", label="cascade")
+    axis.plot(speeds, [row["perfect_estimate_bleu"] for row in cascade.values()], "--", color="grey",
+              label="as many re-translated, a perfect estimate")  # fmt: skip
     for q, row in cascade.items():
         axis.annotate(f"Q={q}", (row["per_second"], row["bleu"]), textcoords="offset points", xytext=(4, 4),
                       fontsize=8)  # fmt: skip

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import sacrebleu
 from test_quality import SOURCES, spoilt, tiny_folder
 
 from hf_bahdanau.cli import main
@@ -186,6 +187,21 @@ def test_translate_with_a_fallback_writes_the_cascade_s_lines_and_records(
     assert [r["retranslated"] for r in records] == [int(t.made_by == TEACHER) for t in expected]
 
 
+def test_a_perfect_estimate_re_translates_the_weakest_sentences():
+    from conftest import load_script
+
+    benchmark = load_script("benchmark_cascade")
+    references = ["a dog runs on the grass", "two men play chess", "a child eats an apple"]
+    student = ["a dog runs on the grass", "men play", "a child eats an apple today"]
+    teacher = ["a dog runs on grass", "two men play chess", "a child eats an apple"]
+    assert benchmark.weakest(student, references, 1) == {1}  # chrF: 100, far lower, a little lower
+    assert benchmark.weakest(student, references, 2) == {1, 2}
+    mixed = ["a dog runs on the grass", "two men play chess", "a child eats an apple today"]
+    assert benchmark.perfect_estimate_bleu(student, teacher, references, 1 / 3) == pytest.approx(
+        sacrebleu.corpus_bleu(mixed, [references]).score
+    )
+
+
 @pytest.mark.slow
 def test_the_benchmark_spans_the_student_at_q_0_and_the_teacher_at_q_1(student_folder, teacher_folder, tmp_path):
     from conftest import load_script
@@ -210,5 +226,7 @@ def test_the_benchmark_spans_the_student_at_q_0_and_the_teacher_at_q_1(student_f
     assert results["sentences"] == 12 and [cascade[q]["retranslated"] for q in ("0", "1")] == [0.0, 1.0]
     assert cascade["0"]["bleu"] == results["student"]["bleu"] == results["student, with estimates"]["bleu"]
     assert cascade["1"]["bleu"] == results["teacher"]["bleu"]
+    assert cascade["0"]["perfect_estimate_bleu"] == results["student"]["bleu"]  # nothing re-translated
+    assert cascade["1"]["perfect_estimate_bleu"] == results["teacher"]["bleu"]  # all
     assert "| cascade | 0.5 |" in (output / "table.md").read_text(encoding="utf-8")
     assert (output / "cascade.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
