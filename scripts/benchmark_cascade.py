@@ -102,6 +102,7 @@ def measure(args: argparse.Namespace) -> dict:
     results["teacher"], taught = timed(lambda texts: teacher.translate(texts, num_beams=args.teacher_beams), sources,
                                        references, args.batch_size)  # fmt: skip
     outputs = {"student": [t.text for t in alone], "teacher": [t.text for t in taught]}
+    results["differing"] = sum(ours != theirs for ours, theirs in zip(*outputs.values(), strict=True))
     results["cascade"] = {}
     for threshold in args.thresholds:
         cascade = Cascade(student, teacher, threshold, teacher_options={"num_beams": args.teacher_beams})
@@ -124,7 +125,8 @@ def table(results: dict, args: argparse.Namespace) -> str:
         f"{Path(args.student).name}, {args.student_engine} {args.student_quantize or 'fp32'}, beam "
         f"{args.student_beams}; teacher: {Path(args.teacher).name}, {args.teacher_engine} fp32, beam "
         f"{args.teacher_beams}. The student's estimates' quartiles: "
-        f"{', '.join(f'{q:.2f}' for q in results['estimate_quartiles'])}.",
+        f"{', '.join(f'{q:.2f}' for q in results['estimate_quartiles'])}. The student's and the teacher's "
+        f"translations differ on {results['differing']} sentences.",
         "",
         "| translation | Q | re-translated | BLEU | chrF | sentences/s | BLEU vs teacher | speed vs teacher "
         "| BLEU vs teacher, a perfect estimate |",
@@ -158,6 +160,10 @@ def plot(results: dict, path: Path) -> None:
     for q, row in cascade.items():
         axis.annotate(f"Q={q}", (row["per_second"], row["bleu"]), textcoords="offset points", xytext=(4, 4),
                       fontsize=8)  # fmt: skip
+    teacher = results["teacher"]  # the goal: at least 3x the teacher's speed, at most 0.5 BLEU below it
+    axis.fill_between([3 * teacher["per_second"], results["student"]["per_second"]], teacher["bleu"] - 0.5,
+                      teacher["bleu"] + 0.2, color="green", alpha=0.1,
+                      label="3x the teacher, within 0.5 BLEU")  # fmt: skip
     for name, marker in (("student", "s"), ("teacher", "^")):
         axis.plot(results[name]["per_second"], results[name]["bleu"], marker, markersize=9, label=name)
     axis.set_xscale("log")

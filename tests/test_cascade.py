@@ -223,6 +223,7 @@ def test_the_benchmark_spans_the_student_at_q_0_and_the_teacher_at_q_1(student_f
     ])  # fmt: skip
     results = json.loads((output / "results.json").read_text(encoding="utf-8"))
     cascade = results["cascade"]
+    assert 0 <= results["differing"] <= 12
     assert results["sentences"] == 12 and [cascade[q]["retranslated"] for q in ("0", "1")] == [0.0, 1.0]
     assert cascade["0"]["bleu"] == results["student"]["bleu"] == results["student, with estimates"]["bleu"]
     assert cascade["1"]["bleu"] == results["teacher"]["bleu"]
