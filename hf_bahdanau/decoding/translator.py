@@ -249,8 +249,7 @@ class Translator:
             if self.engine == "ctranslate2":  # and each best one's attention, and evidence where its search gave it
                 found, best = self._translate_ctranslate2(texts, rows, indices, settings, max_new_tokens, bounds,
                                                           lexical, quality)  # fmt: skip
-                attention = [hypothesis.attention for hypothesis in best]
-                searched = [self.model.search_evidence(hypothesis) for hypothesis in best] if quality else None
+                attention, searched = [h.attention for h in best], [self.model.search_evidence(h) for h in best]
             else:
                 attention, (found, searched) = None, self._translate_ids(sources, settings, max_new_tokens, alignments,
                     [bounds[i] for i in indices], lexical, texts, indices, quality)  # fmt: skip
@@ -362,27 +361,21 @@ class Translator:
         lexical: LexicalOptions | None,
         attention: bool = False,
     ) -> tuple[list[Translation], list[ScoredHypothesis]]:
-        """Translate one batch (`texts[indices]`, their token ids `rows[indices]`) with CTranslate2, each source
-        bounded as the torch engine bounds it (its last token is a forced `</s>`, which CTranslate2 leaves out): one
-        call per bound. A prefix and phrases to avoid become CTranslate2's target prefix and suppressed sequences.
-        Also gives each best hypothesis as CTranslate2 found it (with `attention`: its attention, and a greedy
-        search's log-probabilities)."""
-        limits = {i: max_new_tokens or bounds[i] - 1 for i in indices}
+        """Translate one batch (`texts[indices]`, token ids `rows[indices]`) with CTranslate2, each source bounded as
+        the torch engine bounds it (its last token is a forced `</s>`, which CTranslate2 leaves out). A prefix and
+        phrases to avoid become CTranslate2's target prefix and suppressed sequences. Also gives each best hypothesis
+        as CTranslate2 found it (`attention`: with its attention, and a greedy search's log-probabilities)."""
         options = {"num_beams": settings.num_beams, "length_penalty": settings.length_penalty,
                    "early_stopping": settings.early_stopping, "num_return_sequences": settings.num_return_sequences,
-                   "end_at_limit": max_new_tokens is None}  # fmt: skip
+                   "end_at_limit": max_new_tokens is None, "attention": attention}  # fmt: skip
         if lexical is not None and lexical.avoid:
             options["suppress"] = [lexical.tokens(ids) for ids in lexical.avoided_ids()]
-        found = {}
-        for bound in sorted(set(limits.values())):
-            group = [i for i in indices if limits[i] == bound]
-            prefixes = None if lexical is None else [lexical.tokens(lexical.prefix_ids(i)) for i in group]
-            made = self.model.hypotheses([texts[i] for i in group], batch_size=len(group), max_new_tokens=bound,
-                                         prefixes=prefixes, attention=attention, source_ids=[rows[i] for i in group],
-                                         **options)  # fmt: skip
-            found.update(zip(group, made, strict=True))
-        translations = [Translation([Hypothesis(h.text, h.score, None, h.ids) for h in found[i]]) for i in indices]
-        return translations, [found[i][0] for i in indices]
+        prefixes = None if lexical is None else [lexical.tokens(lexical.prefix_ids(i)) for i in indices]
+        limits = [max_new_tokens or bounds[i] - 1 for i in indices]
+        found = self.model.bounded_hypotheses([texts[i] for i in indices], [rows[i] for i in indices], limits,
+                                              prefixes, **options)  # fmt: skip
+        translations = [Translation([Hypothesis(h.text, h.score, None, h.ids) for h in row]) for row in found]
+        return translations, [row[0] for row in found]
 
     def evidence(self, texts: Sequence[str], translations: Sequence[Translation]) -> list[Evidence | None]:
         """The evidence of each translation's best hypothesis from a teacher-forced pass (None for an empty one)."""

@@ -176,6 +176,25 @@ class CTranslate2Translator:
             for tokens, prefix in zip(sources, prefixes or [None] * len(texts), strict=True)
         ]  # fmt: skip
 
+    def bounded_hypotheses(
+        self,
+        texts: Sequence[str],
+        source_ids: Sequence[list[int]],
+        bounds: Sequence[int],
+        prefixes: Sequence[list[str]] | None = None,
+        **options: Any,
+    ) -> list[list[ScoredHypothesis]]:
+        """`hypotheses` of each text (token ids `source_ids[k]`, target prefix `prefixes[k]`) with at most
+        `bounds[k]` new tokens: one call per bound, since CTranslate2 takes one a call."""
+        found: dict[int, list[ScoredHypothesis]] = {}
+        for bound in sorted(set(bounds)):
+            group = [k for k, each in enumerate(bounds) if each == bound]
+            made = self.hypotheses([texts[k] for k in group], batch_size=len(group), max_new_tokens=bound,
+                                   prefixes=None if prefixes is None else [prefixes[k] for k in group],
+                                   source_ids=[source_ids[k] for k in group], **options)  # fmt: skip
+            found.update(zip(group, made, strict=True))
+        return [found[k] for k in range(len(texts))]
+
     def _first_attention(self, sources: list[list[str]], batch_size: int) -> list[list[float]]:
         """The attention of the first step of each source's translation (the same for every hypothesis: the decoder
         has seen only its start), from one greedy step: CTranslate2's beam search returns none for that step."""
