@@ -42,8 +42,8 @@ class BeamState:
     `running` / `finished` `(size, beams, max_length)` the hypotheses with their beam `scores`, `log_probs` (under
     the model, unmasked) and, once finished, `lengths` and whether each `holds` every required phrase;
     `improvable`: generate()'s early stopping heuristic; `top_beams` `(2 * beams,)`, the same for every sentence:
-    the candidates that may finish, the top `beams`; `running_traces` / `finished_traces` `(size, beams,
-    max_length - 1, width)` each hypothesis's steps' traces (`search.step_trace`; None: not kept)."""
+    the candidates that may finish, the top `beams`; `running_traces` / `finished_traces` `(size, beams, steps,
+    width)` each hypothesis's traces of the steps so far (`search.step_trace`; None: not kept)."""
 
     sentences: torch.Tensor
     limits: torch.Tensor | None
@@ -70,7 +70,7 @@ class BeamState:
         `traced`: the width of the step traces to keep (None: none)."""
         traces = None
         if traced is not None:
-            traces = torch.zeros((batch, settings.num_beams, settings.max_new_tokens, traced), device=device)
+            traces = torch.zeros((batch, settings.num_beams, 0, traced), device=device)
         beams, max_length = settings.num_beams, 1 + settings.max_new_tokens
         running = torch.full((batch, beams, max_length), beam_fill(settings), dtype=torch.long, device=device)
         running[:, :, 0] = settings.decoder_start_token_id
@@ -123,9 +123,9 @@ class BeamState:
         sequence_log_probs = self.running_log_probs.gather(1, parents) + token_log_probs  # (size, 2 * beams)
         traces = None
         if self.running_traces is not None:
-            traces = along(self.running_traces, parents)  # (size, 2 * beams, max_length - 1, width)
             steps = along(attention.view(self.size, beams, -1), parents)  # (size, 2 * beams, src_len)
-            traces[:, :, cur_len - 1] = torch.cat((steps, token_log_probs[:, :, None]), dim=2)
+            step = torch.cat((steps, token_log_probs[:, :, None]), dim=2)  # (size, 2 * beams, width)
+            traces = torch.cat((along(self.running_traces, parents), step[:, :, None]), dim=2)  # (.., cur_len, width)
         hits = tokens == settings.eos_token_id
         if cur_len + 1 >= self.running.shape[-1]:
             hits[:] = True
@@ -147,7 +147,7 @@ class BeamState:
         hits: torch.Tensor,  # (size, 2 * beams): the candidates that end
         cur_len: int,
         settings: SearchSettings,
-        traces: torch.Tensor | None = None,  # (size, 2 * beams, max_length - 1, width)
+        traces: torch.Tensor | None = None,  # (size, 2 * beams, cur_len, width)
     ) -> None:
         """The finished hypotheses: the best `beams` of those kept and of the top `beams` candidates that end."""
         beams = settings.num_beams
@@ -164,8 +164,9 @@ class BeamState:
         if candidates.complete is not None:
             self.holds = torch.cat((self.holds, candidates.complete), 1).gather(1, best)
         self.finished = along(torch.cat((self.finished, sequences), 1), best)
-        if traces is not None:
-            self.finished_traces = along(torch.cat((self.finished_traces, traces), 1), best)
+        if traces is not None:  # the finished ones' traces padded by this step
+            earlier = torch.nn.functional.pad(self.finished_traces, (0, 0, 0, 1))  # (size, beams, cur_len, width)
+            self.finished_traces = along(torch.cat((earlier, traces), 1), best)
         self.finished_scores = merged_scores.gather(1, best)
         self.finished_log_probs = torch.cat((self.finished_log_probs, sequence_log_probs), 1).gather(1, best)
         lengths = torch.full_like(candidates.indices, cur_len)
@@ -231,7 +232,8 @@ class BeamResults:
         self.log_probs[where] = state.finished_log_probs[settled, :returned]
         self.holds[where] = state.holds[settled, :returned]
         if self.traces is not None:
-            self.traces[where] = state.finished_traces[settled, :returned]
+            finished = state.finished_traces[settled, :returned]  # (settled, returned, steps, width)
+            self.traces[where, :, : finished.shape[2]] = finished
 
 
 __all__ = ["NEG", "BeamResults", "BeamState", "Candidates", "along", "beam_fill"]
