@@ -66,13 +66,14 @@ def word_groups(tokenizer: Any, ids: Sequence[int]) -> tuple[list[list[int]], li
 
 
 def prefix_texts(tokenizer: Any, ids: Sequence[int]) -> list[str]:
-    """`tokenizer.decode` of each prefix of `ids`, special tokens skipped: in one call of the tokenizers library's
-    decoder (`backend_tokenizer`) where `decode` adds nothing to it (no clean-up of spaces)."""
+    """`tokenizer.decode` of each prefix of `ids`, special tokens skipped: by the tokenizers library's decoder
+    (`backend_tokenizer`) where `decode` adds nothing to it (no clean-up of spaces), one prefix a call (its
+    `decode_batch` spends CPU time on threads for batches this small)."""
     prefixes = [list(ids[: position + 1]) for position in range(len(ids))]
     backend = getattr(tokenizer, "backend_tokenizer", None)
     if backend is None or getattr(tokenizer, "clean_up_tokenization_spaces", False):
-        return [tokenizer.decode(prefix, skip_special_tokens=True) for prefix in prefixes]
-    return backend.decode_batch(prefixes, skip_special_tokens=True)
+        backend = tokenizer
+    return [backend.decode(prefix, skip_special_tokens=True) for prefix in prefixes]
 
 
 def _entropy(row: Sequence[float]) -> float:
