@@ -71,11 +71,6 @@ class FolderTokenizer:
         )
         return {"input_ids": encoding.ids}
 
-    @property
-    def backend_tokenizer(self) -> Tokenizer:
-        """The `tokenizers.Tokenizer` (transformers' name for it)."""
-        return self._tokenizer
-
     def decode(self, ids: Sequence[int], skip_special_tokens: bool = False) -> str:
         return self._tokenizer.decode(list(ids), skip_special_tokens=skip_special_tokens)
 

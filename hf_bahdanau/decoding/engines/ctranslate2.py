@@ -162,7 +162,7 @@ class CTranslate2Translator:
             settings["target_prefix"] = [prefix or None for prefix, tokens in given if tokens]
         taken = dict(max_batch_size=batch_size, max_input_length=0, return_scores=True, return_end_token=True,
                      return_attention=attention)  # fmt: skip
-        steps: list[Any] = []  # each generated token's step (GenerationStepResult), in no particular order
+        steps: list[Any] = []  # each generated token's step (GenerationStepResult), as the search makes them
         if attention and plain_greedy(settings):
             taken["callback"] = steps.append
         results = iter(self.translator.translate_batch(kept, **taken, **settings) if kept else [])
@@ -294,9 +294,10 @@ def plain_greedy(settings: dict[str, Any]) -> bool:
 
 
 def _step_log_probs(steps: list[Any], count: int) -> list[list[float]]:
-    """Each of `count` sources' token log-probabilities in order, from a greedy search's `steps`."""
+    """Each of `count` sources' token log-probabilities in order, from a greedy search's `steps` (each source's in
+    the order the search made them)."""
     found: list[list[float]] = [[] for _ in range(count)]
-    for step in sorted(steps, key=lambda step: (step.batch_id, step.step)):
+    for step in steps:
         found[step.batch_id].append(step.log_prob)
     return found
 

@@ -66,8 +66,8 @@ def word_groups(tokenizer: Any, ids: Sequence[int]) -> tuple[list[list[int]], li
 
 
 def prefix_texts(tokenizer: Any, ids: Sequence[int]) -> list[str]:
-    """`tokenizer.decode` of each prefix of `ids`, special tokens skipped: by the tokenizers library's decoder
-    (`backend_tokenizer`) where `decode` adds nothing to it (no clean-up of spaces), one prefix a call (its
+    """`tokenizer.decode` of each prefix of `ids`, special tokens skipped: by a transformers tokenizer's
+    `backend_tokenizer` where its `decode` adds nothing to it (no clean-up of spaces), one prefix a call (its
     `decode_batch` spends CPU time on threads for batches this small)."""
     prefixes = [list(ids[: position + 1]) for position in range(len(ids))]
     backend = getattr(tokenizer, "backend_tokenizer", None)
