@@ -7,6 +7,7 @@ third word replaced: some words OK, some BAD, which is all an estimator needs to
 from __future__ import annotations
 
 import json
+import logging
 import math
 from pathlib import Path
 
@@ -305,6 +306,34 @@ def test_a_folder_without_an_estimator_translates_as_before(folder, capsys, capl
     assert all("\t" not in line for line in capsys.readouterr().out.splitlines())
     assert main(["translate", "--model", str(folder), "--quality", SOURCES[0]]) == 1
     assert "no quality estimator" in caplog.text and "Traceback" not in caplog.text
+
+
+@pytest.mark.slow
+def test_train_fits_an_estimator_at_its_end_on_the_validation_split(tmp_path, caplog):
+    from helpers import TINY_MODEL
+
+    german, english = TINY_CORPUS[0::2], TINY_CORPUS[1::2]
+    pairs = [(f"{a} {b}", f"{c} {d}") for a, c in zip(german, english, strict=True)
+             for b, d in zip(german, english, strict=True)]  # fmt: skip  (36 pairs)
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for split in ("train", "val", "test"):
+        (corpus / f"{split}.de").write_text("\n".join(source for source, _ in pairs) + "\n")
+        (corpus / f"{split}.en").write_text("\n".join(target for _, target in pairs) + "\n")
+    run = ["train", "--data", str(corpus), "--test_split", "test", "--src-lang", "de", "--tgt-lang", "en",
+           "--vocab_size", "120", "--encoder_layers", "1", "--decoder_layers", "1", "--dropout", "0.0",
+           "--per_device_train_batch_size", "12", "--learning_rate", "0.01", "--warmup_steps", "0",
+           "--generation_num_beams", "2", "--eval_steps", "40", "--save_steps", "40", "--max_steps", "40",
+           *TINY_MODEL["d2l_transformer"]]  # fmt: skip
+    with caplog.at_level(logging.INFO):
+        assert main([*run, "--output-dir", str(tmp_path / "model")]) == 0
+    fitted = json.loads((tmp_path / "model" / ESTIMATOR_FILE).read_text())["fitted"]
+    assert (fitted["split"], fitted["sentences"], fitted["num_beams"]) == ("validation", 36, 2)
+    assert f"quality estimator fitted on 36 validation sentences: Pearson r {fitted['figures']['pearson']:.3f}" in (
+        caplog.text
+    )
+    assert main([*run, "--max_steps", "2", "--output-dir", str(tmp_path / "plain"), "--no_quality_estimator"]) == 0
+    assert (tmp_path / "plain" / "model.safetensors").is_file() and not (tmp_path / "plain" / ESTIMATOR_FILE).exists()
 
 
 def test_calibrate_translate_and_evaluate_from_the_command_line(folder, references, tmp_path, capsys, caplog):
