@@ -312,9 +312,9 @@ def test_a_folder_without_an_estimator_translates_as_before(folder, capsys, capl
 def test_train_fits_an_estimator_at_its_end_on_the_validation_split(tmp_path, caplog):
     from helpers import TINY_MODEL
 
-    german, english = TINY_CORPUS[0::2], TINY_CORPUS[1::2]
+    german, english = TINY_CORPUS[0::2], TINY_CORPUS[1::2]  # 36 pairs of two sentences each:
     pairs = [(f"{a} {b}", f"{c} {d}") for a, c in zip(german, english, strict=True)
-             for b, d in zip(german, english, strict=True)]  # fmt: skip  (36 pairs)
+             for b, d in zip(german, english, strict=True)]  # fmt: skip
     corpus = tmp_path / "corpus"
     corpus.mkdir()
     for split in ("train", "val", "test"):
