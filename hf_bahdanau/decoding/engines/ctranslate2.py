@@ -19,7 +19,7 @@ from hf_bahdanau.choices import EXPORT_INFO
 from hf_bahdanau.decoding.export.ctranslate2 import cached_export, is_ctranslate2_folder, require_ctranslate2
 from hf_bahdanau.decoding.export.folders import check_tokenizer_file
 from hf_bahdanau.decoding.folder_data import Settings, read_tokenizer
-from hf_bahdanau.decoding.quality.features import Evidence, word_groups
+from hf_bahdanau.decoding.quality.features import Evidence, evidence_for
 from hf_bahdanau.decoding.sources import source_ids
 from hf_bahdanau.errors import InputError
 from hf_bahdanau.json_files import read_json
@@ -246,8 +246,7 @@ class CTranslate2Translator:
         (`hypotheses(..., attention=True)`, a plain greedy search); else None (`evidence` scores it again)."""
         if hypothesis.log_probs is None or hypothesis.attention is None:
             return None
-        words, texts = word_groups(self.tokenizer, hypothesis.ids)
-        return Evidence(hypothesis.log_probs, hypothesis.attention, words, texts)
+        return evidence_for(self.tokenizer, hypothesis.ids, hypothesis.log_probs, hypothesis.attention)
 
     def evidence(
         self,
@@ -273,11 +272,8 @@ class CTranslate2Translator:
         ) if missing else []  # fmt: skip
         for k, result in zip(missing, attended, strict=True):
             attention[k] = [list(row) for row in result.attention[0]]
-        found = []
-        for target, score, rows in zip(targets, scored, attention, strict=True):
-            words, texts = word_groups(self.tokenizer, target)
-            found.append(Evidence(list(score.log_probs)[: len(target)], rows[: len(target)], words, texts))
-        return found
+        return [evidence_for(self.tokenizer, target, score.log_probs, rows)
+                for target, score, rows in zip(targets, scored, attention, strict=True)]  # fmt: skip
 
     def decode(self, tokens: list[str]) -> str:
         return self.tokenizer.decode(self.ids(tokens), skip_special_tokens=True)

@@ -143,13 +143,21 @@ def torch_evidence(
     return found
 
 
+def evidence_for(
+    tokenizer: Any, target: Sequence[int], log_probs: Sequence[float], attention: Sequence[list[float]]
+) -> Evidence:
+    """The evidence of the translation `target` (ids, `</s>` included) from at least one log-probability and one
+    attention row per token (cut to its tokens), its words grouped (`word_groups`)."""
+    words, texts = word_groups(tokenizer, target)
+    return Evidence(list(log_probs)[: len(target)], list(attention)[: len(target)], words, texts)
+
+
 def traced_evidence(tokenizer: Any, target: Sequence[int], trace: Any, mask: Any) -> Evidence:
     """The evidence of the translation `target` (ids, `</s>` included) from its tokens' traces (a tensor
     `(at least tokens, src_len + 1)`: each token's attention over the padded source, then its log-probability; a
     teacher-forced pass's or the search's, `search.step_trace`) and the source's padding `mask` `(src_len,)`."""
     trace = trace[: len(target)]
-    words, texts = word_groups(tokenizer, target)
-    return Evidence(trace[:, -1].tolist(), trace[:, :-1][:, mask.bool()].tolist(), words, texts)
+    return evidence_for(tokenizer, target, trace[:, -1].tolist(), trace[:, :-1][:, mask.bool()].tolist())
 
 
 def evidence_of(
@@ -177,6 +185,7 @@ def evidence_of(
 
 
 __all__ = [
-    "BERGAMOT_FEATURES", "SENTENCE_FEATURES", "WORD_FEATURES", "Evidence", "evidence_of", "sentence_features",
+    "BERGAMOT_FEATURES", "SENTENCE_FEATURES", "WORD_FEATURES", "Evidence", "evidence_for", "evidence_of",
+    "sentence_features",
     "prefix_texts", "torch_evidence", "traced_evidence", "word_features", "word_groups",
 ]  # fmt: skip
