@@ -168,6 +168,23 @@ def test_distill_trains_the_student_on_the_teacher_data_and_its_card_names_both(
     assert ("mixed with the original references" in card) is mix
 
 
+@pytest.mark.slow
+def test_a_student_started_from_its_teacher_begins_at_the_teacher_weights(teacher, tmp_path):
+    from safetensors.torch import load_file
+
+    output = tmp_path / "student"
+    argv = ["distill", "--teacher", str(teacher), "--model_name_or_path", str(teacher), "--output-dir", str(output),
+            "--distillation-cache", str(tmp_path / "cache"), "--distill-engine", "torch", "--distill-max-new-tokens",
+            "8", "--per_device_train_batch_size", "2", "--num_train_epochs", "1", "--learning_rate", "0",
+            "--save_steps", "100", "--eval_steps", "100", "--generation_max_length", "8", "--generation_num_beams",
+            "1", "--max_eval_samples", "4", "--no_quality_estimator"]  # fmt: skip
+    assert main(argv) == 0
+    state = json.loads((output / "trainer_state.json").read_text(encoding="utf-8"))
+    assert state["global_step"] > 0  # it trained on the teacher's translations, at a learning rate of 0
+    ours, theirs = load_file(output / "model.safetensors"), load_file(teacher / "model.safetensors")
+    assert ours.keys() == theirs.keys() and all(ours[name].equal(theirs[name]) for name in theirs)
+
+
 @pytest.mark.parametrize("place", ["under a file", "locked by another run"])
 def test_distill_refuses_an_output_dir_train_cannot_use_before_the_teacher_translates(teacher, tmp_path, caplog, place):
     (tmp_path / "file").write_text("mine")
@@ -197,7 +214,9 @@ def test_a_student_of_other_languages_or_tokenizer_is_refused_in_one_line(teache
     assert not (tmp_path / "cache").exists() and not (tmp_path / "student").exists()  # refused before any work
 
 
-STUDENT_RECIPES = sorted((Path(__file__).resolve().parents[1] / "scripts" / "multi30k").glob("distill-*.yaml"))
+RECIPES = Path(__file__).resolve().parents[1] / "scripts" / "multi30k"
+FROM_TEACHER = RECIPES / "distill-transformer-from-teacher-de-en.yaml"  # the teacher's architecture and weights
+STUDENT_RECIPES = sorted(recipe for recipe in RECIPES.glob("distill-*.yaml") if recipe != FROM_TEACHER)
 
 
 @pytest.mark.parametrize("recipe", STUDENT_RECIPES, ids=[recipe.stem for recipe in STUDENT_RECIPES])
@@ -217,6 +236,15 @@ def test_every_student_recipe_parses_into_a_valid_model_that_takes_the_teacher_c
     assert {"distill-transformer-6-1-de-en", "distill-transformer-small-de-en", "distill-cgru-de-en"} == {
         path.stem for path in STUDENT_RECIPES
     }
+
+
+def test_the_student_from_its_teacher_sets_no_architecture_of_its_own():
+    from hf_bahdanau.cli.train import parse_train_args
+
+    model_args, tokenizer_args, data_args, _, _ = parse_train_args(["--config", str(FROM_TEACHER), "--output-dir", "x"])
+    assert data_args.data is None and tokenizer_args.tokenizer_name_or_path is None  # the teacher's
+    assert model_args.model_name_or_path is None  # the teacher's folder, given with it on the command line
+    assert model_args.config_overrides() == {}  # a saved model keeps its architecture: nothing to contradict it
 
 
 @pytest.mark.slow  # the benchmark script and four evaluations
