@@ -11,6 +11,7 @@ import logging
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from helpers import TINY_CORPUS, make_model
@@ -24,6 +25,7 @@ from hf_bahdanau.decoding.quality.features import (
     WORD_FEATURES,
     Evidence,
     prefix_texts,
+    sentence_features,
     torch_evidence,
     word_features,
     word_groups,
@@ -97,7 +99,7 @@ def test_evidence_is_the_token_arithmetic_of_the_model_s_distributions(tokenizer
         assert evidence.word_texts == translation.text.split()
         assert all(sum(row) == pytest.approx(1.0, abs=1e-4) for row in evidence.attention)
         assert len(evidence.attention[0]) == source.shape[1]
-        for group, row in zip(evidence.words, word_features(evidence), strict=True):
+        for group, row in zip(evidence.words, word_features([evidence]), strict=True):
             pieces = [evidence.log_probs[i] for i in group]
             spread = [-sum(p * math.log(p) for p in evidence.attention[i]) / math.log(source.shape[1]) for i in group]
             expected = [
@@ -202,6 +204,25 @@ def test_ctranslate2_s_greedy_search_keeps_the_teacher_forced_log_probabilities(
     assert all(row[0].log_probs is None and engine.search_evidence(row[0]) is None for row in beams + prefixed)
 
 
+def test_features_by_hand_and_a_batch_s_rows_are_each_translation_s_own():
+    """A word of no token of its own (the first, where decode is not prefix-stable) gets its sentence's mean, no
+    pieces and even attention; the rest by hand; a batch's rows are each translation's rows in turn."""
+    odd = Evidence([-0.5, -1.0, -0.1], [[0.5, 0.5], [1.0, 0.0], [0.2, 0.8]], [[], [1], [0, 2]], ["a", "b", "c"])
+    plain = Evidence([-2.0, -0.2], [[0.1, 0.7, 0.2], [1.0, 0.0, 0.0]], [[0], [1]], ["x", "y"])
+    mean, spread = -1.6 / 3, -(0.2 * math.log(0.2) + 0.8 * math.log(0.8) + 2 * 0.5 * math.log(0.5)) / 2 / math.log(2)
+    assert word_features([odd]) == pytest.approx(np.array([
+        [mean, mean, 0, mean, 1.0], [-1.0, -1.0, 1, mean, 0.0], [-0.3, -0.5, 2, mean, spread],
+    ]))  # fmt: skip
+    # least piece -1.0 is above log(0.2): no doubtful word; attention sums (1.7, 1.3): one of two source tokens twice
+    assert sentence_features([odd], [2]) == pytest.approx(np.array([[mean, -1.0, 0.0, 0.0, 0.5, math.log(3 / 2)]]))
+    # plain's first word is doubtful (-2.0); its attention sums (1.1, 0.7, 0.2): one of three never attended
+    assert sentence_features([plain], [3])[0, 2:4] == pytest.approx([0.5, 1 / 3])
+    assert word_features([odd, plain]) == pytest.approx(np.vstack([word_features([odd]), word_features([plain])]))
+    assert sentence_features([plain, odd], [3, 2]) == pytest.approx(
+        np.vstack([sentence_features([plain], [3]), sentence_features([odd], [2])])
+    )
+
+
 def test_estimates_of_a_batch_are_each_translation_s_own(calibrated):
     translator = Translator.from_folder(calibrated)
     texts = SOURCES[:6]
@@ -213,6 +234,7 @@ def test_estimates_of_a_batch_are_each_translation_s_own(calibrated):
         assert found.score == pytest.approx(alone.score, abs=1e-9)
         assert found.bergamot.score == pytest.approx(alone.bergamot.score, abs=1e-9)
         assert [(word.word, word.ok) for word in found.words] == [(word.word, word.ok) for word in alone.words]
+        assert found.probabilities == pytest.approx(alone.probabilities, abs=1e-9)
     assert together[-1].score == 0.0 and together[-1].words == []  # nothing translated: nothing vouched for
 
 

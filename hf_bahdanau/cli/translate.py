@@ -340,7 +340,7 @@ def hypothesis_lines(
         if alignments and hypothesis.alignment is not None:
             fields.append(hypothesis.alignment)
         if quality:
-            fields.append("" if estimate is None else " ".join("OK" if w.ok else "BAD" for w in estimate.words))
+            fields.append("" if estimate is None else " ".join("OK" if ok else "BAD" for ok in estimate.ok))
         lines.append("\t".join(fields) + "\n")
     return "".join(lines)
 

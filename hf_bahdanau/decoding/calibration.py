@@ -83,16 +83,17 @@ def fit_estimator(samples: Sequence[Sample], data: dict[str, Any]) -> QualityEst
     recorded in the estimator with its figures on them."""
     if len(samples) < FEWEST:
         raise ValueError(f"{len(samples)} translations are too few to fit a quality estimator: at least {FEWEST}")
-    words = np.array([row for sample in samples for row in word_rows(sample.evidence)])  # (words, WORD_FEATURES)
+    evidence = [sample.evidence for sample in samples]
+    words = word_rows(evidence)  # (words, WORD_FEATURES)
     labels = np.array([label for sample in samples for label in sample.labels])  # (words,)
     if labels.all() or not labels.any():
         raise ValueError(f"every word of the {len(samples)} translations is {'OK' if labels.all() else 'BAD'}: "
                          "nothing to tell apart, no quality estimator fitted")  # fmt: skip
     ours = _word_model(WORD_FEATURES, words, labels)
     bergamot = _word_model(BERGAMOT_FEATURES, words[:, : len(BERGAMOT_FEATURES)], labels)
-    mean_ok = [float(ours.model(np.array(word_rows(sample.evidence))).mean()) for sample in samples]
-    sentence = np.array([[*sentence_rows(sample.evidence, sample.source_tokens), ok]
-                         for sample, ok in zip(samples, mean_ok, strict=True)])  # fmt: skip
+    ends = np.cumsum([len(each.words) for each in evidence])[:-1]
+    mean_ok = [each.mean() for each in np.split(ours.model(words), ends)]
+    sentence = np.column_stack([sentence_rows(evidence, [sample.source_tokens for sample in samples]), mean_ok])
     chrf = np.array([sample.chrf / 100 for sample in samples])
     sentences = Linear.fit([*SENTENCE_FEATURES, "mean_ok"], sentence, chrf, logistic=False)
     fitted = {"method": "word: logistic regression (L2 0.01, Newton), threshold of best MCC; sentence: least squares "
@@ -143,8 +144,8 @@ def scored(
     return {
         "pearson": round(pearson([estimate.score for estimate in estimates], chrf), 4),
         "bergamot_pearson": round(pearson([estimate.score for estimate in baseline], chrf), 4),
-        "mcc": round(mcc([word.ok for estimate in estimates for word in estimate.words], flat), 4),
-        "bergamot_mcc": round(mcc([word.ok for estimate in baseline for word in estimate.words], flat), 4),
+        "mcc": round(mcc([ok for estimate in estimates for ok in estimate.ok], flat), 4),
+        "bergamot_mcc": round(mcc([ok for estimate in baseline for ok in estimate.ok], flat), 4),
         "sentences": len(estimates),
         "words": len(flat),
     }
@@ -154,12 +155,10 @@ def estimate_figures(translations: Sequence[Translation], references: Sequence[s
     """`scored` of `translations` made with `quality=True` against their `references` (those without an estimate,
     blank sources, left out)."""
     pairs = [(translation, reference) for translation, reference in zip(translations, references, strict=True)
-             if translation.quality is not None and translation.quality.words]  # fmt: skip
+             if translation.quality is not None and translation.quality.texts]  # fmt: skip
     estimates = [translation.quality for translation, _ in pairs]
     chrf = [sentence_chrf(translation.text, reference) for translation, reference in pairs]
-    labels = [
-        word_labels([word.word for word in translation.quality.words], reference) for translation, reference in pairs
-    ]
+    labels = [word_labels(translation.quality.texts, reference) for translation, reference in pairs]
     return scored(estimates, chrf, labels)
 
 

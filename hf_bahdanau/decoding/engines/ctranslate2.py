@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from hf_bahdanau.choices import EXPORT_INFO
 from hf_bahdanau.decoding.export.ctranslate2 import cached_export, is_ctranslate2_folder, require_ctranslate2
 from hf_bahdanau.decoding.export.folders import check_tokenizer_file
@@ -45,7 +47,7 @@ class ScoredHypothesis:
     text: str
     score: float | None
     ids: list[int] = field(default_factory=list)
-    attention: list[list[float]] | None = None
+    attention: np.ndarray | None = None
     log_probs: list[float] | None = None
 
 
@@ -220,10 +222,10 @@ class CTranslate2Translator:
         for i, log_probs in zip(cut, self._log_probs([source] * len(cut), [hypotheses[i] for i in cut]), strict=True):
             hypotheses[i].append(eos)
             sums[i] = sum(log_probs)
-        attentions = [[list(row) for row in rows] if rows and i not in cut else None
+        attentions = [np.array(rows, dtype=np.float64) if rows and i not in cut else None
                       for i, rows in enumerate(result.attention or [None] * len(hypotheses))]  # fmt: skip
         for rows in attentions:
-            if rows and first is not None:  # `first`: the first step's attention, where the search's is wrong
+            if rows is not None and first is not None:  # the first step's attention, where the search's is wrong
                 rows[0] = first
         traced = [log_probs if log_probs is not None and len(log_probs) == len(tokens) and i not in cut else None
                   for i, tokens in enumerate(hypotheses)]  # fmt: skip
@@ -252,7 +254,7 @@ class CTranslate2Translator:
         self,
         sources: Sequence[list[int]],
         targets: Sequence[list[int]],
-        attention: Sequence[list[list[float]] | None] | None = None,
+        attention: Sequence[np.ndarray | None] | None = None,
     ) -> list[Evidence]:
         """The evidence (`quality_features`) of each translation `targets[k]` (ids, `</s>` included) of `sources[k]`
         (ids): each token's log-probability from a teacher-forced `score_batch`; its attention `attention[k]` (the
@@ -271,7 +273,7 @@ class CTranslate2Translator:
             min_decoding_length=0, return_end_token=True, return_attention=True,
         ) if missing else []  # fmt: skip
         for k, result in zip(missing, attended, strict=True):
-            attention[k] = [list(row) for row in result.attention[0]]
+            attention[k] = np.array(result.attention[0], dtype=np.float64)
         return [evidence_for(self.tokenizer, target, score.log_probs, rows)
                 for target, score, rows in zip(targets, scored, attention, strict=True)]  # fmt: skip
 

@@ -51,16 +51,25 @@ class WordQuality:
 @dataclass
 class QualityEstimate:
     """The estimate of one translation: `score` in [0, 1] (ours: its predicted chrF / 100; Bergamot's: the mean of
-    its word probabilities), and `words`, one per word of its text (whitespace-separated); `bergamot`: Bergamot's
-    estimate of the same translation, the baseline."""
+    its word probabilities); of each word of its text (whitespace-separated) its `texts`, the `probabilities` that
+    it is OK and the verdicts `ok`, one `WordQuality` a word as `words`; `bergamot`: Bergamot's estimate of the same
+    translation, the baseline. The words are kept as three lists, not an object each: cheap to keep by the thousand."""
 
     score: float
-    words: list[WordQuality] = field(default_factory=list)
+    texts: list[str] = field(default_factory=list)
+    probabilities: list[float] = field(default_factory=list)
+    ok: list[bool] = field(default_factory=list)
     bergamot: QualityEstimate | None = None
+
+    @property
+    def words(self) -> list[WordQuality]:
+        """The words in order, each its text, probability and verdict."""
+        return [WordQuality(*word) for word in zip(self.texts, self.probabilities, self.ok, strict=True)]
 
     def as_dict(self) -> dict[str, Any]:
         """The estimate as JSON (rounded): `{"score", "words": [{"word", "probability", "ok"}], "bergamot": score}`."""
-        words = [{"word": word.word, "probability": round(word.probability, 4), "ok": word.ok} for word in self.words]
+        words = [{"word": text, "probability": round(probability, 4), "ok": ok}
+                 for text, probability, ok in zip(self.texts, self.probabilities, self.ok, strict=True)]  # fmt: skip
         found: dict[str, Any] = {"score": round(self.score, 4), "words": words}
         if self.bergamot is not None:
             found["bergamot"] = round(self.bergamot.score, 4)
@@ -133,19 +142,19 @@ class QualityEstimator:
 
     def estimates(self, evidence: Sequence[Evidence], source_tokens: Sequence[int]) -> list[QualityEstimate]:
         """`estimate` of each translation, all their words through each word model at once."""
-        rows = [word_rows(found) for found in evidence]
-        words = np.array([row for each in rows for row in each]).reshape(-1, len(WORD_FEATURES))  # (all words, _)
-        ends = np.cumsum([len(each) for each in rows])[:-1]
+        words = word_rows(evidence)  # (all words, WORD_FEATURES)
+        ends = np.cumsum([len(found.words) for found in evidence])[:-1]
         ok = np.split(self.words.model(words), ends)  # each translation's (words,)
         baseline = np.split(self.bergamot.model(words[:, : len(BERGAMOT_FEATURES)]), ends)
         spoken = [k for k, found in enumerate(evidence) if found.words]  # nothing translated: nothing to vouch for
-        sentences = np.array([[*sentence_rows(evidence[k], source_tokens[k]), float(ok[k].mean())] for k in spoken])
+        rows = sentence_rows([evidence[k] for k in spoken], [source_tokens[k] for k in spoken])
+        sentences = np.column_stack([rows, [ok[k].mean() for k in spoken]])  # (spoken, SENTENCE_FEATURES + 1)
         scores = np.clip(self.sentences(sentences), 0.0, 1.0).tolist() if spoken else []
-        found = [QualityEstimate(0.0, [], QualityEstimate(0.0)) for _ in evidence]
+        found = [QualityEstimate(0.0, bergamot=QualityEstimate(0.0)) for _ in evidence]
         for k, score in zip(spoken, scores, strict=True):
-            texts = evidence[k].word_texts
-            bergamot = QualityEstimate(float(baseline[k].mean()), _flags(texts, baseline[k], self.bergamot))
-            found[k] = QualityEstimate(score, _flags(texts, ok[k], self.words), bergamot)
+            texts = list(evidence[k].word_texts)
+            bergamot = QualityEstimate(float(baseline[k].mean()), texts, *_verdicts(baseline[k], self.bergamot))
+            found[k] = QualityEstimate(score, texts, *_verdicts(ok[k], self.words), bergamot)
         return found
 
     def attach(
@@ -193,10 +202,9 @@ class QualityEstimator:
         return cls.from_file(path) if path.is_file() else None
 
 
-def _flags(texts: Sequence[str], probabilities: np.ndarray, model: WordModel) -> list[WordQuality]:
-    return [
-        WordQuality(text, float(p), bool(p >= model.threshold)) for text, p in zip(texts, probabilities, strict=True)
-    ]
+def _verdicts(probabilities: np.ndarray, model: WordModel) -> tuple[list[float], list[bool]]:
+    """Words' `probabilities` `(words,)` of being OK, and whether each is (at or above `model`'s threshold)."""
+    return probabilities.tolist(), (probabilities >= model.threshold).tolist()
 
 
 def _word_model(data: dict[str, Any]) -> WordModel:
@@ -211,17 +219,19 @@ def joined_estimate(estimates: Sequence[QualityEstimate | None]) -> QualityEstim
         return None
     if len(found) == 1:
         return found[0]
-    weights = [max(len(estimate.words), 1) for estimate in found]
+    weights = [max(len(estimate.texts), 1) for estimate in found]
 
     def mean(scores: list[float]) -> float:
         return sum(score * weight for score, weight in zip(scores, weights, strict=True)) / sum(weights)
 
-    words = [word for estimate in found for word in estimate.words]
+    def joined(parts: Sequence[QualityEstimate], bergamot: QualityEstimate | None = None) -> QualityEstimate:
+        texts = [text for part in parts for text in part.texts]
+        probabilities = [probability for part in parts for probability in part.probabilities]
+        ok = [verdict for part in parts for verdict in part.ok]
+        return QualityEstimate(mean([part.score for part in parts]), texts, probabilities, ok, bergamot)
+
     bergamot = [estimate.bergamot for estimate in found if estimate.bergamot is not None]
-    baseline = None
-    if len(bergamot) == len(found):
-        baseline = QualityEstimate(mean([b.score for b in bergamot]), [w for b in bergamot for w in b.words])
-    return QualityEstimate(mean([estimate.score for estimate in found]), words, baseline)
+    return joined(found, joined(bergamot) if len(bergamot) == len(found) else None)
 
 
 def require_estimator(estimator: QualityEstimator | None, engine: str) -> QualityEstimator:

@@ -18,6 +18,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 BERGAMOT_FEATURES = ("mean_log_prob", "min_log_prob", "subwords", "sentence_mean_log_prob")
 WORD_FEATURES = (*BERGAMOT_FEATURES, "attention_entropy")
 SENTENCE_FEATURES = (
@@ -28,15 +30,20 @@ DOUBTFUL = math.log(0.2)  # a word whose least likely piece is below this is "do
 
 @dataclass
 class Evidence:
-    """The model's view of one translation: per generated token (`</s>` included) its `log_probs` and its
-    `attention` `(tokens, source tokens)` over the source (each row sums to 1; the last layer's first head, the one
-    CTranslate2 returns; the RNN's only one), and the `words`: the token positions of each word of the translation
-    (`word_groups`), with their texts in `word_texts`."""
+    """The model's view of one translation: per generated token (`</s>` included) its `log_probs` `(tokens,)` and
+    its `attention` `(tokens, source tokens)` over the source (each row sums to 1; the last layer's first head, the
+    one CTranslate2 returns; the RNN's only one), and the `words`: the token positions of each word of the
+    translation (`word_groups`), with their texts in `word_texts`. Lists are taken as float64 arrays."""
 
-    log_probs: list[float]
-    attention: list[list[float]]
+    log_probs: np.ndarray
+    attention: np.ndarray
     words: list[list[int]]
     word_texts: list[str]
+
+    def __post_init__(self) -> None:
+        self.log_probs = np.asarray(self.log_probs, dtype=np.float64)
+        attention = np.asarray(self.attention, dtype=np.float64)
+        self.attention = attention if attention.ndim == 2 else attention.reshape(len(attention), 0)
 
 
 def word_groups(tokenizer: Any, ids: Sequence[int]) -> tuple[list[list[int]], list[str]]:
@@ -76,42 +83,74 @@ def prefix_texts(tokenizer: Any, ids: Sequence[int]) -> list[str]:
     return [backend.decode(prefix, skip_special_tokens=True) for prefix in prefixes]
 
 
-def _entropy(row: Sequence[float]) -> float:
-    return -sum(p * math.log(p) for p in row if p > 0.0)
+def _spread(attention: np.ndarray) -> np.ndarray:
+    """`(tokens,)`: the entropy of each token's attention `(tokens, source tokens)` over the entropy of uniform
+    attention (1: spread evenly over the source; 0: on one source token)."""
+    source = attention.shape[1]
+    logs = np.log(np.where(attention > 0.0, attention, 1.0))
+    return -(attention * logs).sum(1) / (math.log(source) if source > 1 else 1.0)
 
 
-def word_features(evidence: Evidence) -> list[list[float]]:
-    """`(words, len(WORD_FEATURES))`: of each word its pieces' mean and least log-probability, how many pieces it
-    has, the sentence's mean log-probability (Bergamot's four), and the mean entropy of its pieces' attention over
-    the source (over the entropy of uniform attention: 1 is attention spread evenly, 0 on one source token)."""
-    log_probs = evidence.log_probs
-    sentence = sum(log_probs) / len(log_probs)
-    source = len(evidence.attention[0]) if evidence.attention else 1
-    uniform = math.log(source) if source > 1 else 1.0
-    rows = []
-    for group in evidence.words:
-        if not group:  # a word of no token of its own (see word_groups): a neutral row
-            rows.append([sentence, sentence, 0.0, sentence, 1.0])
-            continue
-        pieces = [log_probs[i] for i in group]
-        spread = sum(_entropy(evidence.attention[i]) for i in group) / len(group) / uniform
-        rows.append([sum(pieces) / len(pieces), min(pieces), float(len(pieces)), sentence, spread])
-    return rows
+def _pieces(evidence: Sequence[Evidence]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The pieces of every word of the translations `evidence`, words in turn: each piece's position among all
+    their tokens `(pieces,)`, the word it belongs to `(pieces,)`, and each word's piece count `(words,)` (0: a word
+    of no token of its own, see `word_groups`)."""
+    offsets = np.cumsum([0, *(len(found.log_probs) for found in evidence)])
+    positions = [offset + i for found, offset in zip(evidence, offsets[:-1], strict=True) for group in found.words
+                 for i in group]  # fmt: skip
+    sizes = np.array([len(group) for found in evidence for group in found.words], dtype=np.int64)
+    return np.array(positions, dtype=np.int64), np.repeat(np.arange(len(sizes)), sizes), sizes
 
 
-def sentence_features(evidence: Evidence, source_tokens: int) -> list[float]:
-    """`len(SENTENCE_FEATURES)` numbers of one translation: its mean and least token log-probability, the share of
-    its words that are doubtful (least piece below `DOUBTFUL`), the share of source tokens it never attends
+def _least(values: np.ndarray, owner: np.ndarray, words: int) -> np.ndarray:
+    """`(words,)`: the least of `values` `(pieces,)` of each word (`owner`: each piece's); inf for none."""
+    least = np.full(words, np.inf)
+    np.minimum.at(least, owner, values)
+    return least
+
+
+def word_features(evidence: Sequence[Evidence]) -> np.ndarray:
+    """`(all words, len(WORD_FEATURES))`, the words of the translations `evidence` in turn: of each word its pieces'
+    mean and least log-probability, how many pieces it has, its sentence's mean log-probability (Bergamot's four),
+    and the mean entropy of its pieces' attention over the source (`_spread`). A word of no token of its own (see
+    `word_groups`): its sentence's mean, 0 pieces, attention spread evenly."""
+    if not evidence:
+        return np.zeros((0, len(WORD_FEATURES)))
+    positions, owner, sizes = _pieces(evidence)
+    log_probs = np.concatenate([found.log_probs for found in evidence])[positions]  # (pieces,)
+    spread = np.concatenate([_spread(found.attention) for found in evidence])[positions]  # (pieces,)
+    sentence = np.repeat([found.log_probs.mean() for found in evidence], [len(found.words) for found in evidence])
+    own, count = sizes > 0, np.maximum(sizes, 1)  # (words,)
+    return np.column_stack([
+        np.where(own, np.bincount(owner, log_probs, len(sizes)) / count, sentence),
+        np.where(own, _least(log_probs, owner, len(sizes)), sentence), sizes, sentence,
+        np.where(own, np.bincount(owner, spread, len(sizes)) / count, 1.0),
+    ])  # fmt: skip
+
+
+def sentence_features(evidence: Sequence[Evidence], source_tokens: Sequence[int]) -> np.ndarray:
+    """`(translations, len(SENTENCE_FEATURES))`: of each translation its mean and least token log-probability, the
+    share of its words that are doubtful (least piece below `DOUBTFUL`), the share of source tokens it never attends
     (attention summed over the translation below 0.5) and attends twice or more (above 1.5), and log(translation
-    tokens / source tokens)."""
-    log_probs = evidence.log_probs
-    doubtful = [min(log_probs[i] for i in group) < DOUBTFUL for group in evidence.words if group]
-    coverage = [sum(column) for column in zip(*evidence.attention, strict=True)] if evidence.attention else [1.0]
-    return [
-        sum(log_probs) / len(log_probs), min(log_probs), sum(doubtful) / max(len(doubtful), 1),
-        sum(total < 0.5 for total in coverage) / len(coverage), sum(total > 1.5 for total in coverage) / len(coverage),
-        math.log(len(log_probs) / max(source_tokens, 1)),
-    ]  # fmt: skip
+    tokens / source tokens); `source_tokens`: each source's length."""
+    if not evidence:
+        return np.zeros((0, len(SENTENCE_FEATURES)))
+    positions, owner, sizes = _pieces(evidence)
+    tokens = np.array([len(found.log_probs) for found in evidence])  # (translations,)
+    log_probs = np.concatenate([found.log_probs for found in evidence])  # (all tokens,)
+    sentence_of = np.repeat(np.arange(len(evidence)), [len(found.words) for found in evidence])[sizes > 0]
+    doubtful = np.bincount(sentence_of, _least(log_probs[positions], owner, len(sizes))[sizes > 0] < DOUBTFUL,
+                           len(evidence))  # fmt: skip
+    spoken = np.maximum(np.bincount(sentence_of, minlength=len(evidence)), 1)
+    starts = np.cumsum(tokens) - tokens
+    coverage = [found.attention.sum(0) if found.attention.size else np.ones(1) for found in evidence]
+    widths = np.array([len(each) for each in coverage])  # (translations,) source tokens
+    coverage, covered = np.concatenate(coverage), np.cumsum(widths) - widths  # (all source tokens,)
+    return np.column_stack([
+        np.add.reduceat(log_probs, starts) / tokens, np.minimum.reduceat(log_probs, starts), doubtful / spoken,
+        np.add.reduceat(coverage < 0.5, covered) / widths, np.add.reduceat(coverage > 1.5, covered) / widths,
+        np.log(tokens / np.maximum(source_tokens, 1)),
+    ])  # fmt: skip
 
 
 def torch_evidence(
@@ -149,7 +188,8 @@ def evidence_for(
     """The evidence of the translation `target` (ids, `</s>` included) from at least one log-probability and one
     attention row per token (cut to its tokens), its words grouped (`word_groups`)."""
     words, texts = word_groups(tokenizer, target)
-    return Evidence(list(log_probs)[: len(target)], list(attention)[: len(target)], words, texts)
+    return Evidence(np.asarray(log_probs, dtype=np.float64)[: len(target)],
+                    np.asarray(attention, dtype=np.float64)[: len(target)], words, texts)  # fmt: skip
 
 
 def traced_evidence(tokenizer: Any, target: Sequence[int], trace: Any, mask: Any) -> Evidence:
@@ -157,12 +197,12 @@ def traced_evidence(tokenizer: Any, target: Sequence[int], trace: Any, mask: Any
     `(at least tokens, src_len + 1)`: each token's attention over the padded source, then its log-probability; a
     teacher-forced pass's or the search's, `search.step_trace`) and the source's padding `mask` `(src_len,)`."""
     trace = trace[: len(target)]
-    return evidence_for(tokenizer, target, trace[:, -1].tolist(), trace[:, :-1][:, mask.bool()].tolist())
+    return evidence_for(tokenizer, target, trace[:, -1].cpu().numpy(), trace[:, :-1][:, mask.bool()].cpu().numpy())
 
 
 def evidence_of(
     engine: str, model: Any, tokenizer: Any, sources: Sequence[list[int]], targets: Sequence[list[int]],
-    batch_size: int | None, attention: Sequence[list[list[float]] | None] | None = None,
+    batch_size: int | None, attention: Sequence[np.ndarray | None] | None = None,
     searched: Sequence[Evidence | None] | None = None,
 ) -> list[Evidence | None]:  # fmt: skip
     """The evidence of each translation `targets[k]` of `sources[k]` (ids) by the Translator's `engine` and `model`:
