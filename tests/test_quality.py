@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -69,8 +70,6 @@ def references(folder) -> list[str]:
 @pytest.fixture(scope="module")
 def calibrated(folder, references, tmp_path_factory) -> Path:
     """A copy of `folder` with an estimator fitted on SOURCES."""
-    import shutil
-
     copy = tmp_path_factory.mktemp("calibrated") / "model"
     shutil.copytree(folder, copy)
     calibrate(Translator.from_folder(copy), copy, SOURCES, references, {"data": "tiny"})
@@ -361,8 +360,6 @@ def test_train_fits_an_estimator_at_its_end_on_the_validation_split(tmp_path, ca
 def test_calibrate_translate_and_evaluate_from_the_command_line(folder, references, tmp_path, capsys, caplog):
     """calibrate fits on the validation split of a corpus folder and refuses its train and test splits; translate
     --quality writes QUALITY<TAB>TRANSLATION<TAB>TAGS lines and JSON fields; evaluate reports the correlations."""
-    import shutil
-
     model = tmp_path / "model"
     shutil.copytree(folder, model)
     corpus = tmp_path / "corpus"
@@ -413,3 +410,29 @@ def test_fitting_needs_words_of_both_kinds(folder, references):
         sample.labels = [False] * len(sample.labels)
     with pytest.raises(ValueError, match="every word"):
         fit_estimator(samples, {})
+
+
+def test_the_cost_benchmark_alternates_pairs_and_takes_the_median_difference(calibrated, tmp_path, capsys):
+    from conftest import load_script
+
+    benchmark = load_script("benchmark_quality_cost")
+    calls: list[bool] = []
+    plain, estimated = benchmark.rounds(lambda texts, quality: calls.append(quality), ["a"], 3)
+    assert calls == [False, True, True, False, False, True] and len(plain) == len(estimated) == 3
+    # differences 0.1, 0.3, 0.1: their median 0.1 over the median time without, 1.1
+    assert benchmark.added([1.0, 1.2, 1.1], [1.1, 1.5, 1.2]) == pytest.approx(0.1 / 1.1)
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for split in ("train", "val", "test_2016_flickr"):
+        (corpus / f"{split}.de").write_text("\n".join(SOURCES[:6]) + "\n", encoding="utf-8")
+        (corpus / f"{split}.en").write_text("\n".join(SOURCES[:6]) + "\n", encoding="utf-8")
+    model = Path(shutil.copytree(calibrated, tmp_path / "model"))
+    settings = {"data": str(corpus), "data_path": None, "src_lang": "de", "tgt_lang": "en",
+                "test_split": "test_2016_flickr", "d2l_normalize": False}  # fmt: skip
+    (model / "translation_data.json").write_text(json.dumps(settings), encoding="utf-8")
+    benchmark.main(["--model", str(model), "--num-beams", "1", "--sentences", "4", "--rounds", "2", "--output",
+                    str(tmp_path / "times.json")])  # fmt: skip
+    times = json.loads((tmp_path / "times.json").read_text(encoding="utf-8"))
+    assert len(times["plain"]) == len(times["with_estimates"]) == 2
+    assert times["added"] == pytest.approx(benchmark.added(times["plain"], times["with_estimates"]))
+    assert capsys.readouterr().out.startswith("| model | torch | greedy | 4 |")
