@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 import torch
 from helpers import TINY_CORPUS, make_model
+from transformers import AutoTokenizer
 
 from hf_bahdanau.cli import main
 from hf_bahdanau.decoding.batching import padded
@@ -141,12 +142,22 @@ def test_words_are_the_decoded_text_s_whitespace_words(tokenizer):
         assert tokenizer.decode([ids[i] for i in group]).strip() == text
 
 
-def test_prefix_texts_are_what_decode_gives_for_each_prefix(tokenizer, tmp_path):
-    ids = tokenizer("Zwei Hunde spielen im Schnee.", add_special_tokens=True)["input_ids"]
-    expected = [tokenizer.decode(ids[: position + 1], skip_special_tokens=True) for position in range(len(ids))]
-    assert prefix_texts(tokenizer, ids) == expected
+@pytest.mark.parametrize("clean_up", [False, True])
+def test_prefix_texts_are_what_decode_gives_for_each_prefix(tokenizer, tmp_path, clean_up):
+    """By incremental decoding, or where the tokenizer cleans up spaces by a decode a prefix: either way each
+    prefix's decode, special tokens (`</s>`, and `<unk>` and `<pad>` inside) skipped."""
     tokenizer.save_pretrained(tmp_path)  # the CTranslate2 engine's tokenizer, read as data
-    assert prefix_texts(read_tokenizer(tmp_path), ids) == expected
+    tokenizers = [tokenizer, read_tokenizer(tmp_path)]
+    if clean_up:
+        tokenizers = [AutoTokenizer.from_pretrained(tmp_path, clean_up_tokenization_spaces=True)]
+    texts = [*TINY_CORPUS[:20], "Zwei Hunde spielen im Schnee .", "A dog , a cat !"]
+    rows = [tokenizer(text, add_special_tokens=True)["input_ids"] for text in texts]
+    rows.append([*rows[0][:2], tokenizer.unk_token_id, tokenizer.pad_token_id, *rows[1]])
+    for each in tokenizers:
+        for ids in rows:
+            expected = [each.decode(ids[: position + 1], skip_special_tokens=True) for position in range(len(ids))]
+            assert prefix_texts(each, ids) == expected
+    assert prefix_texts(tokenizer, []) == []
 
 
 def test_a_word_is_ok_where_it_is_in_a_longest_common_subsequence_with_the_reference():

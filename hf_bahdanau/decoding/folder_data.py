@@ -60,6 +60,11 @@ class FolderTokenizer:
             setattr(self, name, token)
             setattr(self, f"{name}_id", None if token is None else tokenizer.token_to_id(token))
 
+    @property
+    def backend_tokenizer(self) -> Tokenizer:
+        """The `tokenizers.Tokenizer` it answers with, as transformers' tokenizers name theirs."""
+        return self._tokenizer
+
     def __call__(
         self, text: str | None = None, *, text_target: str | None = None, add_special_tokens: bool = True,
         verbose: bool = True,

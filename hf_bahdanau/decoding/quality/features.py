@@ -16,9 +16,12 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import accumulate
 from typing import Any
 
 import numpy as np
+from tokenizers import Tokenizer
+from tokenizers.decoders import DecodeStream
 
 BERGAMOT_FEATURES = ("mean_log_prob", "min_log_prob", "subwords", "sentence_mean_log_prob")
 WORD_FEATURES = (*BERGAMOT_FEATURES, "attention_entropy")
@@ -73,14 +76,19 @@ def word_groups(tokenizer: Any, ids: Sequence[int]) -> tuple[list[list[int]], li
 
 
 def prefix_texts(tokenizer: Any, ids: Sequence[int]) -> list[str]:
-    """`tokenizer.decode` of each prefix of `ids`, special tokens skipped: by a transformers tokenizer's
-    `backend_tokenizer` where its `decode` adds nothing to it (no clean-up of spaces), one prefix a call (its
-    `decode_batch` spends CPU time on threads for batches this small)."""
-    prefixes = [list(ids[: position + 1]) for position in range(len(ids))]
+    """The decoded text of `ids` up to each of its tokens, special tokens skipped: where the tokenizer's
+    `backend_tokenizer` (the tokenizers library's) decodes as its `decode` does (no clean-up of spaces), the running
+    text of its incremental decoding (`DecodeStream`: what each token adds), kept where it ends in the whole text's
+    `decode`; else `decode` of each prefix."""
     backend = getattr(tokenizer, "backend_tokenizer", None)
-    if backend is None or getattr(tokenizer, "clean_up_tokenization_spaces", False):
+    if not isinstance(backend, Tokenizer) or getattr(tokenizer, "clean_up_tokenization_spaces", False):
         backend = tokenizer
-    return [backend.decode(prefix, skip_special_tokens=True) for prefix in prefixes]
+    else:
+        stream = DecodeStream(skip_special_tokens=True)
+        prefixes = list(accumulate(stream.step(backend, int(index)) or "" for index in ids))
+        if not prefixes or prefixes[-1] == backend.decode(list(ids), skip_special_tokens=True):
+            return prefixes
+    return [backend.decode(list(ids[: position + 1]), skip_special_tokens=True) for position in range(len(ids))]
 
 
 def _spread(attention: np.ndarray) -> np.ndarray:
