@@ -6,6 +6,7 @@ third word replaced: some words OK, some BAD, which is all an estimator needs to
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import math
@@ -428,8 +429,17 @@ def test_the_cost_benchmark_alternates_pairs_and_takes_the_median_difference(cal
 
     benchmark = load_script("benchmark_quality_cost")
     calls: list[bool] = []
-    plain, estimated = benchmark.rounds(lambda texts, quality: calls.append(quality), ["a"], 3)
+
+    def translate(texts: list[str], quality: bool) -> None:
+        calls.append(quality)
+        if quality:
+            gc.collect()  # a full collection, in the rounds with estimates only
+
+    plain, estimated, collections = benchmark.rounds(translate, ["a"], 3)
     assert calls == [False, True, True, False, False, True] and len(plain) == len(estimated) == 3
+    assert collections["plain"][0] == 0 and collections["with_estimates"][0] == 3
+    assert 0 < collections["with_estimates"][1] <= sum(estimated)
+    assert not [callback for callback in gc.callbacks if callback.__name__ == "watch"]  # taken off after
     # differences 0.1, 0.3, 0.1: their median 0.1 over the median time without, 1.1
     assert benchmark.added([1.0, 1.2, 1.1], [1.1, 1.5, 1.2]) == pytest.approx(0.1 / 1.1)
     corpus = tmp_path / "corpus"
@@ -446,4 +456,6 @@ def test_the_cost_benchmark_alternates_pairs_and_takes_the_median_difference(cal
     times = json.loads((tmp_path / "times.json").read_text(encoding="utf-8"))
     assert len(times["plain"]) == len(times["with_estimates"]) == 2
     assert times["added"] == pytest.approx(benchmark.added(times["plain"], times["with_estimates"]))
-    assert capsys.readouterr().out.startswith("| model | torch | greedy | 4 |")
+    assert set(times["full_collections"]) == {"plain", "with_estimates"}
+    out = capsys.readouterr().out
+    assert out.startswith("| model | torch | greedy | 4 |") and "full garbage collections: plain " in out
