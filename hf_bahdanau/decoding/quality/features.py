@@ -40,7 +40,7 @@ class Evidence:
 
     log_probs: np.ndarray
     attention: np.ndarray
-    words: list[list[int]]
+    words: Sequence[Sequence[int]]
     word_texts: list[str]
 
     def __post_init__(self) -> None:
@@ -49,11 +49,12 @@ class Evidence:
         self.attention = attention if attention.ndim == 2 else attention.reshape(len(attention), 0)
 
 
-def word_groups(tokenizer: Any, ids: Sequence[int]) -> tuple[list[list[int]], list[str]]:
+def word_groups(tokenizer: Any, ids: Sequence[int]) -> tuple[list[tuple[int, ...]], list[str]]:
     """The words of the translation `ids` as the tokenizer's decode splits them (on whitespace), each with the
     positions of the tokens that make it: a token belongs to the word its decoded prefix ends in; a token that adds
     only whitespace (SentencePiece's bare "▁") belongs to the next word; one that adds nothing at the end (`</s>`)
-    to none."""
+    to none. Tuples: Python's garbage collector stops tracking a tuple of ints, so the groups of the translations a
+    run holds do not bring its full collections sooner."""
     prefixes = prefix_texts(tokenizer, ids)
     texts = prefixes[-1].split() if prefixes else []
     groups: list[list[int]] = [[] for _ in texts]
@@ -72,7 +73,7 @@ def word_groups(tokenizer: Any, ids: Sequence[int]) -> tuple[list[list[int]], li
     for word, group in enumerate(groups):  # a word no token ended in (decode not prefix-stable): its neighbour's
         if not group:
             groups[word] = list(groups[word - 1][-1:]) if word else []
-    return groups, texts
+    return [tuple(group) for group in groups], texts
 
 
 def prefix_texts(tokenizer: Any, ids: Sequence[int]) -> list[str]:
