@@ -141,6 +141,8 @@ def test_words_are_the_decoded_text_s_whitespace_words(tokenizer):
     assert [i for group in groups for i in group] == list(range(len(ids) - 1))  # every token but `</s>`, in order
     for group, text in zip(groups, texts, strict=True):
         assert tokenizer.decode([ids[i] for i in group]).strip() == text
+    gc.collect()
+    assert not any(gc.is_tracked(group) for group in groups)  # nothing a full collection walks
 
 
 @pytest.mark.parametrize("clean_up", [False, True])
