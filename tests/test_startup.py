@@ -105,7 +105,10 @@ def test_translating_with_ctranslate2_imports_neither_torch_nor_the_models(folde
 
 @pytest.mark.parametrize("kind", MODELS)
 def test_a_folder_tokenizer_gives_transformers_ids_and_texts(kind, tmp_path):
-    train_tokenizer(TINY_CORPUS, 120, model=kind, min_freq=1).save_pretrained(tmp_path)
+    """Also for a tokenizer loaded from a folder and saved again (as `distill` saves its teacher's), whose settings
+    then say where it was loaded from."""
+    train_tokenizer(TINY_CORPUS, 120, model=kind, min_freq=1).save_pretrained(tmp_path / "first")
+    AutoTokenizer.from_pretrained(tmp_path / "first").save_pretrained(tmp_path)
     mine, theirs = read_tokenizer(tmp_path), AutoTokenizer.from_pretrained(tmp_path)
     assert isinstance(mine, FolderTokenizer)
     assert mine.model_max_length == theirs.model_max_length

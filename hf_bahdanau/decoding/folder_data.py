@@ -26,8 +26,10 @@ if TYPE_CHECKING:
 
 SPECIAL_TOKENS = ("bos_token", "eos_token", "unk_token", "pad_token")
 # What tokenizer_config.json may hold for `FolderTokenizer` to read the folder as transformers reads it.
+# `is_local` and `local_files_only`: where a tokenizer saved again was loaded from, which transformers records and
+# reads back as unused arguments.
 PLAIN_SETTINGS = {"tokenizer_class", "backend", "model_max_length", "clean_up_tokenization_spaces", "padding_side",
-                  "truncation_side", *SPECIAL_TOKENS}  # fmt: skip
+                  "truncation_side", "is_local", "local_files_only", *SPECIAL_TOKENS}  # fmt: skip
 PLAIN_CLASSES = ("TokenizersBackend", "PreTrainedTokenizerFast")  # transformers 5: one class, two names
 LEGACY_FILES = ("special_tokens_map.json", "added_tokens.json")  # transformers reads them on top of the config
 
