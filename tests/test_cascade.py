@@ -96,7 +96,7 @@ def test_the_teacher_re_translates_exactly_the_sentences_below_the_threshold_in_
         [TEXTS[i] for i in low if start <= i < start + size] for start, size in zip(starts, chunks, strict=True)
     ]
     assert calls == [texts for texts in per_chunk if texts] and len(calls) > 1
-    assert cascade.retranslated == len(low)
+    assert cascade.retranslated == len(low) and cascade.estimated == len(TEXTS) - 1  # the blank one has no estimate
 
 
 def test_a_threshold_of_0_keeps_every_translation_and_1_re_translates_all_but_blank_ones(
@@ -178,7 +178,8 @@ def test_translate_with_a_fallback_writes_the_cascade_s_lines_and_records(
     assert [fields[1] for fields in lines] == [t.text for t in expected]
     assert [fields[0] for fields in lines] == ["" if t.quality is None else f"{t.quality.score:.4f}" for t in expected]
     retranslated = sum(t.made_by == TEACHER for t in expected)
-    assert f"the teacher re-translated {retranslated} sentences" in caplog.text
+    estimated = sum(t.student_quality is not None for t in expected)
+    assert f"the teacher re-translated {retranslated} of {estimated} sentences" in caplog.text
 
     records = [json.dumps({"text": text}) for text in TEXTS]
     assert main_reading([*argv, "--input-format", "jsonl"], records, tmp_path / "in.jsonl", monkeypatch) == 0

@@ -226,8 +226,8 @@ def with_fallback(translator: Translator, args: argparse.Namespace) -> Translato
 def said_fallback(translator: Translator | Cascade, args: argparse.Namespace) -> None:
     """Log how many sentences the teacher of `--fallback` re-translated."""
     if args.fallback:
-        logger.info("the teacher re-translated %d sentences (estimated below %g)", translator.retranslated,
-                    args.min_quality)  # fmt: skip
+        logger.info("the teacher re-translated %d of %d sentences (estimated below %g)", translator.retranslated,
+                    translator.estimated, args.min_quality)  # fmt: skip
 
 
 def add_command(commands: argparse._SubParsersAction, name: str, summary: str, epilog: str) -> argparse.ArgumentParser:

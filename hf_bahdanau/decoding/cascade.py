@@ -82,6 +82,7 @@ class Cascade:
         self.student, self.teacher, self.min_quality = student, teacher, min_quality
         self.teacher_options = dict(teacher_options or {})
         self.retranslated = 0  # sentences the teacher has re-translated, over every call
+        self.estimated = 0  # sentences the student has estimated (every one but blank sources), over every call
 
     @property
     def config(self) -> Any:
@@ -121,6 +122,7 @@ class Cascade:
         for batch in self.student.translate_stream(texts, quality=True, **options):
             indices = range(start, start + len(batch))
             low = [k for k, found in enumerate(batch) if self.below(found.quality)]
+            self.estimated += sum(found.quality is not None for found in batch)
             redone: dict[int, Translation] = {}
             if low:
                 prefix = _picked(options.get("prefix"), [indices[k] for k in low])
